@@ -1,0 +1,1 @@
+"""Demo flows that ship with PicoFlow Web."""

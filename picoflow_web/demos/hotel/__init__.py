@@ -1,0 +1,1 @@
+"""Hotel booking demo: plain-code backend for searching, comparing and booking hotels."""

@@ -1,0 +1,261 @@
+"""The engine: flow registry, model registry, session store and per-session lock.
+
+:meth:`FlowEngine.run` is the one entry point of a turn. It never raises for flow or
+session problems: it returns a failure :class:`RunReply` (``success=False``), and for
+errors inside the flow it first marks the session aborted and saves it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import anyio
+from pydantic import BaseModel
+
+from .errors import (
+    FlowDefinitionError,
+    FlowNotRegisteredError,
+    PicoFlowError,
+    SessionConflictError,
+    SessionFlowInvariantError,
+    SessionFlowMismatchError,
+)
+from .flow import Flow
+from .models import Model, ModelSelection
+from .session import LogEntry
+from .stores import MemorySessionStore, SessionStore
+
+logger = logging.getLogger("picoflow")
+
+ModelOverride = Model | Callable[[str], Model | None]
+
+
+class RunReply(BaseModel):
+    """The reply envelope of one turn."""
+
+    success: bool
+    completed: bool
+    message: str
+    session_id: str
+    content_type: str = "text/plain"
+    error_code: str | None = None
+    """On failure: the :class:`~runtime.errors.PicoFlowError` code (or ``internal``)."""
+
+
+class FlowEngine:
+    """Runs turns of registered flows against a session store.
+
+    Args:
+        flows: flow classes to register.
+        providers: models by provider name; a request's ``selection.provider`` picks one.
+        store: the session store (default: in-memory).
+        model_override: a model (or ``flow_name -> model`` function) that answers every
+            call regardless of selection — how the embedded default plays scripted
+            conversations against flows written for real providers.
+    """
+
+    def __init__(
+        self,
+        *,
+        flows: Iterable[type[Flow]] = (),
+        providers: Mapping[str, Model] | None = None,
+        store: SessionStore | None = None,
+        model_override: ModelOverride | None = None,
+    ) -> None:
+        self.store: SessionStore = store or MemorySessionStore()
+        self._flows: dict[str, type[Flow]] = {}
+        self._providers: dict[str, Model] = dict(providers or {})
+        self._override = model_override
+        self._locks: dict[str, tuple[anyio.Lock, int]] = {}
+        for flow in flows:
+            self.register_flow(flow)
+
+    # -- registries ----------------------------------------------------------------------
+
+    def register_flow(self, flow: type[Flow], *, replace: bool = False) -> None:
+        """Register a flow class under its ``id``."""
+        if not (isinstance(flow, type) and issubclass(flow, Flow)):
+            raise FlowDefinitionError(f"{flow!r} is not a Flow subclass.")
+        if flow.id in self._flows and not replace:
+            raise FlowDefinitionError(f"Flow '{flow.id}' is already registered.")
+        self._flows[flow.id] = flow
+
+    def get_flow_names(self) -> list[str]:
+        """Registered flow names, in registration order."""
+        return list(self._flows)
+
+    def get_flow(self, name: str) -> type[Flow]:
+        """The flow class registered as ``name``."""
+        try:
+            return self._flows[name]
+        except KeyError:
+            raise FlowNotRegisteredError(f"Flow '{name}' is not registered.") from None
+
+    def register_provider(self, name: str, model: Model) -> None:
+        """Register (or replace) the model serving provider ``name``."""
+        self._providers[name] = model
+
+    def resolve_model(self, flow_name: str, selection: ModelSelection) -> Model:
+        """The model that answers ``selection`` for ``flow_name``."""
+        if self._override is not None:
+            model = self._override if isinstance(self._override, Model) else self._override(
+                flow_name
+            )
+            if model is not None:
+                return model
+        try:
+            return self._providers[selection.provider]
+        except KeyError:
+            raise FlowDefinitionError(
+                f"Model provider '{selection.provider}' is not registered "
+                f"(known: {', '.join(sorted(self._providers)) or 'none'})."
+            ) from None
+
+    # -- turns ---------------------------------------------------------------------------
+
+    async def run(
+        self,
+        flow_name: str,
+        user_message: str | None,
+        session_id: str | None = None,
+        config: dict[str, Any] | None = None,
+    ) -> RunReply:
+        """Run one turn and return its reply; see the module docstring for failures."""
+        if session_id is None:
+            return await self._run_unlocked(flow_name, user_message, None, config)
+        async with self._session_lock(session_id):
+            return await self._run_unlocked(flow_name, user_message, session_id, config)
+
+    async def delete_session(self, session_id: str) -> bool:
+        """Delete a session document (deletion is not completion)."""
+        async with self._session_lock(session_id):
+            return await self.store.delete(session_id)
+
+    async def close(self) -> None:
+        """Close the store."""
+        await self.store.close()
+
+    async def _run_unlocked(
+        self, flow_name: str, message: str | None, session_id: str | None,
+        config: dict[str, Any] | None,
+    ) -> RunReply:
+        try:
+            flow = self.get_flow(flow_name)()
+        except PicoFlowError as exc:
+            return _failure(exc, session_id or "")
+        flow.engine = self
+        try:
+            await self._bootstrap(flow, session_id, config)
+        except PicoFlowError as exc:
+            return _failure(exc, flow.doc.id if flow.doc else session_id or "")
+        try:
+            text = await flow.require_current_step().run(message)
+            reply = RunReply(
+                success=True,
+                completed=flow.require_current_step().is_end(),
+                message=text,
+                session_id=flow.session_id,
+                content_type=flow.require_current_step().content_type,
+            )
+            await flow.save_session()
+            return reply
+        except (SessionConflictError, SessionFlowMismatchError, SessionFlowInvariantError) as exc:
+            return _failure(exc, flow.session_id)
+        except Exception as exc:
+            return await self._abort(flow, exc)
+
+    async def _bootstrap(
+        self, flow: Flow, session_id: str | None, config: dict[str, Any] | None
+    ) -> None:
+        if config is not None:
+            flow.add_context({"config": config})
+        await flow.init()
+        flow.collect_steps()
+        for step in flow.steps.values():
+            if not step.is_logic():
+                self.resolve_model(flow.id, step.get_model_selection())
+        stored = await self.store.load(session_id) if session_id else None
+        if stored is not None and stored.run_status == "running":
+            if stored.flow.name != flow.id:
+                raise SessionFlowMismatchError(
+                    f"Session '{stored.id}' belongs to flow '{stored.flow.name}', "
+                    f"not '{flow.id}'.",
+                    extra={"session_id": stored.id, "flow": stored.flow.name},
+                )
+            if stored.flow.current_step is None:
+                raise SessionFlowInvariantError(f"Session '{stored.id}' has no current step.")
+            restored = await flow.on_restore_session_doc(stored)
+            if restored is not None:
+                flow.restore_document(restored)
+                await flow.save_session()
+                await flow.require_current_step().on_restore()
+                return
+        # New session: keep a caller-chosen id unless a finished session already holds it.
+        doc = flow.new_document(session_id if stored is None else None)
+        created = await self.store.create(doc)
+        doc.revision = created.revision
+        initial = flow.require_current_step()
+        start = await initial.on_start()
+        if start is not None:
+            initial.get_memory().append(start)
+        await flow.save_session()
+
+    async def _abort(self, flow: Flow, exc: Exception) -> RunReply:
+        if not isinstance(exc, PicoFlowError):
+            logger.exception("Turn of flow '%s' failed", flow.id)
+        doc = flow.doc
+        if doc is None:
+            return _failure(exc, "")
+        message = str(exc)
+        doc.run_status = "aborted"
+        doc.error.append(LogEntry.model_validate(
+            {"level": "error", "message": message, "error_type": type(exc).__name__}
+        ))
+        try:
+            await flow.save_session()
+        except Exception as save_exc:  # the original failure stays the headline
+            message = f"{message}; failed to persist aborted session: {save_exc}"
+        return _failure(exc, doc.id, message)
+
+    def _session_lock(self, session_id: str) -> _SessionLock:
+        return _SessionLock(self._locks, session_id)
+
+
+class _SessionLock:
+    """A per-session FIFO lock that forgets sessions nobody waits for."""
+
+    def __init__(self, locks: dict[str, tuple[anyio.Lock, int]], key: str) -> None:
+        self._locks, self._key = locks, key
+
+    async def __aenter__(self) -> None:
+        lock, users = self._locks.get(self._key) or (anyio.Lock(), 0)
+        self._locks[self._key] = (lock, users + 1)
+        try:
+            await lock.acquire()
+        except BaseException:  # cancelled while waiting: give the slot back
+            self._forget()
+            raise
+
+    def _forget(self) -> None:
+        lock, users = self._locks[self._key]
+        if users == 1:
+            del self._locks[self._key]
+        else:
+            self._locks[self._key] = (lock, users - 1)
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._locks[self._key][0].release()
+        self._forget()
+
+
+def _failure(exc: Exception, session_id: str, message: str | None = None) -> RunReply:
+    if isinstance(exc, PicoFlowError):
+        code, text = exc.code, message or str(exc)
+    else:
+        code, text = "internal", message or f"{type(exc).__name__}: {exc}"
+    return RunReply(
+        success=False, completed=True, message=text, session_id=session_id,
+        content_type="text/plain", error_code=code,
+    )

@@ -1,0 +1,170 @@
+"""The one error tree of PicoFlow.
+
+Every error the runtime raises on purpose derives from :class:`PicoFlowError`::
+
+    PicoFlowError                       root; never raised directly
+    ├─ FlowDefinitionError (TypeError)  the flow or step was written wrong: bad step class,
+    │                                   duplicate tool, unknown step or tool name, bad model
+    │                                   selection, go/stay/direct used where it cannot be
+    ├─ FlowNotRegisteredError           FlowEngine.run() named a flow it does not know
+    ├─ ExecutionFrameError              go() from a child execution frame, or a tool-response
+    │                                   helper (stay, direct) called outside a tool handler
+    ├─ SessionError                     something about the session document
+    │  ├─ SessionConflictError          compare-and-swap save lost: the stored revision moved
+    │  ├─ SessionFlowMismatchError      the session belongs to another flow
+    │  ├─ SessionFlowInvariantError     the stored document is not a one-flow envelope
+    │  └─ SessionStoreError             the store itself failed (I/O, corrupt row)
+    ├─ ModelError                       a model call failed
+    │  ├─ ModelTransportError           transport failure or timeout (retried)
+    │  ├─ ModelBlockedError             the provider refused (safety block; not retried)
+    │  ├─ ModelCallError                every attempt failed; the turn aborts
+    │  └─ ScriptedModelError            the scripted model has no rule for a request
+    ├─ ToolArgumentsError               tool arguments failed validation (sent back to the
+    │                                   model as a tool error, never raised out of a turn)
+    ├─ StateValueError (ValueError)     a state or context value is not plain JSON
+    └─ TurnLimitError                   a turn exceeded its model-call budget (a loop)
+
+Callers of :meth:`runtime.FlowEngine.run` never see these: the engine turns them into
+failure replies. They surface when a flow, step or store is used directly.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class PicoFlowError(Exception):
+    """Root of every PicoFlow error; never raised directly.
+
+    Attributes:
+        message: human-readable text, also the exception's ``str()``.
+        code: a stable machine-readable code (used in failure replies and by the web API).
+        extra: JSON-safe details for debuggers.
+    """
+
+    code = "picoflow_error"
+
+    def __init__(self, message: str, *, extra: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.extra: dict[str, Any] = extra or {}
+
+
+class FlowDefinitionError(PicoFlowError, TypeError):
+    """Raised while building or running a flow that was written wrong.
+
+    The fix is in the flow's code (a step class, tool, selection or hook), not in the input.
+    """
+
+    code = "flow_definition"
+
+
+class FlowNotRegisteredError(PicoFlowError):
+    """Raised by the engine for a flow name it does not know; the reply says which."""
+
+    code = "flow_not_registered"
+
+
+class ExecutionFrameError(PicoFlowError):
+    """Raised when code routes where it must not.
+
+    ``go()`` from inside a child execution frame (``run_step``), or ``stay()``/``direct()``
+    outside a tool handler. Return a result to the owning step instead.
+    """
+
+    code = "execution_frame"
+
+
+class SessionError(PicoFlowError):
+    """Base of the session-document errors."""
+
+    code = "session_error"
+
+
+class SessionConflictError(SessionError):
+    """A compare-and-swap save found another revision; nothing was overwritten.
+
+    No automatic replay: the caller may reload the session and send the message again.
+    """
+
+    code = "session_conflict"
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(
+            f"Session '{session_id}' was changed or removed by another request.",
+            extra={"session_id": session_id},
+        )
+        self.session_id = session_id
+
+
+class SessionFlowMismatchError(SessionError):
+    """The stored session belongs to another flow than the one requested."""
+
+    code = "session_flow_mismatch"
+
+
+class SessionFlowInvariantError(SessionError):
+    """The stored document is not a valid one-flow session envelope."""
+
+    code = "session_flow_invariant"
+
+
+class SessionStoreError(SessionError):
+    """The store failed (I/O, unreadable row); the original error is chained."""
+
+    code = "session_store"
+
+
+class ModelError(PicoFlowError):
+    """Base of the model-call errors."""
+
+    code = "model_error"
+
+
+class ModelTransportError(ModelError):
+    """Transport failure, timeout or a retryable provider status; the runner retries it."""
+
+    code = "model_transport"
+
+
+class ModelBlockedError(ModelError):
+    """The provider refused to answer (safety block); not retried."""
+
+    code = "model_blocked"
+
+
+class ModelCallError(ModelError):
+    """Every attempt of a model call failed and no recovery hook produced a reply."""
+
+    code = "model_call_failed"
+
+
+class ScriptedModelError(ModelError):
+    """The scripted model has no rule matching a request; the message describes the request."""
+
+    code = "scripted_model_unmatched"
+
+
+class ToolArgumentsError(PicoFlowError):
+    """A tool call's arguments failed validation.
+
+    The runner sends the message back to the model as an error tool message, so the model
+    can correct itself; it never ends a turn.
+    """
+
+    code = "tool_arguments"
+
+
+class TurnLimitError(PicoFlowError):
+    """A turn made more model calls than ``Flow.max_model_calls_per_turn`` (a routing loop)."""
+
+    code = "turn_limit"
+
+
+class StateValueError(PicoFlowError, ValueError):
+    """A value written to state, context or a tool result is not plain JSON.
+
+    State is persisted and streamed as JSON; convert dates, sets and objects first.
+    """
+
+    code = "state_value"

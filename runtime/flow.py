@@ -1,0 +1,401 @@
+"""Flows: a registry of steps, the durable cursor and the session of one turn.
+
+A :class:`Flow` instance lives for exactly one turn: the engine constructs it, binds it to
+a session document (:meth:`Flow.bind_session`), runs the current step, and saves. Nothing
+survives the turn but the document.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from collections.abc import Sequence
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from .errors import ExecutionFrameError, FlowDefinitionError, TurnLimitError
+from .jsonutil import deep_merge, get_path, json_copy
+from .messages import Message, now_iso
+from .models import ModelSelection, TokenUsage
+from .session import (
+    SESSION_DOC_VERSION,
+    FlowRecord,
+    LogEntry,
+    MemorySpace,
+    RunStatus,
+    SequenceEntry,
+    SessionDocument,
+    StepRecord,
+)
+from .step import Step
+from .terminate import TerminateSessionStep
+from .tools import ToolRegistry, ToolSpec, handlers_of
+from .transitions import step_name_of
+
+if TYPE_CHECKING:
+    from .engine import FlowEngine
+
+logger = logging.getLogger("picoflow")
+
+# The stack of open child execution frames (run_step). A contextvar, so concurrent tasks
+# each see their own stack.
+_frames: ContextVar[tuple[Step, ...]] = ContextVar("picoflow_frames", default=())
+
+
+class Flow:
+    """Base class of every flow. Subclass it, implement :meth:`config_model` and
+    :meth:`define_steps`, and register the class with a :class:`~runtime.FlowEngine`.
+    """
+
+    id: ClassVar[str] = "Flow"
+    max_model_calls_per_turn: ClassVar[int] = 50
+    """Guard against routing loops: more model calls than this in one turn fail it."""
+    retry_delay: ClassVar[float] = 0.5
+    """Seconds between model-call attempts."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "id" not in cls.__dict__:
+            cls.id = cls.__name__
+
+    def __init__(self) -> None:
+        self.engine: FlowEngine | None = None
+        self.doc: SessionDocument | None = None
+        self.tools = ToolRegistry(self.id)
+        self._context: dict[str, Any] = {}
+        self._steps: dict[str, Step] = {}
+        self._states: dict[str, dict[str, Any]] = {}
+        self._memory: dict[str, list[Message]] = {}
+        self._selection: ModelSelection | None = None
+        self._model_calls = 0
+
+    # -- hooks ---------------------------------------------------------------------------
+
+    def config_model(self) -> ModelSelection:
+        """The flow's default model selection. Every flow with model steps overrides it."""
+        raise FlowDefinitionError(f"Flow '{self.id}' must implement config_model().")
+
+    def define_steps(self) -> Sequence[Step | type[Step]]:
+        """The step registry: instances (``XStep(self).use_memory(...)``) or classes."""
+        return [TerminateSessionStep(self).use_memory("temp")]
+
+    def initial_step(self) -> type[Step] | str | None:
+        """Entry step of a new session; default: the first registered step."""
+        return None
+
+    def define_tools(self) -> list[ToolSpec]:
+        """Flow-level tool definitions shared by the steps."""
+        return []
+
+    async def init(self) -> None:
+        """Called after the context is added, before the steps are collected."""
+
+    async def on_restore_session_doc(self, doc: SessionDocument) -> SessionDocument | None:
+        """Migrate a stored document before it is restored; None starts a new session."""
+        return doc if doc.version == SESSION_DOC_VERSION else None
+
+    def call_timeout(self) -> float | None:
+        """Per-attempt model-call timeout in seconds; None means no timeout."""
+        return None
+
+    async def should_retry_model_error(self, error: Exception, attempt: int) -> bool | None:
+        """Flow-level retry decision after the step's; None means the default (retry)."""
+        return None
+
+    async def on_model_error(self, error: Exception) -> str | None:
+        """Flow-level recovery after the step's; return reply text or None."""
+        return None
+
+    async def on_model_blocked(self, error: Exception) -> str | None:
+        """Flow-level recovery for refusals after the step's; return reply text or None."""
+        return None
+
+    # -- context -------------------------------------------------------------------------
+
+    def get_context(self, path: str | None = None) -> Any:
+        """A copy of the flow context, or the value at a dotted path (``config.x``)."""
+        return copy.deepcopy(get_path(self._context, path))
+
+    def add_context(self, data: dict[str, Any]) -> None:
+        """Merge into the context. Only before the session is bound: it is frozen after."""
+        if self.doc is not None:
+            raise FlowDefinitionError(
+                "The flow context is frozen once the session is bound; set it in init()."
+            )
+        self._context = deep_merge(self._context, json_copy(data, "Flow context"))
+
+    # -- steps and the cursor ------------------------------------------------------------
+
+    def collect_steps(self) -> None:
+        """Instantiate and index the registry returned by :meth:`define_steps`."""
+        for entry in self.define_steps():
+            step = entry(self) if isinstance(entry, type) and issubclass(entry, Step) else entry
+            if not isinstance(step, Step):
+                raise FlowDefinitionError(
+                    f"define_steps() of flow '{self.id}' returned {entry!r}, not a Step."
+                )
+            if step.flow is not self:
+                raise FlowDefinitionError(f"Step '{step.name}' was built for another flow.")
+            if step.name in self._steps:
+                raise FlowDefinitionError(
+                    f"Step '{step.name}' is registered twice in flow '{self.id}'."
+                )
+            self._steps[step.name] = step
+        if not self._steps:
+            raise FlowDefinitionError(f"Flow '{self.id}' defines no steps.")
+        self.tools.add(self.define_tools())
+        for step in self._steps.values():
+            self.tools.add(step.define_tools())
+            self.tools.add(h.spec for h in handlers_of(type(step)).values())
+        for step in self._steps.values():
+            self.exposed_tools(step)  # fail at bootstrap, not mid-turn, on unknown names
+
+    @property
+    def steps(self) -> dict[str, Step]:
+        """Registered steps by name."""
+        return dict(self._steps)
+
+    def require_step(self, target: str | type[Step]) -> Step:
+        """The registered step for a class or name."""
+        name = step_name_of(target)
+        try:
+            return self._steps[name]
+        except KeyError:
+            raise FlowDefinitionError(
+                f"Step '{name}' is not defined in flow '{self.id}'."
+            ) from None
+
+    def exposed_tools(self, step: Step) -> dict[str, ToolSpec]:
+        """Tools the step offers its model: decorated handlers, then ``use_tools()``."""
+        exposed = {
+            name: self.tools.require(name)
+            for name, handler in reversed(list(handlers_of(type(step)).items()))
+            if handler.expose
+        }
+        for name in step.use_tools():
+            exposed.setdefault(name, self.tools.require(name))
+        return exposed
+
+    @property
+    def current_step_name(self) -> str | None:
+        """The durable cursor."""
+        return self._doc().flow.current_step
+
+    def require_current_step(self) -> Step:
+        """The step under the cursor."""
+        name = self.current_step_name
+        if name is None:
+            raise FlowDefinitionError(f"Flow '{self.id}' has no current step.")
+        return self.require_step(name)
+
+    def get_executing_step(self) -> Step | None:
+        """The innermost execution frame's step, else the cursor's."""
+        frames = _frames.get()
+        if frames:
+            return frames[-1]
+        return self.require_current_step() if self.current_step_name else None
+
+    def require_executing_step(self) -> Step:
+        """Like :meth:`get_executing_step`, but never None."""
+        step = self.get_executing_step()
+        if step is None:
+            raise FlowDefinitionError(f"Flow '{self.id}' has no executing step.")
+        return step
+
+    @property
+    def nesting_level(self) -> int:
+        """1 at top level; +1 per open child frame (the level recorded in ``sequence``)."""
+        return len(_frames.get()) + 1
+
+    async def goto(self, target: str | type[Step]) -> None:
+        """Move the cursor: ``on_exit`` of the old step, trail entry, ``on_enter`` of the new.
+
+        Raises:
+            ExecutionFrameError: from inside a child execution frame.
+        """
+        step = self.require_step(target)
+        if _frames.get():
+            raise ExecutionFrameError(
+                f"Cannot goto '{step.name}' from a child execution frame. "
+                "Return a result to the owning step instead."
+            )
+        if step.name == self.current_step_name:
+            return
+        current = self.require_current_step() if self.current_step_name else None
+        if current is not None:
+            await current.on_exit()
+        flow = self._doc().flow
+        flow.sequence.append(SequenceEntry(level=1, step_name=step.name))
+        flow.current_step = step.name
+        await step.on_enter()
+
+    async def run_child(
+        self, owner: Step, target: type[Step] | str, user_message: str | None
+    ) -> str:
+        """Run ``target`` as a sequential child of ``owner`` (see :meth:`Step.run_step`)."""
+        child = self.require_step(target)
+        level = self.nesting_level + 1
+        token = _frames.set((*_frames.get(), child))
+        try:
+            self._doc().flow.sequence.append(SequenceEntry(level=level, step_name=child.name))
+            await child.on_enter()
+            try:
+                return await child.run(user_message)
+            finally:
+                await child.on_exit()
+        finally:
+            _frames.reset(token)
+
+    # -- state ---------------------------------------------------------------------------
+
+    def read_step_state(self, name: str) -> dict[str, Any]:
+        """A private copy of a step's state (callers mutate it and write it back)."""
+        return copy.deepcopy(self._states.get(name, {}))
+
+    def write_step_state(self, name: str, state: dict[str, Any]) -> None:
+        """Replace a step's state; the step must be registered."""
+        self.require_step(name)
+        self._states[name] = state
+
+    def get_step_state(self, step: type[Step] | str, key: str | None = None) -> Any:
+        """Another step's state (a copy), or the value at ``key``."""
+        return self.require_step(step).get_state(key)
+
+    def save_step_state(self, step: type[Step] | str, data: dict[str, Any]) -> None:
+        """Save into another step's state with :meth:`Step.save_state` semantics."""
+        self.require_step(step).save_state(data)
+
+    def save_transient_step_state(self, step: type[Step] | str, data: dict[str, Any]) -> None:
+        """Merge this-turn-only values into another step's transient state."""
+        self.require_step(step).save_transient_state(data)
+
+    def get_memory(self, namespace: str) -> list[Message]:
+        """The live history of a namespace (created empty on first use)."""
+        return self._memory.setdefault(namespace, [])
+
+    # -- session -------------------------------------------------------------------------
+
+    def _doc(self) -> SessionDocument:
+        if self.doc is None:
+            raise FlowDefinitionError(f"Flow '{self.id}' is not bound to a session yet.")
+        return self.doc
+
+    @property
+    def session_id(self) -> str:
+        """Id of the bound session."""
+        return self._doc().id
+
+    @property
+    def run_status(self) -> RunStatus:
+        """``running``, ``completed`` or ``aborted``."""
+        return self._doc().run_status
+
+    @property
+    def sequence(self) -> list[SequenceEntry]:
+        """The execution trail (a copy)."""
+        return list(self._doc().flow.sequence)
+
+    @property
+    def tokens(self) -> TokenUsage:
+        """Token totals of the session, attempted work included."""
+        return self._doc().tokens
+
+    def mark_completed(self) -> None:
+        """Mark the session completed; the next message starts a new session."""
+        self._doc().run_status = "completed"
+
+    def tally_tokens(self, usage: TokenUsage) -> None:
+        """Add one model attempt's usage to the session totals."""
+        self._doc().tokens.add(usage)
+
+    def warn(self, message: str, **extra: Any) -> None:
+        """Append a warning to the session log."""
+        self._doc().warn.append(
+            LogEntry.model_validate({**extra, "level": "warn", "message": message})
+        )
+
+    def log(self, message: str, **extra: Any) -> None:
+        """Append an informational line to the session log."""
+        self._doc().log.append(
+            LogEntry.model_validate({**extra, "level": "log", "message": message})
+        )
+
+    def require_engine(self) -> FlowEngine:
+        """The engine running this turn."""
+        if self.engine is None:
+            raise FlowDefinitionError(f"Flow '{self.id}' is not bound to an engine.")
+        return self.engine
+
+    def count_model_call(self) -> None:
+        """Count one model call of this turn; too many means a routing loop."""
+        self._model_calls += 1
+        if self._model_calls > self.max_model_calls_per_turn:
+            raise TurnLimitError(
+                f"Turn exceeded {self.max_model_calls_per_turn} model calls in flow "
+                f"'{self.id}'; a transition probably loops.",
+                extra={"calls": self._model_calls},
+            )
+
+    def model_selection(self) -> ModelSelection:
+        """The flow's resolved default selection."""
+        if self._selection is None:
+            self._selection = ModelSelection.model_validate(self.config_model())
+        return self._selection
+
+    def new_document(self, session_id: str | None = None) -> SessionDocument:
+        """Bind a fresh session: empty state, cursor on the initial step, trail started."""
+        initial = self.initial_step()
+        first = self.require_step(initial) if initial else next(iter(self._steps.values()))
+        record = FlowRecord(name=self.id, current_step=first.name,
+                            sequence=[SequenceEntry(level=1, step_name=first.name)])
+        doc = SessionDocument(flow=record) if session_id is None else SessionDocument(
+            id=session_id, flow=record
+        )
+        doc.flow.context = json_copy(self._context)
+        self.doc = doc
+        return doc
+
+    def restore_document(self, doc: SessionDocument) -> None:
+        """Bind a stored session: state, memory, context and cursor come from ``doc``."""
+        self.doc = doc
+        self._context = copy.deepcopy(doc.flow.context)
+        self._memory = {ns: list(space.messages) for ns, space in doc.flow.memory.items()}
+        for record in doc.flow.steps:
+            if record.name in self._steps:
+                self._states[record.name] = copy.deepcopy(record.state)
+        if doc.flow.current_step not in self._steps:
+            raise FlowDefinitionError(
+                f"Session '{doc.id}' points at step '{doc.flow.current_step}', which flow "
+                f"'{self.id}' does not define."
+            )
+
+    def sync_document(self) -> SessionDocument:
+        """Write the turn's live state into the bound document and return it."""
+        doc = self._doc()
+        doc.version = SESSION_DOC_VERSION
+        doc.flow.model = self.model_selection().public()
+        doc.flow.context = copy.deepcopy(self._context)
+        doc.flow.memory = {
+            ns: MemorySpace(messages=list(history),
+                            summary=doc.flow.memory[ns].summary if ns in doc.flow.memory else None)
+            for ns, history in self._memory.items()
+        }
+        doc.flow.steps = [
+            StepRecord(
+                name=name,
+                state={k: v for k, v in self._states.get(name, {}).items() if k != "_transient"},
+                model=step.model_override.public() if step.model_override else None,
+            )
+            for name, step in self._steps.items()
+            if name in self._states or step.model_override
+        ]
+        doc.save_on = now_iso()
+        return doc
+
+    async def save_session(self) -> None:
+        """Compare-and-swap save of the session; nested children never call this."""
+        if _frames.get():
+            raise ExecutionFrameError("A child execution frame cannot save the session.")
+        engine = self.require_engine()
+        doc = self.sync_document()
+        doc.revision = await engine.store.save(doc, doc.revision)

@@ -1,0 +1,49 @@
+"""Plain-JSON helpers shared by state, context and tool results."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .errors import StateValueError
+
+
+def json_copy(value: Any, what: str = "value") -> Any:
+    """A detached deep copy of ``value`` that is guaranteed to be plain JSON.
+
+    Raises:
+        StateValueError: naming ``what`` when the value is not JSON (a set, a date, NaN…).
+    """
+    try:
+        return json.loads(json.dumps(value, allow_nan=False))
+    except (TypeError, ValueError) as exc:
+        raise StateValueError(f"{what} must be plain JSON: {exc}") from None
+
+
+def deep_merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    """Merge ``top`` into a copy of ``base``; nested dicts merge, everything else replaces."""
+    out = dict(base)
+    for key, value in top.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def get_path(data: Any, path: str | None) -> Any:
+    """Read a dotted path (``a.b.0``) from nested dicts and lists; None when absent."""
+    if not path:
+        return data
+    current = data
+    for part in path.split("."):
+        if isinstance(current, dict):
+            current = current.get(part)
+        elif isinstance(current, list) and part.lstrip("-").isdigit():
+            index = int(part)
+            current = current[index] if -len(current) <= index < len(current) else None
+        else:
+            return None
+        if current is None:
+            return None
+    return current

@@ -1,0 +1,111 @@
+"""Chat messages: the records kept in a memory namespace and sent to models.
+
+The shape follows PicoFlow's persisted message records (``type``, ``id``, ``tool_call_id``,
+``tool_calls``, ``additional_kwargs``) so session documents read the same in both runtimes.
+"""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+MessageType = Literal["system", "human", "ai", "tool"]
+
+
+def now_iso() -> str:
+    """Current UTC time as an ISO-8601 string with milliseconds."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def gen_message_id(step_name: str) -> str:
+    """A step-attributed message id: ``<StepName>|<ISO time>|<10 digits>``.
+
+    The step prefix is what ``Step.on_crossing`` reads to tell whether the last message
+    in a namespace was produced by that step.
+    """
+    return f"{step_name}|{now_iso()}|{random.randrange(10**9, 10**10)}"
+
+
+class ToolCall(BaseModel):
+    """One tool call requested by the model."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    """Provider-assigned call id; every call gets exactly one tool message in reply."""
+    name: str
+    args: dict[str, Any] = Field(default_factory=dict)
+
+
+class Message(BaseModel):
+    """One chat message.
+
+    ``content`` is text; structured outputs are stored JSON-encoded.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: MessageType
+    content: str = ""
+    id: str = ""
+    timestamp: str = Field(default_factory=now_iso)
+    name: str | None = None
+    """Tool name, on tool messages."""
+    tool_call_id: str | None = None
+    """Required on tool messages: the call this message answers."""
+    status: Literal["success", "error"] | None = None
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    additional_kwargs: dict[str, Any] = Field(default_factory=dict)
+    """Hints such as ``direct: true`` on a direct reply."""
+
+    @property
+    def step_name(self) -> str | None:
+        """The step that produced the message, from its id, if attributed."""
+        head, sep, _ = self.id.partition("|")
+        return head if sep else None
+
+    @property
+    def is_direct(self) -> bool:
+        """Whether this AI message is a direct reply that ends the turn without a model call."""
+        return bool(self.additional_kwargs.get("direct"))
+
+
+def system_message(content: str) -> Message:
+    """The slot-0 system message of a namespace."""
+    return Message(type="system", content=content, id="system")
+
+
+def human_message(step_name: str, content: str) -> Message:
+    """A human message attributed to ``step_name``."""
+    return Message(
+        type="human", content=content, id=gen_message_id(step_name),
+        additional_kwargs={"direct": False},
+    )
+
+
+def ai_message(step_name: str, content: str, tool_calls: list[ToolCall] | None = None) -> Message:
+    """An AI message attributed to ``step_name``."""
+    return Message(
+        type="ai", content=content, id=gen_message_id(step_name), tool_calls=tool_calls or [],
+    )
+
+
+def direct_message(step_name: str, content: str) -> Message:
+    """An AI message that is returned to the user as-is, without another model call."""
+    return Message(
+        type="ai", content=content, id=gen_message_id(step_name),
+        additional_kwargs={"direct": True},
+    )
+
+
+def tool_message(
+    step_name: str, call: ToolCall, content: str, *, status: Literal["success", "error"]
+) -> Message:
+    """The reply to one tool call."""
+    return Message(
+        type="tool", content=content, id=gen_message_id(step_name), name=call.name,
+        tool_call_id=call.id, status=status,
+    )

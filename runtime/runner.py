@@ -1,0 +1,161 @@
+"""The model/tool loop of one turn (PicoFlow's LLM runner).
+
+Theory of operation. The loop always works on the *executing* step — the innermost child
+frame, else the cursor. Each pass:
+
+1. If the executing step changed since the last pass (a *crossing*), save the session
+   (a mid-turn checkpoint) and let the new step's ``on_crossing`` transform the carried
+   message. Child frames never cross: they cannot route.
+2. Logic steps run code (``run_logic``) instead of a model.
+3. Otherwise append the incoming message, rewrite slot 0 with ``get_prompt()``, and call
+   the model with retries (:func:`call_model`).
+4. Tool calls are dispatched in call order; a direct reply ends the turn; anything else
+   loops for another model call, maybe on a new step.
+5. A plain answer goes through ``on_response``: a string ends the turn, a route loops.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from .dispatch import Outcome, apply_transition, dispatch_tools, to_transition
+from .errors import (
+    FlowDefinitionError,
+    ModelBlockedError,
+    ModelCallError,
+    ModelTransportError,
+)
+from .messages import Message, ai_message, human_message, system_message
+from .models import ModelRequest, ModelResponse
+
+if TYPE_CHECKING:
+    from .flow import Flow
+    from .step import Routable, Step
+
+BLANK_RESPONSE_NUDGE = "Follow the system prompt and respond properly."
+
+
+async def run_loop(flow: Flow, message: Message | None) -> str:
+    """Run the executing step until a reply is produced; returns the reply text."""
+    prior = flow.require_executing_step()
+    while True:
+        step = flow.require_executing_step()
+        if step.name != prior.name:
+            await flow.save_session()
+            message = await step.on_crossing(message, prior.name)
+        history = step.get_memory()
+        if step.is_logic():
+            history.append(message or human_message(step.name, f"Continue to step:{step.name}"))
+            reply, message = await _route(flow, step, await step.run_logic())  # type: ignore[attr-defined]
+        else:
+            if message is not None:
+                history.append(message)
+            response = await call_model(flow, step)
+            if response.tool_calls:
+                history.append(ai_message(step.name, response.content, response.tool_calls))
+                outcome = await dispatch_tools(flow, step, response.tool_calls)
+                if outcome.direct is not None:
+                    flow.require_executing_step().get_memory().append(outcome.direct)
+                    return outcome.direct.content
+                reply, message = None, outcome.carried
+            else:
+                answer: Any = response.content
+                schema = step.output_schema()
+                if schema is not None:
+                    answer = schema.model_validate_json(response.content)
+                history.append(ai_message(step.name, response.content))
+                reply, message = await _route(flow, step, await step.on_response(answer))
+        if reply is not None:
+            return reply
+        prior = step
+
+
+async def _route(flow: Flow, step: Step, result: Routable) -> tuple[str | None, Message | None]:
+    """Apply what ``on_response``/``run_logic`` returned: a reply, or a transition."""
+    if isinstance(result, str):
+        if step.is_logic():
+            step.get_memory().append(ai_message(step.name, result))
+        return result, None
+    if result is None and step.is_logic():
+        return "", None
+    transition = to_transition(result)
+    if transition is None:
+        raise FlowDefinitionError(f"on_response() of step '{step.name}' returned None.")
+    outcome = Outcome()
+    await apply_transition(flow, step, transition, [], outcome)
+    if outcome.direct is not None:
+        return outcome.direct.content, None
+    return None, outcome.carried
+
+
+def build_request(flow: Flow, step: Step) -> ModelRequest:
+    """Rewrite slot 0 with the step's prompt and snapshot the request."""
+    history = step.get_memory()
+    history[0] = system_message(step.get_prompt() or "")
+    schema = step.output_schema()
+    return ModelRequest(
+        selection=step.get_model_selection(),
+        messages=list(history),
+        tools=[spec.schema() for spec in flow.exposed_tools(step).values()],
+        flow=flow.id,
+        step=step.name,
+        output_schema=schema.model_json_schema() if schema is not None else None,
+    )
+
+
+async def call_model(flow: Flow, step: Step) -> ModelResponse:
+    """One model call with PicoFlow's retry loop.
+
+    Each attempt's usage is tallied even when the answer is then rejected. A blank answer
+    gets a nudge message and a retry; ``check_response`` returning True retries without
+    keeping the answer; transport errors and timeouts retry unless a hook says no; a
+    refusal goes to ``on_model_blocked`` without retry. When attempts run out,
+    ``on_model_error`` (step, then flow) may supply the reply, else :class:`ModelCallError`.
+    """
+    flow.count_model_call()
+    engine = flow.require_engine()
+    selection = step.get_model_selection()
+    model = engine.resolve_model(flow.id, selection)
+    attempts = selection.retry_attempts or 3
+    last_error: Exception | None = None
+    reason = "error"
+    for attempt in range(1, attempts + 1):
+        if attempt > 1 and flow.retry_delay > 0:
+            await anyio.sleep(flow.retry_delay)
+        request = build_request(flow, step)
+        timeout = step.call_timeout()
+        try:
+            with anyio.fail_after(timeout):
+                response = await model.invoke(request)
+        except ModelBlockedError as exc:
+            recovered = await step.on_model_blocked(exc) or await flow.on_model_blocked(exc)
+            if recovered is not None:
+                return ModelResponse(content=recovered)
+            raise
+        except (ModelTransportError, TimeoutError) as exc:
+            last_error, reason = exc, "transport"
+            verdict = await step.should_retry_model_error(exc, attempt)
+            if verdict is None:
+                verdict = await flow.should_retry_model_error(exc, attempt)
+            if verdict is False:
+                break
+            continue
+        flow.tally_tokens(response.usage)
+        if response.is_blank:
+            last_error, reason = ValueError("the model returned a blank response"), "blank"
+            step.get_memory().append(human_message(step.name, BLANK_RESPONSE_NUDGE))
+            continue
+        if step.check_response(response):
+            last_error, reason = ValueError("check_response() rejected the answer"), "rejected"
+            continue
+        return response
+    assert last_error is not None
+    recovered = await step.on_model_error(last_error) or await flow.on_model_error(last_error)
+    if recovered is not None:
+        return ModelResponse(content=recovered)
+    raise ModelCallError(
+        f"LLM call failed. Reason:{reason}. Error:{last_error}",
+        extra={"step": step.name, "attempts": attempts, "reason": reason},
+    ) from last_error
