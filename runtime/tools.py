@@ -19,9 +19,9 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar, get_type_hints
+from typing import TYPE_CHECKING, Any, TypeVar, get_type_hints, overload
 
-from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from .errors import FlowDefinitionError, ToolArgumentsError
 from .models import ToolSchema
@@ -99,10 +99,27 @@ class ToolHandler:
         if self.pass_model:
             result = self.function(step, args)
         else:
-            result = self.function(step, **{k: getattr(args, k) for k in type(args).model_fields})
+            result = self.function(step, **{
+                info.alias or name: getattr(args, name)
+                for name, info in type(args).model_fields.items()
+            })
         if inspect.isawaitable(result):
             result = await result
         return result
+
+
+@overload
+def tool(name: F, /) -> F: ...
+
+
+@overload
+def tool(
+    name: str | ToolSpec | None = None,
+    *,
+    description: str | None = None,
+    args: type[BaseModel] | None = None,
+    expose: bool = True,
+) -> Callable[[F], F]: ...
 
 
 def tool(
@@ -214,7 +231,10 @@ def _spec_for(
                 f"Tool handler '{tool_name}' needs a type hint on parameter '{p.name}'."
             )
         default = ... if p.default is inspect.Parameter.empty else p.default
-        fields[p.name] = (hints[p.name], default)
+        if hasattr(BaseModel, p.name):  # e.g. `json`: keep the wire name as an alias
+            fields[f"{p.name}_"] = (hints[p.name], Field(default, alias=p.name))
+        else:
+            fields[p.name] = (hints[p.name], default)
     model = create_model(
         _model_name(tool_name), __config__=ConfigDict(extra="forbid"), **fields
     )
