@@ -1,0 +1,75 @@
+# PicoFlow Web: one-command setup.
+#
+#   make run    install into .venv, migrate, collect static files, start Daphne
+#   make test   install with the dev extra, then ruff, mypy, pytest, node tests
+#   make lint   ruff and mypy only
+#   make clean  remove caches and collected static files (keeps .venv and var/)
+
+PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
+VENV   ?= .venv
+HOST   ?= 127.0.0.1
+PORT   ?= 8000
+
+BIN     := $(VENV)/bin
+PY      := $(BIN)/python
+PIP_LOG := $(VENV)/pip.log
+
+# Reinstall (cheap, editable) when the project metadata changes or when a
+# top-level package appears, so the editable finder knows every package.
+INSTALL_DEPS := pyproject.toml $(wildcard runtime/__init__.py picoflow_web/__init__.py)
+
+# pip's output goes to $(PIP_LOG): this machine's pip prints many harmless
+# warnings. On failure the end of the log is shown.
+define pip_install
+	@echo "pip install $(1)  (log: $(PIP_LOG))"
+	@$(PY) -m pip install --disable-pip-version-check -e '$(1)' >>$(PIP_LOG) 2>&1 \
+		|| { echo "pip install $(1) failed; last lines of $(PIP_LOG):"; tail -n 40 $(PIP_LOG); exit 1; }
+endef
+
+.PHONY: run test lint check clean distclean venv
+
+$(PY):
+	@test -n "$(PYTHON)" || { echo "python3 not found; install python3.11 and python3.11-venv"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.installed-base: $(INSTALL_DEPS) | $(PY)
+	$(call pip_install,.)
+	@touch $@
+
+$(VENV)/.installed-dev: $(INSTALL_DEPS) | $(PY)
+	$(call pip_install,.[dev])
+	@touch $@
+
+venv: $(VENV)/.installed-dev
+
+run: $(VENV)/.installed-base
+	$(PY) manage.py migrate --noinput
+	$(PY) manage.py collectstatic --noinput -v 0
+	@echo "PicoFlow Web on http://$(HOST):$(PORT)/  (Ctrl-C stops it)"
+	$(BIN)/daphne -b $(HOST) -p $(PORT) picoflow_web.asgi:application
+
+lint: $(VENV)/.installed-dev
+	$(BIN)/ruff check .
+	@if [ -n "$$(find runtime -name '*.py' -print -quit 2>/dev/null)" ]; then \
+		echo "$(BIN)/mypy"; $(BIN)/mypy; \
+	else \
+		echo "mypy: skipped, runtime/ has no Python files yet"; \
+	fi
+
+test: lint
+	$(BIN)/pytest
+	@if ls tests/js/*.test.mjs >/dev/null 2>&1; then \
+		echo "node --test tests/js/*.test.mjs"; node --test tests/js/*.test.mjs; \
+	else \
+		echo "node --test: skipped, no tests/js/*.test.mjs"; \
+	fi
+
+check: $(VENV)/.installed-base
+	$(PY) manage.py check
+
+clean:
+	rm -rf staticfiles test-artifacts .pytest_cache .mypy_cache .ruff_cache .hypothesis build *.egg-info
+	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
+
+distclean: clean
+	rm -rf $(VENV)

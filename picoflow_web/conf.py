@@ -1,0 +1,136 @@
+"""Helpers that turn environment variables into Django settings values.
+
+Kept free of Django imports so that ``settings.py`` can use them at import time
+and tests can call them directly.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+class ConfigError(ValueError):
+    """Raised when an environment variable holds a value that cannot be used."""
+
+
+def env_bool(name: str, default: bool, environ: Mapping[str, str] | None = None) -> bool:
+    """Read a boolean: 1/true/yes/on or 0/false/no/off (case-insensitive)."""
+    env = os.environ if environ is None else environ
+    raw = env.get(name)
+    if raw is None:
+        return default
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ConfigError(f"{name}={raw!r} is not a boolean (use 1/0, true/false, yes/no, on/off)")
+
+
+def env_list(name: str, default: str, environ: Mapping[str, str] | None = None) -> list[str]:
+    """Read a comma-separated list; blank items are dropped."""
+    env = os.environ if environ is None else environ
+    raw = env.get(name, default)
+    return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def resolve_path(value: str, base_dir: Path) -> Path:
+    """An absolute path is kept; a relative one is taken from ``base_dir``."""
+    path = Path(value).expanduser()
+    return path if path.is_absolute() else (base_dir / path)
+
+
+def parse_database_url(url: str, base_dir: Path) -> dict[str, Any]:
+    """Turn ``DATABASE_URL`` into one entry of Django's ``DATABASES``.
+
+    Supported forms:
+
+    * ``sqlite:///relative/file.sqlite3`` (relative to ``base_dir``)
+    * ``sqlite:////absolute/file.sqlite3``
+    * ``postgres://user:pass@host:port/dbname?sslmode=require``
+      (``postgresql://`` too; query parameters become ``OPTIONS``)
+    """
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme == "sqlite":
+        raw = unquote(parts.path)
+        if parts.netloc:
+            raise ConfigError(
+                "DATABASE_URL for SQLite takes no host: use sqlite:///relative/path "
+                "or sqlite:////absolute/path"
+            )
+        if not raw or raw == "/":
+            raise ConfigError("DATABASE_URL for SQLite needs a file path")
+        # sqlite:///x -> path "/x" (relative x); sqlite:////x -> path "//x" (absolute /x)
+        name = raw[1:]
+        return {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": str(resolve_path(name, base_dir)),
+        }
+    if scheme in {"postgres", "postgresql"}:
+        dbname = unquote(parts.path.lstrip("/"))
+        if not dbname:
+            raise ConfigError("DATABASE_URL for PostgreSQL needs a database name")
+        try:
+            port = parts.port
+        except ValueError as exc:
+            raise ConfigError(f"DATABASE_URL has an invalid port: {exc}") from exc
+        config: dict[str, Any] = {
+            "ENGINE": "django.db.backends.postgresql",
+            "NAME": dbname,
+            "USER": unquote(parts.username or ""),
+            "PASSWORD": unquote(parts.password or ""),
+            "HOST": unquote(parts.hostname or ""),
+            "PORT": str(port) if port is not None else "",
+        }
+        options = dict(parse_qsl(parts.query, keep_blank_values=True))
+        if options:
+            config["OPTIONS"] = options
+        return config
+    raise ConfigError(
+        f"DATABASE_URL scheme {parts.scheme!r} is not supported "
+        "(use sqlite://, postgres:// or postgresql://)"
+    )
+
+
+def load_or_create_secret_key(path: Path) -> str:
+    """Return the secret key stored at ``path``, creating it on first use.
+
+    The file is written to a temporary name and linked into place, so two
+    processes starting at once end up with the same key.
+    """
+    try:
+        key = path.read_text(encoding="ascii").strip()
+    except FileNotFoundError:
+        key = ""
+    if key:
+        return key
+    path.parent.mkdir(parents=True, exist_ok=True)
+    new_key = secrets.token_urlsafe(50)
+    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=".secret-key-")
+    try:
+        with os.fdopen(fd, "w", encoding="ascii") as handle:
+            handle.write(new_key + "\n")
+        os.chmod(tmp_name, 0o600)
+        try:
+            os.link(tmp_name, path)
+        except FileExistsError:
+            # Another process won the race (or an empty file is in the way).
+            key = path.read_text(encoding="ascii").strip()
+            if not key:
+                raise ConfigError(
+                    f"secret key file {path} is empty; delete it or fill it"
+                ) from None
+            return key
+    finally:
+        os.unlink(tmp_name)
+    return new_key

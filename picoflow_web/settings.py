@@ -1,0 +1,200 @@
+"""Django settings for PicoFlow Web.
+
+Every value comes from an environment variable with an embedded default, so
+``make run`` works with nothing set (SQLite, in-memory channel layer, DEBUG on).
+
+Environment variables
+---------------------
+PICOFLOW_DEBUG
+    ``1``/``0`` (also true/false, yes/no, on/off). Default ``1``. Turn it off in
+    production; that also switches on the HTTPS hardening below and the hashed,
+    compressed static files storage (run ``collectstatic`` first).
+PICOFLOW_SECRET_KEY
+    Django's secret key. Default: a random key generated on first start and kept
+    in ``$PICOFLOW_DATA_DIR/secret_key`` so it is stable across restarts.
+PICOFLOW_ALLOWED_HOSTS
+    Comma-separated host names. Default ``127.0.0.1,localhost,[::1]``.
+PICOFLOW_CSRF_TRUSTED_ORIGINS
+    Comma-separated origins (``https://flows.example.com``) trusted for unsafe
+    requests. Default: none.
+PICOFLOW_DATA_DIR
+    Folder for the SQLite database and the generated secret key. Relative paths
+    are taken from the checkout. Default ``var/``.
+DATABASE_URL
+    ``sqlite:///relative.sqlite3``, ``sqlite:////absolute.sqlite3``,
+    ``postgres://user:pass@host:5432/dbname`` or ``postgresql://...`` (query
+    parameters such as ``?sslmode=require`` become connection options; needs the
+    ``postgres`` extra). Default: SQLite at ``$PICOFLOW_DATA_DIR/picoflow.sqlite3``.
+REDIS_URL
+    ``redis://host:6379/0``. When set, channels uses
+    ``channels_redis.pubsub.RedisPubSubChannelLayer`` (needs the ``redis`` extra),
+    which lets several Daphne processes share events. Default: unset, and the
+    per-process ``InMemoryChannelLayer`` is used.
+PICOFLOW_SECURE_SSL_REDIRECT
+    Redirect plain HTTP to HTTPS. Default: on when DEBUG is off.
+PICOFLOW_SECURE_PROXY_SSL_HEADER
+    ``1`` to trust ``X-Forwarded-Proto: https`` from a TLS-terminating reverse
+    proxy. Default ``0``.
+PICOFLOW_LOG_LEVEL
+    Log level for the console logger. Default ``INFO``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from picoflow_web.conf import (
+    env_bool,
+    env_list,
+    load_or_create_secret_key,
+    parse_database_url,
+    resolve_path,
+)
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+DEBUG = env_bool("PICOFLOW_DEBUG", True)
+
+DATA_DIR = resolve_path(os.environ.get("PICOFLOW_DATA_DIR", "var"), BASE_DIR)
+DATA_DIR.mkdir(parents=True, exist_ok=True)
+
+SECRET_KEY = os.environ.get("PICOFLOW_SECRET_KEY") or load_or_create_secret_key(
+    DATA_DIR / "secret_key"
+)
+
+ALLOWED_HOSTS = env_list("PICOFLOW_ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]")
+CSRF_TRUSTED_ORIGINS = env_list("PICOFLOW_CSRF_TRUSTED_ORIGINS", "")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "channels",
+    "picoflow_web",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "picoflow_web.urls"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+ASGI_APPLICATION = "picoflow_web.asgi.application"
+
+_DATABASE_URL = os.environ.get("DATABASE_URL", "").strip()
+DATABASES: dict[str, dict[str, Any]] = {
+    "default": (
+        parse_database_url(_DATABASE_URL, BASE_DIR)
+        if _DATABASE_URL
+        else {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": str(DATA_DIR / "picoflow.sqlite3"),
+        }
+    )
+}
+
+_REDIS_URL = os.environ.get("REDIS_URL", "").strip()
+if _REDIS_URL:
+    CHANNEL_LAYERS: dict[str, dict[str, Any]] = {
+        "default": {
+            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+            "CONFIG": {"hosts": [_REDIS_URL]},
+        }
+    }
+else:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels.layers.InMemoryChannelLayer",
+            "CONFIG": {"capacity": 100_000},
+        }
+    }
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# Static files: WhiteNoise serves them from Daphne. With DEBUG on it reads the
+# source folders directly (finders); with DEBUG off it serves the hashed,
+# compressed copies that ``collectstatic`` writes to STATIC_ROOT.
+STATIC_URL = "/static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = BASE_DIR / "staticfiles"
+WHITENOISE_USE_FINDERS = DEBUG
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": (
+            "django.contrib.staticfiles.storage.StaticFilesStorage"
+            if DEBUG
+            else "whitenoise.storage.CompressedManifestStaticFilesStorage"
+        ),
+    },
+}
+
+# HTTPS hardening, on whenever DEBUG is off (``manage.py check --deploy`` is clean).
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+if env_bool("PICOFLOW_SECURE_PROXY_SSL_HEADER", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+if not DEBUG:
+    SECURE_SSL_REDIRECT = env_bool("PICOFLOW_SECURE_SSL_REDIRECT", True)
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = 31_536_000
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = True
+else:
+    SECURE_SSL_REDIRECT = env_bool("PICOFLOW_SECURE_SSL_REDIRECT", False)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
+    },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "plain"},
+    },
+    "root": {
+        "handlers": ["console"],
+        "level": os.environ.get("PICOFLOW_LOG_LEVEL", "INFO").upper(),
+    },
+}

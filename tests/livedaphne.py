@@ -1,0 +1,232 @@
+"""Start a real Daphne process serving ``picoflow_web.asgi:application``.
+
+Usage::
+
+    from tests.livedaphne import live_daphne
+
+    with live_daphne() as server:
+        status, headers, body = server.get("/healthz")
+
+The test process binds a listening socket on ``127.0.0.1:0`` and hands it to
+Daphne with ``--fd``, so the port is known before Daphne starts and no other
+process can take it in between. Each server gets its own temporary
+``PICOFLOW_DATA_DIR`` and SQLite database (migrated before Daphne starts)
+unless ``data_dir`` is given; pass the same ``data_dir`` to two servers to make
+them share one database.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from email.message import Message
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+ASGI_APP = "picoflow_web.asgi:application"
+
+
+class DaphneStartError(RuntimeError):
+    """Daphne exited or did not answer HTTP in time."""
+
+
+@dataclass
+class LiveDaphne:
+    host: str
+    port: int
+    process: subprocess.Popen[bytes]
+    data_dir: Path
+    log_path: Path
+    env: dict[str, str] = field(repr=False)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def ws_base_url(self) -> str:
+        return f"ws://{self.host}:{self.port}"
+
+    def url(self, path: str) -> str:
+        return self.base_url + (path if path.startswith("/") else "/" + path)
+
+    def get(
+        self, path: str, *, headers: Mapping[str, str] | None = None, timeout: float = 10.0
+    ) -> tuple[int, Message, bytes]:
+        """GET ``path``; returns (status, headers, body) for any HTTP status."""
+        request = urllib.request.Request(self.url(path), headers=dict(headers or {}))
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                return response.status, response.headers, response.read()
+        except urllib.error.HTTPError as exc:
+            with exc:
+                return exc.code, exc.headers, exc.read()
+
+    def log(self) -> str:
+        """Everything Daphne has written to stdout/stderr so far."""
+        try:
+            return self.log_path.read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            return ""
+
+
+def build_env(data_dir: Path, overrides: Mapping[str, str | None] | None = None) -> dict[str, str]:
+    """The environment for a server (or manage.py) using ``data_dir``."""
+    env = dict(os.environ)
+    env.update(
+        {
+            "DJANGO_SETTINGS_MODULE": "picoflow_web.settings",
+            "PICOFLOW_DATA_DIR": str(data_dir),
+            "DATABASE_URL": f"sqlite:///{data_dir / 'picoflow.sqlite3'}",
+            "PICOFLOW_DEBUG": "1",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    # The parent's pytest settings must not leak into the server.
+    env.pop("PYTEST_CURRENT_TEST", None)
+    for key, value in (overrides or {}).items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    return env
+
+
+def run_manage(
+    *args: str, env: Mapping[str, str], timeout: float = 120.0
+) -> subprocess.CompletedProcess[str]:
+    """Run ``manage.py`` with ``args`` in the checkout; output is captured."""
+    return subprocess.run(
+        [sys.executable, str(REPO_ROOT / "manage.py"), *args],
+        cwd=REPO_ROOT,
+        env=dict(env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def _wait_until_ready(server: LiveDaphne, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    last_error: Exception | None = None
+    while time.monotonic() < deadline:
+        if server.process.poll() is not None:
+            raise DaphneStartError(
+                f"Daphne exited with code {server.process.returncode} before answering.\n"
+                f"--- Daphne log ---\n{server.log()}"
+            )
+        try:
+            status, _, _ = server.get("/healthz", timeout=2.0)
+        except OSError as exc:  # connection refused/reset while starting up
+            last_error = exc
+        else:
+            if status == 200:
+                return
+            last_error = DaphneStartError(f"/healthz answered HTTP {status}")
+        time.sleep(0.1)
+    raise DaphneStartError(
+        f"Daphne did not answer within {timeout:.0f}s (last error: {last_error!r}).\n"
+        f"--- Daphne log ---\n{server.log()}"
+    )
+
+
+def _stop(process: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
+    if process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=timeout)
+
+
+@contextlib.contextmanager
+def live_daphne(
+    env: Mapping[str, str | None] | None = None,
+    *,
+    data_dir: Path | None = None,
+    migrate: bool = True,
+    host: str = "127.0.0.1",
+    startup_timeout: float = 30.0,
+    extra_args: tuple[str, ...] = (),
+) -> Iterator[LiveDaphne]:
+    """Run Daphne for the duration of the ``with`` block.
+
+    ``env`` overrides the inherited environment (a ``None`` value removes a
+    variable). ``data_dir`` defaults to a fresh temporary folder that is removed
+    afterwards; a given one is kept. ``migrate`` runs ``manage.py migrate``
+    with the same environment first. ``extra_args`` go to the daphne command
+    line before the application path.
+    """
+    owns_data_dir = data_dir is None
+    data_path = Path(tempfile.mkdtemp(prefix="picoflow-daphne-")) if data_dir is None else data_dir
+    data_path.mkdir(parents=True, exist_ok=True)
+    server_env = build_env(data_path, env)
+    process: subprocess.Popen[bytes] | None = None
+    try:
+        if migrate:
+            result = run_manage("migrate", "--noinput", env=server_env)
+            if result.returncode != 0:
+                raise DaphneStartError(
+                    f"manage.py migrate failed ({result.returncode}):\n"
+                    f"{result.stdout}\n{result.stderr}"
+                )
+
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener:
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            listener.bind((host, 0))
+            listener.listen(128)
+            port = listener.getsockname()[1]
+            fd = listener.fileno()
+            log_path = data_path / f"daphne-{port}.log"
+            with log_path.open("wb") as log_file:
+                process = subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "daphne",
+                        "--fd",
+                        str(fd),
+                        *extra_args,
+                        ASGI_APP,
+                    ],
+                    cwd=REPO_ROOT,
+                    env=server_env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log_file,
+                    stderr=subprocess.STDOUT,
+                    pass_fds=(fd,),
+                )
+        # Daphne holds its own copy of the listening socket now.
+        server = LiveDaphne(
+            host=host,
+            port=port,
+            process=process,
+            data_dir=data_path,
+            log_path=log_path,
+            env=server_env,
+        )
+        _wait_until_ready(server, startup_timeout)
+        try:
+            yield server
+        except BaseException:
+            # Shown by pytest with the failing test's captured output.
+            print(f"--- Daphne log ({log_path}) ---\n{server.log()}", file=sys.stderr)
+            raise
+    finally:
+        if process is not None:
+            _stop(process)
+        if owns_data_dir:
+            shutil.rmtree(data_path, ignore_errors=True)
