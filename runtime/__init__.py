@@ -29,6 +29,7 @@ from .errors import (
 from .flow import Flow
 from .messages import Message, ToolCall
 from .models import Model, ModelRequest, ModelResponse, ModelSelection, TokenUsage, ToolSchema
+from .openai_compat import OpenAICompatibleModel
 from .scripted import Rule, ScriptedModel
 from .session import SessionDocument
 from .step import TERMINATE_SESSION_TOOL, LogicStep, Step
@@ -55,6 +56,7 @@ __all__ = [
     "ModelResponse",
     "ModelSelection",
     "ModelTransportError",
+    "OpenAICompatibleModel",
     "PicoFlowError",
     "Rule",
     "RunReply",

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import FlowDefinitionError, ToolArgumentsError
 from .messages import Message, ToolCall, human_message, tool_message
-from .tools import ToolHandler, handlers_of
+from .tools import ToolHandler, handlers_of, takes_model
 from .transitions import DEFAULT_TOOL_FEEDBACK, ToolContext, Transition, go, tool_context
 
 if TYPE_CHECKING:
@@ -63,8 +63,9 @@ def find_handler(step: Step, name: str) -> ToolHandler | None:
 
     method = getattr(type(step), name, None)
     if callable(method) and all(name not in vars(base) for base in (Step, LogicStep)):
-        params = list(inspect.signature(method).parameters)[1:]
-        return ToolHandler(step.flow.tools.require(name), method, pass_model=len(params) == 1)
+        spec = step.flow.tools.require(name)
+        params = list(inspect.signature(method).parameters.values())[1:]
+        return ToolHandler(spec, method, pass_model=takes_model(params, spec.args_model))
     return None
 
 

@@ -19,6 +19,23 @@ Every error the runtime raises on purpose derives from :class:`PicoFlowError`::
     │  ├─ ModelBlockedError             the provider refused (safety block; not retried)
     │  ├─ ModelCallError                every attempt failed; the turn aborts
     │  └─ ScriptedModelError            the scripted model has no rule for a request
+    ├─ ParallelError                    about a run_steps() barrier
+    │  ├─ BarrierInvalidError            the join refused to publish; run_steps() raises,
+    │  │  │                               nothing is published; carries provenance
+    │  │  ├─ ParallelMutationError        a branch wrote shared state (context, session,
+    │  │  │                               another step's state, the cursor, completion)
+    │  │  ├─ ParallelStateConflictError   two branches replaced one field (or replaced and
+    │  │  │                               contributed to it)
+    │  │  ├─ ParallelReducerError         a reducer raised; the cause is chained
+    │  │  ├─ ParallelOutputError          a branch's output or state is not plain JSON
+    │  │  └─ ParallelCheckpointError      the root-join checkpoint failed; rolled back
+    │  ├─ ParallelConfigurationError     bad requests or options, before anything forks
+    │  │  └─ ParallelDuplicateKeyError    two requests share a branch key
+    │  ├─ ParallelLimitError             depth or invocation limit exceeded
+    │  └─ BranchError                    why a branch was rejected (data in ``rejected``)
+    │     ├─ BranchTimeoutError          the branch ran past its timeout
+    │     ├─ BranchCancelledError        cancelled (queued, told, or past the grace period)
+    │     └─ BranchBudgetError           the barrier's token budget ran out
     ├─ ToolArgumentsError               tool arguments failed validation (sent back to the
     │                                   model as a tool error, never raised out of a turn)
     ├─ StateValueError (ValueError)     a state or context value is not plain JSON
@@ -168,3 +185,103 @@ class StateValueError(PicoFlowError, ValueError):
     """
 
     code = "state_value"
+
+
+class ParallelError(PicoFlowError):
+    """Base of the errors about ``run_steps()`` barriers."""
+
+    code = "parallel_error"
+
+
+class BarrierInvalidError(ParallelError):
+    """The join refused to publish: ``run_steps()`` raises it and publishes nothing.
+
+    ``extra["provenance"]`` lists, per offending write, the branch (path and key), the
+    step and field, the proposed value and the base value the branch saw; the conflict
+    debugger shows exactly that.
+    """
+
+    code = "barrier_invalid"
+
+
+class ParallelMutationError(BarrierInvalidError):
+    """A branch wrote shared state: the flow context, the session, another step's state,
+    the cursor (``go``/``stay``/``direct``), or completed the session.
+
+    Raised inside the branch at the write, and again from ``run_steps()`` even when the
+    branch caught it: the barrier is invalid either way.
+    """
+
+    code = "parallel_mutation"
+
+
+class ParallelStateConflictError(BarrierInvalidError):
+    """Two branches replaced the same field, or one replaced what another contributed to.
+
+    Use ``contribute_state`` on a declared channel for values that should combine.
+    """
+
+    code = "parallel_state_conflict"
+
+
+class ParallelReducerError(BarrierInvalidError):
+    """A channel's reducer raised while joining; the original error is the ``__cause__``."""
+
+    code = "parallel_reducer"
+
+
+class ParallelOutputError(BarrierInvalidError):
+    """A branch returned or saved a value that is not plain JSON."""
+
+    code = "parallel_output"
+
+
+class ParallelCheckpointError(BarrierInvalidError):
+    """The ``root-join`` checkpoint save failed; the publication was rolled back."""
+
+    code = "parallel_checkpoint"
+
+
+class ParallelConfigurationError(ParallelError, FlowDefinitionError):
+    """Bad requests or options (unregistered step, missing key, invalid params, unknown
+    channel, bad policy); raised before anything forks, or invalidates the barrier."""
+
+    code = "parallel_configuration"
+
+
+class ParallelDuplicateKeyError(ParallelConfigurationError):
+    """Two requests of one barrier share a branch key."""
+
+    code = "parallel_duplicate_key"
+
+
+class ParallelLimitError(ParallelError):
+    """A barrier would exceed the flow's nesting depth or its invocations per turn."""
+
+    code = "parallel_limit"
+
+
+class BranchError(ParallelError):
+    """Why a branch was rejected, when the runtime rejected it (timeouts, cancellation,
+    budgets). Ordinary exceptions from a branch's own code are kept as they are."""
+
+    code = "branch_error"
+
+
+class BranchTimeoutError(BranchError):
+    """The branch ran longer than the barrier's ``branch_timeout``."""
+
+    code = "branch_timeout"
+
+
+class BranchCancelledError(BranchError):
+    """The branch was cancelled: it never started, or it was told and did not finish
+    within the grace period. Its writes are dropped."""
+
+    code = "branch_cancelled"
+
+
+class BranchBudgetError(BranchCancelledError):
+    """The barrier's token budget ran out; the branch was cancelled."""
+
+    code = "branch_budget"

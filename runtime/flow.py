@@ -9,14 +9,27 @@ from __future__ import annotations
 
 import copy
 import logging
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from .errors import ExecutionFrameError, FlowDefinitionError, TurnLimitError
+import anyio
+
+from .channels import Channel
+from .errors import (
+    ExecutionFrameError,
+    FlowDefinitionError,
+    ParallelLimitError,
+    ParallelOutputError,
+    StateValueError,
+    TurnLimitError,
+)
 from .jsonutil import deep_merge, get_path, json_copy
 from .messages import Message, now_iso
 from .models import ModelSelection, TokenUsage
+from .parallel import ParallelConfig
+from .scope import Scope, current_scope
 from .session import (
     SESSION_DOC_VERSION,
     FlowRecord,
@@ -68,6 +81,9 @@ class Flow:
         self._memory: dict[str, list[Message]] = {}
         self._selection: ModelSelection | None = None
         self._model_calls = 0
+        self._invocations = 0
+        self._channels: dict[str, Mapping[str, Channel]] = {}
+        self._model_limiter: anyio.CapacityLimiter | None = None
 
     # -- hooks ---------------------------------------------------------------------------
 
@@ -98,6 +114,10 @@ class Flow:
         """Per-attempt model-call timeout in seconds; None means no timeout."""
         return None
 
+    def config_parallel_execution(self) -> ParallelConfig:
+        """Limits for run_steps(): depth, invocations per turn, grace, model-call quota."""
+        return ParallelConfig()
+
     async def should_retry_model_error(self, error: Exception, attempt: int) -> bool | None:
         """Flow-level retry decision after the step's; None means the default (retry)."""
         return None
@@ -118,6 +138,9 @@ class Flow:
 
     def add_context(self, data: dict[str, Any]) -> None:
         """Merge into the context. Only before the session is bound: it is frozen after."""
+        scope = current_scope.get()
+        if scope is not None:
+            raise scope.violate("change the flow context")
         if self.doc is not None:
             raise FlowDefinitionError(
                 "The flow context is frozen once the session is bound; set it in init()."
@@ -214,6 +237,9 @@ class Flow:
             ExecutionFrameError: from inside a child execution frame.
         """
         step = self.require_step(target)
+        scope = current_scope.get()
+        if scope is not None:
+            raise scope.violate(f"move the cursor (to '{step.name}')")
         if _frames.get():
             raise ExecutionFrameError(
                 f"Cannot goto '{step.name}' from a child execution frame. "
@@ -233,6 +259,17 @@ class Flow:
         self, owner: Step, target: type[Step] | str, user_message: str | None
     ) -> str:
         """Run ``target`` as a sequential child of ``owner`` (see :meth:`Step.run_step`)."""
+        if current_scope.get() is not None:
+            # Inside a branch a sequential child is a one-child atomic barrier.
+            from ._barrier import run_steps
+            from .parallel import RunStepRequest
+
+            batch = await run_steps(owner, [RunStepRequest(target, user_message=user_message)],
+                                    failure_policy="atomic")
+            (only,) = batch.branches
+            if only.error is not None:
+                raise only.error
+            return only.output  # type: ignore[no-any-return]
         child = self.require_step(target)
         level = self.nesting_level + 1
         token = _frames.set((*_frames.get(), child))
@@ -248,14 +285,149 @@ class Flow:
 
     # -- state ---------------------------------------------------------------------------
 
-    def read_step_state(self, name: str) -> dict[str, Any]:
-        """A private copy of a step's state (callers mutate it and write it back)."""
-        return copy.deepcopy(self._states.get(name, {}))
+    def canonical_view(self) -> _CanonicalView:
+        """The turn's canonical state, as a view barriers fork from."""
+        return _CanonicalView(self)
 
-    def write_step_state(self, name: str, state: dict[str, Any]) -> None:
-        """Replace a step's state; the step must be registered."""
+    def peek_step_state(self, name: str) -> Mapping[str, Any]:
+        """A step's state as the executing code sees it. Shared: never mutate it."""
+        scope = current_scope.get()
+        if scope is not None:
+            return scope.state_of(name)
+        return self._states.get(name, {})
+
+    def read_step_state(self, name: str) -> dict[str, Any]:
+        """A private copy of a step's state."""
+        return copy.deepcopy(dict(self.peek_step_state(name)))
+
+    def write_step_fields(
+        self, name: str, updates: Mapping[str, Any], removals: tuple[str, ...] = ()
+    ) -> None:
+        """Replace (or remove) top-level fields of a step's state.
+
+        In a parallel branch this records drafts (own step only); elsewhere it writes the
+        turn's canonical state and stamps ``_saveOn``.
+        """
         self.require_step(name)
+        scope = current_scope.get()
+        try:
+            values = json_copy(dict(updates), f"State of step '{name}'")
+        except StateValueError as exc:
+            if scope is None:
+                raise
+            error = ParallelOutputError(exc.message, extra={"provenance": [
+                {"path": scope.path_str, "key": scope.key, "step": name, "kind": "state"}]})
+            scope.violations.append(error)
+            raise error from None
+        if scope is not None:
+            scope.write(name, values, removals)
+            return
+        state = {k: v for k, v in self._states.get(name, {}).items() if k not in removals}
+        state.update(values)
+        state["_saveOn"] = now_iso()
         self._states[name] = state
+
+    def contribute_step_state(self, name: str, field: str, value: Any) -> None:
+        """Contribute to a declared channel (in a branch: recorded for the join)."""
+        channels = self.channels_of(name)
+        scope = current_scope.get()
+        value = json_copy(value, f"Contribution to {name}.{field}")
+        if scope is not None:
+            scope.contribute(name, field, value)
+            return
+        if field not in channels:
+            raise FlowDefinitionError(
+                f"Step '{name}' declares no channel '{field}' in parallel_state_channels()."
+            )
+        from .channels import ContributionMeta
+
+        channel = channels[field]
+        state = self._states.get(name, {})
+        reduced = channel.reduce(channel.initial(field in state, state.get(field)),
+                                 [(ContributionMeta((), name, 1), value)])
+        self.write_step_fields(name, {field: reduced})
+
+    def channels_of(self, name: str) -> Mapping[str, Channel]:
+        """The reduced channels a registered step declares (cached per turn)."""
+        if name not in self._channels:
+            declared = self.require_step(name).parallel_state_channels()
+            bad = [k for k, v in declared.items() if not isinstance(v, Channel)]
+            if bad:
+                raise FlowDefinitionError(
+                    f"parallel_state_channels() of step '{name}' must map fields to channels "
+                    f"(StepChannels.*); {bad} are not."
+                )
+            self._channels[name] = dict(declared)
+        return self._channels[name]
+
+    def apply_publication(
+        self, values: Mapping[tuple[str, str], tuple[Any, bool]]
+    ) -> Callable[[], None]:
+        """Apply a root join's field values; returns a function that undoes it."""
+        before = {step: self._states.get(step) for step, _ in values}
+        stamp = now_iso()
+        for (step, field), (value, deleted) in values.items():
+            state = dict(self._states.get(step, {}))
+            if deleted:
+                state.pop(field, None)
+            else:
+                state[field] = value
+            state["_saveOn"] = stamp
+            self._states[step] = state
+
+        def undo() -> None:
+            for step, state in before.items():
+                if state is None:
+                    self._states.pop(step, None)
+                else:
+                    self._states[step] = state
+
+        return undo
+
+    def parallel_config(self) -> ParallelConfig:
+        """The flow's validated parallel limits."""
+        return ParallelConfig.model_validate(self.config_parallel_execution())
+
+    def count_invocations(self, count: int, limit: int) -> None:
+        """Reserve ``count`` branch invocations of this turn's budget."""
+        if self._invocations + count > limit:
+            raise ParallelLimitError(
+                f"Forking {count} more branches would exceed the flow's limit of {limit} "
+                f"invocations per turn ({self._invocations} used)."
+            )
+        self._invocations += count
+
+    async def run_branch(self, registered: Step, scope: Scope, message: str | None) -> Any:
+        """Run one branch: a fresh step instance in its own scope and execution frame."""
+        worker = type(registered)(self)
+        worker._namespace, worker._model = registered._namespace, registered._model
+        scope_token = current_scope.set(scope)
+        frame_token = _frames.set((*_frames.get(), worker))
+        try:
+            self._doc().flow.sequence.append(
+                SequenceEntry(level=len(_frames.get()) + 1, step_name=worker.name)
+            )
+            await worker.on_enter()
+            output = await worker.run(message)
+            if scope.direct is not None:
+                output = scope.direct.value
+            await worker.on_exit()
+            return output
+        finally:
+            _frames.reset(frame_token)
+            current_scope.reset(scope_token)
+
+    @asynccontextmanager
+    async def model_call_slot(self) -> AsyncIterator[None]:
+        """Hold one of the turn's model-call slots (the provider quota), if limited."""
+        limit = self.parallel_config().model_call_limit
+        if limit is None:
+            yield
+            return
+        if self._model_limiter is None:
+            self._model_limiter = anyio.CapacityLimiter(limit)
+        async with self._model_limiter:
+            yield
 
     def get_step_state(self, step: type[Step] | str, key: str | None = None) -> Any:
         """Another step's state (a copy), or the value at ``key``."""
@@ -270,7 +442,13 @@ class Flow:
         self.require_step(step).save_transient_state(data)
 
     def get_memory(self, namespace: str) -> list[Message]:
-        """The live history of a namespace (created empty on first use)."""
+        """The live history of a namespace (created empty on first use).
+
+        In a parallel branch: a private clone of the caller's, discarded at the end.
+        """
+        scope = current_scope.get()
+        if scope is not None:
+            return scope.memory_of(namespace)
         return self._memory.setdefault(namespace, [])
 
     # -- session -------------------------------------------------------------------------
@@ -302,11 +480,23 @@ class Flow:
 
     def mark_completed(self) -> None:
         """Mark the session completed; the next message starts a new session."""
+        scope = current_scope.get()
+        if scope is not None:
+            raise scope.violate("complete the session")
         self._doc().run_status = "completed"
 
     def tally_tokens(self, usage: TokenUsage) -> None:
-        """Add one model attempt's usage to the session totals."""
+        """Add one model attempt's usage to the session totals (attempted work counts,
+        even when a branch's state is later discarded) and to enclosing barrier budgets."""
         self._doc().tokens.add(usage)
+        scope = current_scope.get()
+        if scope is not None:
+            for budget in scope.usages:
+                budget.tokens += usage.total_tokens
+                if budget.budget is not None and budget.tokens > budget.budget \
+                        and not budget.exhausted:
+                    for callback in list(budget.on_exhausted):
+                        callback()
 
     def warn(self, message: str, **extra: Any) -> None:
         """Append a warning to the session log."""
@@ -394,8 +584,29 @@ class Flow:
 
     async def save_session(self) -> None:
         """Compare-and-swap save of the session; nested children never call this."""
+        scope = current_scope.get()
+        if scope is not None:
+            raise scope.violate("save the session")
         if _frames.get():
             raise ExecutionFrameError("A child execution frame cannot save the session.")
+        await self.checkpoint_session()
+
+    async def checkpoint_session(self) -> int:
+        """Save now (the root-join checkpoint); returns the new revision."""
         engine = self.require_engine()
         doc = self.sync_document()
         doc.revision = await engine.store.save(doc, doc.revision)
+        return doc.revision
+
+
+class _CanonicalView:
+    """The turn's canonical state as a :class:`~runtime.scope.View`."""
+
+    def __init__(self, flow: Flow) -> None:
+        self._flow = flow
+
+    def state_of(self, step: str) -> Mapping[str, Any]:
+        return self._flow._states.get(step, {})
+
+    def memory_of(self, namespace: str) -> list[Message]:
+        return self._flow._memory.get(namespace, [])

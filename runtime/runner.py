@@ -93,7 +93,9 @@ async def _route(flow: Flow, step: Step, result: Routable) -> tuple[str | None, 
 def build_request(flow: Flow, step: Step) -> ModelRequest:
     """Rewrite slot 0 with the step's prompt and snapshot the request."""
     history = step.get_memory()
-    history[0] = system_message(step.get_prompt() or "")
+    prompt = step.get_prompt() or ""
+    if history[0].type != "system" or history[0].content != prompt:
+        history[0] = system_message(prompt)
     schema = step.output_schema()
     return ModelRequest(
         selection=step.get_model_selection(),

@@ -10,15 +10,27 @@ result to its owner instead of routing.
 
 from __future__ import annotations
 
+import copy
 import re
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 from pydantic import BaseModel
 
-from .errors import FlowDefinitionError
-from .jsonutil import deep_merge, get_path, json_copy
-from .messages import Message, human_message, now_iso, system_message
+from .channels import Channel
+from .errors import ExecutionFrameError, FlowDefinitionError
+from .jsonutil import deep_merge, get_path
+from .messages import Message, human_message, system_message
 from .models import ModelResponse, ModelSelection
+from .parallel import (
+    CancelToken,
+    Checkpoint,
+    FailurePolicy,
+    ParallelBatchResult,
+    ParallelInvocation,
+    RunStepRequest,
+)
+from .scope import current_scope
 from .tools import ToolSpec, define_tool, tool
 from .transitions import Transition, go
 
@@ -189,40 +201,114 @@ class Step:
     # -- state ---------------------------------------------------------------------------
 
     def get_state(self, key: str | None = None) -> Any:
-        """A copy of this step's state, or the value at a dotted ``key`` path."""
-        return get_path(self.flow.read_step_state(self.name), key)
+        """A copy of this step's state, or of the value at a dotted ``key`` path.
+
+        In a parallel branch: its own drafts over the fork-time view.
+        """
+        return copy.deepcopy(get_path(self.flow.peek_step_state(self.name), key))
 
     def save_state(self, data: dict[str, Any] | None) -> None:
         """Save state: the first key is replaced, the other keys deep-merged.
 
-        An empty ``data`` is a no-op. Values must be plain JSON.
+        An empty ``data`` is a no-op. Values must be plain JSON. In a parallel branch each
+        top-level field written is a *proposed replacement*, published at the join; two
+        branches replacing one field conflict.
         """
         if not data:
             return
-        data = json_copy(data, f"State of step '{self.name}'")
-        state = self.flow.read_step_state(self.name)
-        state.pop(next(iter(data)), None)
-        state = deep_merge(state, data)
-        state["_saveOn"] = now_iso()
-        self.flow.write_step_state(self.name, state)
+        current = self.flow.peek_step_state(self.name)
+        first = next(iter(data))
+        updates = {
+            name: deep_merge(current[name], value)
+            if name != first and isinstance(value, dict) and isinstance(current.get(name), dict)
+            else value
+            for name, value in data.items()
+        }
+        self.flow.write_step_fields(self.name, updates)
 
     def remove_state(self, key: str) -> None:
-        """Delete one top-level field of this step's state."""
-        state = self.flow.read_step_state(self.name)
-        if key in state:
-            del state[key]
-            self.flow.write_step_state(self.name, state)
+        """Delete one top-level field of this step's state (in a branch: a proposal)."""
+        if key in self.flow.peek_step_state(self.name):
+            self.flow.write_step_fields(self.name, {}, (key,))
 
     def save_transient_state(self, data: dict[str, Any]) -> None:
-        """Merge values that live for this turn only (never persisted)."""
-        state = self.flow.read_step_state(self.name)
-        transient = deep_merge(state.get("_transient", {}), json_copy(data, "Transient state"))
-        state["_transient"] = transient
-        self.flow.write_step_state(self.name, state)
+        """Merge values that live for this turn only (never persisted, never published)."""
+        transient = deep_merge(self.flow.peek_step_state(self.name).get("_transient", {}), data)
+        self.flow.write_step_fields(self.name, {"_transient": transient})
 
     def get_transient_state(self, key: str | None = None) -> Any:
         """This turn's transient state, or the value at ``key``."""
         return get_path(self.get_state("_transient") or {}, key)
+
+    def contribute_state(self, field: str, value: Any) -> None:
+        """Contribute ``value`` to a reduced channel declared in
+        :meth:`parallel_state_channels`; contributions reduce at the join in request-path
+        order. Outside a branch the reducer applies at once."""
+        self.flow.contribute_step_state(self.name, field, value)
+
+    # -- parallel ------------------------------------------------------------------------
+
+    def parallel_state_channels(self) -> dict[str, Channel]:
+        """Reduced channels of this step's state: ``{field: StepChannels.sum(), ...}``."""
+        return {}
+
+    def parallel_params_schema(self) -> type[BaseModel] | None:
+        """A pydantic model validating the ``params`` of requests for this step."""
+        return None
+
+    def parallel_invocation(self) -> ParallelInvocation:
+        """This branch's params, key, index, path, cancel token and idempotency key.
+
+        Raises:
+            ExecutionFrameError: outside a parallel branch.
+        """
+        scope = current_scope.get()
+        if scope is None or scope.step != self.name:
+            raise ExecutionFrameError(
+                f"parallel_invocation() is only available inside a run_steps() branch "
+                f"(step '{self.name}')."
+            )
+        return ParallelInvocation(params=scope.params, key=scope.key, index=scope.index,
+                                  path=scope.path, cancel=scope.cancel,
+                                  session_id=self.flow.session_id)
+
+    async def run_steps(
+        self,
+        requests: Sequence[RunStepRequest | Mapping[str, Any]],
+        *,
+        failure_policy: FailurePolicy = "retain-successes",
+        checkpoint: Checkpoint = "none",
+        max_concurrency: int | None = None,
+        cancel: CancelToken | None = None,
+        branch_timeout: float | None = None,
+        token_budget: int | None = None,
+    ) -> ParallelBatchResult:
+        """Fork child steps into private views and join them at one barrier.
+
+        Each request (a :class:`RunStepRequest` or a dict with ``step``, ``key``,
+        ``params``, ``user_message``) gets a fresh step instance, a private copy of its
+        own state, read-only snapshots of everything else and a private memory clone.
+        Results come back in request order. ``retain-successes`` publishes the fulfilled
+        branches' state, ``atomic`` nothing if any branch was rejected; conflicts, invalid
+        shared mutations and reducer failures raise a ``BarrierInvalidError`` and publish
+        nothing. A nested barrier publishes into its caller's private scope.
+
+        Args:
+            requests: the branches, in request order.
+            failure_policy: ``retain-successes`` (default) or ``atomic``.
+            checkpoint: ``root-join`` saves the session right after a root join publishes.
+            max_concurrency: branches running at once; queued ones start in request order.
+            cancel: a token to cancel the barrier cooperatively.
+            branch_timeout: seconds per branch; a late branch is rejected with a timeout.
+            token_budget: tokens the whole barrier may spend; past it branches are cancelled.
+        """
+        from ._barrier import run_steps
+
+        return await run_steps(
+            self, requests, failure_policy=failure_policy, checkpoint=checkpoint,
+            max_concurrency=max_concurrency, cancel=cancel, branch_timeout=branch_timeout,
+            token_budget=token_budget,
+        )
 
     def get_context(self, path: str | None = None) -> Any:
         """Read the flow context (``config.x``)."""

@@ -8,8 +8,9 @@ Three concerns, kept apart as PicoFlow keeps them:
 * **Exposure** — which tools a step offers the model: its decorated handlers (unless
   ``expose=False``) plus the names from ``use_tools()``.
 * **Registry** — one per flow, built at bootstrap; two *different* definitions of one name
-  are a :class:`~runtime.errors.FlowDefinitionError`. The same definition reached through
-  several steps (a shared base class, a shared spec object) is one tool.
+  (description or argument schema differ) are a :class:`~runtime.errors.FlowDefinitionError`.
+  The same definition reached through several steps (a shared base class, a shared spec
+  object, the same ``define_tools()`` on two steps) is one tool.
 
 Dispatch itself lives in :mod:`runtime.dispatch`.
 """
@@ -36,11 +37,15 @@ _TOOL_ATTR = "__picoflow_tool__"
 
 @dataclass(frozen=True, eq=False)
 class ToolSpec:
-    """A tool definition. Identity matters: one spec object is one tool."""
+    """A tool definition: a name, a description and an argument model."""
 
     name: str
     description: str
     args_model: type[BaseModel]
+
+    def same_definition(self, other: ToolSpec) -> bool:
+        """Whether two specs define the same tool (name, description, argument schema)."""
+        return self is other or self.schema() == other.schema()
 
     def schema(self) -> ToolSchema:
         """The tool as offered to a model."""
@@ -180,7 +185,7 @@ class ToolRegistry:
                     f"define_tools() must return ToolSpec objects, got {type(spec).__name__}."
                 )
             known = self._specs.get(spec.name)
-            if known is not None and known is not spec:
+            if known is not None and not known.same_definition(spec):
                 raise FlowDefinitionError(
                     f"Duplicate tool '{spec.name}' registered in flow '{self.flow_id}'."
                 )
@@ -214,7 +219,7 @@ def _spec_for(
         and issubclass(hints[params[0].name], BaseModel)
     )
     if isinstance(name, ToolSpec):
-        return name, single or args is not None or _takes_model(params, hints, name.args_model)
+        return name, single or args is not None or takes_model(params, name.args_model)
     tool_name = name or fn.__name__
     _check_name(tool_name)
     desc = description or _doc_summary(fn) or tool_name
@@ -241,10 +246,11 @@ def _spec_for(
     return ToolSpec(tool_name, desc, model), False
 
 
-def _takes_model(
-    params: list[inspect.Parameter], hints: dict[str, Any], model: type[BaseModel]
-) -> bool:
-    # A handler of a foreign spec takes the model unless its parameters spell out the fields.
+def takes_model(params: list[inspect.Parameter], model: type[BaseModel]) -> bool:
+    """Whether a handler of an existing spec takes the argument model as one parameter.
+
+    It does unless its parameters spell out the model's fields.
+    """
     return not (params and all(p.name in model.model_fields for p in params))
 
 

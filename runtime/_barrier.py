@@ -1,0 +1,307 @@
+"""The barrier driver: fork branches onto an anyio task group, then join them.
+
+Theory of operation. ``run_steps`` validates the requests, gives each a :class:`Scope`
+over the caller's current view, and starts branches **in request order** — the starting
+loop acquires the concurrency limiter itself, so the queue order does not depend on the
+backend's task scheduling. Each branch runs in its own cancel scope with its own frame and
+scope context variables. The join (:mod:`runtime._join`) then decides what publishes, and
+this module applies it: to the canonical state for a root barrier (with an optional
+checkpoint save, rolled back if the save fails), or into the calling branch's scope.
+
+Why each branch catches its own exceptions: an ordinary branch error is data (it lands in
+``rejected``), so the task group only ever sees cancellation; callers never have to
+untangle an exception group.
+
+Cancellation: a cancel token (the caller's, linked to the calling branch's) is watched by
+one task. Queued branches never start; running branches are told through the token (model
+calls stop at once); after the flow's grace period, branches still running lose their
+publication rights (their scope closes, late writes are dropped) and are cancelled.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from pydantic import ValidationError
+
+from ._join import DELETED, join
+from .errors import (
+    BranchBudgetError,
+    BranchCancelledError,
+    BranchTimeoutError,
+    ParallelCheckpointError,
+    ParallelConfigurationError,
+    ParallelDuplicateKeyError,
+    ParallelLimitError,
+)
+from .jsonutil import json_copy
+from .parallel import (
+    BarrierUsage,
+    BranchResult,
+    CancelToken,
+    Checkpoint,
+    FailurePolicy,
+    ParallelBatchResult,
+    Publication,
+    RunStepRequest,
+)
+from .scope import Scope, current_scope
+
+if TYPE_CHECKING:
+    from .flow import Flow
+    from .step import Step
+
+_POLICIES = ("retain-successes", "atomic")
+_CHECKPOINTS = ("none", "root-join")
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, dict):
+        return MappingProxyType({k: _freeze(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+def _normalise(flow: Flow, requests: Sequence[RunStepRequest | Mapping[str, Any]]) -> list[
+    tuple[Step, str, Mapping[str, Any], str | None]
+]:
+    """Registered step, key, frozen params and message per request; config errors raise."""
+    if not requests:
+        raise ParallelConfigurationError("run_steps() needs at least one request.")
+    items: list[RunStepRequest] = []
+    for raw in requests:
+        if isinstance(raw, RunStepRequest):
+            items.append(raw)
+        elif isinstance(raw, Mapping):
+            unknown = set(raw) - {"step", "key", "params", "user_message"}
+            if unknown or "step" not in raw:
+                raise ParallelConfigurationError(
+                    "A run_steps() request takes step, key, params, user_message; "
+                    f"got {sorted(raw)}."
+                )
+            items.append(RunStepRequest(**raw))
+        else:
+            raise ParallelConfigurationError(f"Not a run_steps() request: {raw!r}.")
+    steps = []
+    for item in items:
+        try:
+            steps.append(flow.require_step(item.step))
+        except Exception as exc:
+            raise ParallelConfigurationError(str(exc)) from exc
+    counts: dict[str, int] = {}
+    for step in steps:
+        counts[step.name] = counts.get(step.name, 0) + 1
+    out = []
+    seen: dict[str, int] = {}
+    for index, (item, step) in enumerate(zip(items, steps, strict=True)):
+        key = item.key.strip() if isinstance(item.key, str) else None
+        if not key:
+            if counts[step.name] > 1:
+                raise ParallelConfigurationError(
+                    f"Step '{step.name}' appears {counts[step.name]} times in one barrier: every "
+                    "request of a repeated step needs a non-empty key."
+                )
+            key = step.name
+        if key in seen:
+            raise ParallelDuplicateKeyError(
+                f"Requests {seen[key]} and {index} share the branch key '{key}'.",
+                extra={"key": key, "indices": [seen[key], index]},
+            )
+        seen[key] = index
+        params = _validate_params(step, key, item.params)
+        out.append((step, key, _freeze(params), item.user_message))
+    return out
+
+
+def _validate_params(step: Step, key: str, params: Mapping[str, Any] | None) -> dict[str, Any]:
+    try:
+        data: dict[str, Any] = json_copy(dict(params or {}), f"params of branch '{key}'")
+    except Exception as exc:
+        raise ParallelConfigurationError(str(exc)) from exc
+    schema = step.parallel_params_schema()
+    if schema is None:
+        return data
+    try:
+        validated: dict[str, Any] = schema.model_validate(data).model_dump(mode="json")
+        return validated
+    except ValidationError as exc:
+        raise ParallelConfigurationError(
+            f"params of branch '{key}' ({step.name}) are invalid: {exc.error_count()} error(s): "
+            + "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()),
+            extra={"key": key, "errors": exc.errors(include_url=False)},
+        ) from None
+
+
+async def run_steps(
+    caller: Step,
+    requests: Sequence[RunStepRequest | Mapping[str, Any]],
+    *,
+    failure_policy: FailurePolicy = "retain-successes",
+    checkpoint: Checkpoint = "none",
+    max_concurrency: int | None = None,
+    cancel: CancelToken | None = None,
+    branch_timeout: float | None = None,
+    token_budget: int | None = None,
+) -> ParallelBatchResult:
+    """Fork, run and join one barrier. See :meth:`runtime.Step.run_steps`."""
+    flow = caller.flow
+    if failure_policy not in _POLICIES:
+        raise ParallelConfigurationError(f"failure_policy must be one of {_POLICIES}.")
+    if checkpoint not in _CHECKPOINTS:
+        raise ParallelConfigurationError(f"checkpoint must be one of {_CHECKPOINTS}.")
+    if max_concurrency is not None and max_concurrency < 1:
+        raise ParallelConfigurationError("max_concurrency must be at least 1.")
+    if branch_timeout is not None and branch_timeout <= 0:
+        raise ParallelConfigurationError("branch_timeout must be positive.")
+    if token_budget is not None and token_budget < 1:
+        raise ParallelConfigurationError("token_budget must be at least 1.")
+    parent = current_scope.get()
+    if parent is not None and parent.closed:
+        raise BranchCancelledError("This branch lost its publication rights; it cannot fork.")
+    plan = _normalise(flow, requests)
+    config = flow.parallel_config()
+    depth = (parent.depth if parent else 0) + 1
+    if depth > config.max_depth:
+        raise ParallelLimitError(
+            f"Barrier nesting depth {depth} exceeds the flow's limit of {config.max_depth}."
+        )
+    flow.count_invocations(len(plan), config.max_invocations)
+
+    token = CancelToken(parent.cancel if parent else None)
+    if cancel is not None:
+        cancel._children.append(token)
+        if cancel.cancelled:
+            token.cancel(cancel.reason or "cancelled")
+    usage = BarrierUsage(budget=token_budget)
+    usages = (*(parent.usages if parent else ()), usage)
+    caller_view = parent if parent is not None else flow.canonical_view()
+    prefix = parent.path if parent else ()
+    scopes = [
+        Scope(base=caller_view, step=step.name, index=i, key=key, path=(*prefix, i),
+              params=params, cancel=token, channels_of=flow.channels_of, usages=usages,
+              depth=depth)
+        for i, (step, key, params, _) in enumerate(plan)
+    ]
+    outcomes: list[BranchResult | None] = [None] * len(plan)
+    cancel_scopes: dict[int, anyio.CancelScope] = {}
+    reasons: dict[int, BaseException] = {}
+
+    def settle(index: int, error: BaseException) -> None:
+        step, key, _, _ = plan[index]
+        outcomes[index] = BranchResult(index, key, step.name, scopes[index].path, "rejected",
+                                       error=error)
+
+    def exhaust() -> None:
+        usage.exhausted = True
+        for index, cs in cancel_scopes.items():
+            reasons.setdefault(index, BranchBudgetError(
+                f"The barrier's token budget of {token_budget} ran out."))
+            scopes[index].closed = True
+            cs.cancel()
+        token.cancel("token budget exhausted")
+
+    usage.on_exhausted.append(exhaust)
+
+    drained: list[anyio.Event] = []
+
+    async def branch(index: int, limiter: anyio.CapacityLimiter) -> None:
+        step, key, _, message = plan[index]
+        scope = scopes[index]
+        try:
+            with anyio.CancelScope() as cs:
+                cancel_scopes[index] = cs
+                with anyio.move_on_after(branch_timeout or math.inf) as deadline:
+                    output = await flow.run_branch(step, scope, message)
+                    outcomes[index] = BranchResult(index, key, step.name, scope.path,
+                                                   "fulfilled", output=output)
+                if deadline.cancelled_caught:
+                    scope.closed = True
+                    reasons[index] = BranchTimeoutError(
+                        f"Branch {scope.path_str} ({key}) ran longer than {branch_timeout} s.")
+        except Exception as exc:  # ordinary branch errors are data, not task-group failures
+            settle(index, exc)
+        finally:
+            cancel_scopes.pop(index, None)
+            limiter.release_on_behalf_of(index)
+            if drained and not cancel_scopes:
+                drained[0].set()
+        if outcomes[index] is None:
+            settle(index, reasons.get(index) or BranchCancelledError(
+                f"Branch {scope.path_str} ({key}) did not finish within the cancellation "
+                "grace period; its writes were dropped."))
+
+    async def watch_cancel() -> None:
+        await token.wait()
+        drained.append(anyio.Event())
+        if cancel_scopes:
+            with anyio.move_on_after(config.cancellation_grace):
+                await drained[0].wait()
+        for index, cs in list(cancel_scopes.items()):
+            scopes[index].closed = True  # late writes are dropped from here on
+            cs.cancel()
+
+    limiter = anyio.CapacityLimiter(max_concurrency or len(plan))
+    async with anyio.create_task_group() as outer:
+        outer.start_soon(watch_cancel)
+        async with anyio.create_task_group() as tg:
+            for index in range(len(plan)):
+                await limiter.acquire_on_behalf_of(index)
+                if token.cancelled:
+                    limiter.release_on_behalf_of(index)
+                    for rest in range(index, len(plan)):
+                        settle(rest, BranchBudgetError(
+                            f"The barrier's token budget of {token_budget} ran out before "
+                            "this branch started.") if usage.exhausted else BranchCancelledError(
+                            f"Cancelled before it started: {token.reason}."))
+                    break
+                tg.start_soon(branch, index, limiter)
+        outer.cancel_scope.cancel()
+
+    usage.on_exhausted.clear()
+    branches = tuple(o for o in outcomes if o is not None)
+    return await _publish(flow, parent, branches, scopes, failure_policy, checkpoint,
+                          cancelled=token.cancelled)
+
+
+async def _publish(
+    flow: Flow,
+    parent: Scope | None,
+    branches: tuple[BranchResult, ...],
+    scopes: list[Scope],
+    policy: FailurePolicy,
+    checkpoint: Checkpoint,
+    *,
+    cancelled: bool,
+) -> ParallelBatchResult:
+    caller_view = parent if parent is not None else flow.canonical_view()
+    result = join(branches, scopes[: len(branches)], policy=policy, caller_view=caller_view,
+                  channels_of=flow.channels_of)
+    fields = tuple(result.values)
+    if parent is not None:
+        parent.absorb(result.writes, result.contributions)
+        publication = Publication(policy, bool(fields), "caller-scope", fields,
+                                  tuple(result.discarded), checkpoint)
+        return ParallelBatchResult(branches, publication, cancelled)
+    undo = flow.apply_publication({k: (None if v is DELETED else v, v is DELETED)
+                                   for k, v in result.values.items()})
+    revision = None
+    checkpointed = False
+    if checkpoint == "root-join" and fields:
+        try:
+            revision = await flow.checkpoint_session()
+            checkpointed = True
+        except Exception as exc:
+            undo()
+            raise ParallelCheckpointError(
+                f"The root-join checkpoint failed and the join was rolled back: {exc}",
+                extra={"fields": [list(f) for f in fields]},
+            ) from exc
+    publication = Publication(policy, bool(fields), "canonical", fields,
+                              tuple(result.discarded), checkpoint, checkpointed, revision)
+    return ParallelBatchResult(branches, publication, cancelled)
+

@@ -1,0 +1,176 @@
+"""The join: validate the branches of a barrier, reduce, and decide what publishes.
+
+Pure: no anyio, no I/O; the driver (:mod:`runtime._barrier`) applies the result.
+
+Rules, in order:
+
+1. Any invalid shared mutation or configuration error recorded in any branch — fulfilled
+   or rejected, caught or not — invalidates the barrier: raise, publish nothing.
+2. A fulfilled branch whose output is not plain JSON invalidates the barrier.
+3. Candidates are the fulfilled branches; under ``atomic``, none if any branch rejected.
+   Rejected branches' writes are always discarded (and say why).
+4. Per ``(step, field)`` over the candidates, nested publications included: more than one
+   replacement is a conflict; a replacement plus a contribution is a conflict; a
+   ``single_writer`` channel written by more than one branch is a conflict.
+5. Contributions reduce in request-path order (then call order within an invocation),
+   never completion order, from the value the caller saw at the fork. A reducer that
+   raises invalidates the barrier.
+6. The result lists field values (for a root join), and the raw writes and contributions
+   (for a nested join, which publishes them into the caller's scope so the outer join
+   can reduce everything in one request-path order).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .channels import Channel
+from .errors import (
+    ParallelOutputError,
+    ParallelReducerError,
+    ParallelStateConflictError,
+)
+from .parallel import BranchResult, DiscardedBranch, FailurePolicy, format_path
+from .scope import ChannelsOf, Contribution, Scope, View, Write
+
+DELETED = object()
+"""Marks a field a join removes."""
+
+
+@dataclass(frozen=True)
+class Reduction:
+    """One channel reduced at a join (for the event stream and the debugger)."""
+
+    step: str
+    field: str
+    channel: str
+    initial: Any
+    inputs: tuple[dict[str, Any], ...]
+    """Contributions in request-path order: path, key, value."""
+    result: Any
+
+
+@dataclass
+class JoinResult:
+    """What a valid join publishes."""
+
+    values: dict[tuple[str, str], Any] = field(default_factory=dict)
+    """New field values (``DELETED`` for removals), in publication order."""
+    writes: list[Write] = field(default_factory=list)
+    contributions: list[Contribution] = field(default_factory=list)
+    discarded: list[DiscardedBranch] = field(default_factory=list)
+    reductions: list[Reduction] = field(default_factory=list)
+
+
+def join(
+    branches: Sequence[BranchResult],
+    scopes: Sequence[Scope],
+    *,
+    policy: FailurePolicy,
+    caller_view: View,
+    channels_of: ChannelsOf,
+) -> JoinResult:
+    """Apply the rules above; raise a ``BarrierInvalidError`` or return the result."""
+    for scope in scopes:
+        if scope.violations:
+            first = scope.violations[0]
+            raise type(first)(first.message, extra=_all_provenance(scopes)) from first
+    for branch in branches:
+        if branch.status == "fulfilled" and not _is_json(branch.output):
+            raise ParallelOutputError(
+                f"Branch {branch.path_str} ({branch.step}) returned a value that is not plain "
+                f"JSON: {type(branch.output).__name__}.",
+                extra={"provenance": [{"path": branch.path_str, "key": branch.key,
+                                       "step": branch.step, "kind": "output"}]},
+            )
+    result = JoinResult()
+    rejected = [b for b in branches if b.status == "rejected"]
+    for branch in rejected:
+        result.discarded.append(DiscardedBranch(branch.index, branch.key, "rejected"))
+    candidates = [s for b, s in zip(branches, scopes, strict=True) if b.status == "fulfilled"]
+    if policy == "atomic" and rejected:
+        reason = f"atomic: branch {rejected[0].path_str} ({rejected[0].key}) was rejected"
+        for branch in branches:
+            if branch.status == "fulfilled":
+                result.discarded.append(DiscardedBranch(branch.index, branch.key, reason))
+        return result
+
+    writes: dict[tuple[str, str], list[Write]] = {}
+    contributions: dict[tuple[str, str], list[Contribution]] = {}
+    for scope in candidates:
+        for write in scope.all_writes():
+            writes.setdefault((write.step, write.field), []).append(write)
+        for item in scope.all_contributions():
+            contributions.setdefault((item.step, item.field), []).append(item)
+
+    for target, items in writes.items():
+        others = contributions.get(target, [])
+        if len(items) > 1 or others:
+            raise _conflict(target, items, others)
+        result.values[target] = DELETED if items[0].deleted else items[0].value
+        result.writes.append(items[0])
+
+    for (step, name), found in contributions.items():
+        channel = channels_of(step)[name]
+        ordered = sorted(found, key=lambda c: c.order)
+        if channel.single_writer and len({c.meta.path for c in ordered}) > 1:
+            raise _conflict((step, name), [], ordered)
+        state = caller_view.state_of(step)
+        initial = channel.initial(name in state, state.get(name))
+        value = _reduce(channel, step, name, initial, ordered)
+        result.values[(step, name)] = value
+        result.contributions.extend(ordered)
+        result.reductions.append(Reduction(
+            step, name, channel.kind, initial,
+            tuple({"path": format_path(c.meta.path), "key": c.meta.key, "value": c.value}
+                  for c in ordered),
+            value,
+        ))
+    return result
+
+
+def _reduce(
+    channel: Channel, step: str, name: str, initial: Any, ordered: list[Contribution]
+) -> Any:
+    try:
+        return channel.reduce(initial, [(c.meta, c.value) for c in ordered])
+    except Exception as exc:
+        raise ParallelReducerError(
+            f"The '{channel.kind}' reducer of {step}.{name} failed: {exc}",
+            extra={"provenance": [c.provenance() for c in ordered], "initial": initial},
+        ) from exc
+
+
+def _conflict(
+    target: tuple[str, str], writes: list[Write], contributions: list[Contribution]
+) -> ParallelStateConflictError:
+    step, name = target
+    writers = [w.provenance() for w in writes] + [c.provenance() for c in contributions]
+    who = ", ".join(f"{w['path']} ({w['key']}, {w['kind']})" for w in writers)
+    hint = (" Declare a channel in parallel_state_channels() and use contribute_state() for "
+            "values that should combine." if writes else "")
+    return ParallelStateConflictError(
+        f"Conflicting writes to {step}.{name} from branches {who}.{hint}",
+        extra={"provenance": writers, "step": step, "field": name},
+    )
+
+
+def _all_provenance(scopes: Sequence[Scope]) -> dict[str, Any]:
+    items: list[Any] = []
+    for scope in scopes:
+        for error in scope.violations:
+            items.extend(error.extra.get("provenance", []))
+    return {"provenance": items}
+
+
+def _is_json(value: Any) -> bool:
+    import json
+
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError):
+        return False
+    return True
+

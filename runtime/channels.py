@@ -1,0 +1,145 @@
+"""Channels: how contributions from parallel branches combine at a join.
+
+A step declares reduced channels in ``parallel_state_channels()``; branches then call
+``contribute_state(field, value)``. At the join every contribution to a field — including
+those bubbled up from nested joins — is reduced in **request-path order** (then in call
+order within one invocation), never in completion order, starting from the value the
+caller saw at the fork (or the channel's empty value when the field was absent).
+
+``save_state`` replacements never turn into contributions: declaring a channel does not
+make two replacements of one field compatible.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .jsonutil import json_copy
+
+
+@dataclass(frozen=True)
+class ContributionMeta:
+    """Who contributed a value: handed to custom reducers."""
+
+    path: tuple[int, ...]
+    """Invocation path of the contributing branch (request indices from the root)."""
+    key: str
+    """Branch key of the contributing branch."""
+    seq: int
+    """Order of this contribution among the branch's own contributions."""
+
+
+Reducer = Callable[[Any, Any, ContributionMeta], Any]
+
+
+@dataclass(frozen=True)
+class Channel:
+    """A reduced state field: a reducer, an empty value and a writer rule."""
+
+    kind: str
+    reducer: Reducer
+    empty: Callable[[], Any]
+    single_writer: bool = False
+
+    def initial(self, present: bool, value: Any) -> Any:
+        """The accumulator a join starts from: the caller-visible value, else empty."""
+        return json_copy(value) if present else self.empty()
+
+    def reduce(self, initial: Any, contributions: list[tuple[ContributionMeta, Any]]) -> Any:
+        """Fold contributions (already in request-path order) into ``initial``."""
+        acc = initial
+        for meta, value in contributions:
+            acc = self.reducer(acc, value, meta)
+        return json_copy(acc, f"Result of the '{self.kind}' reducer")
+
+
+def _replace(acc: Any, value: Any, meta: ContributionMeta) -> Any:
+    return value
+
+
+def _sum(acc: Any, value: Any, meta: ContributionMeta) -> Any:
+    for operand in (acc, value):
+        if isinstance(operand, bool) or not isinstance(operand, int | float):
+            raise TypeError(f"sum() channel needs numbers, got {type(operand).__name__}")
+    return acc + value
+
+
+def _append(acc: Any, value: Any, meta: ContributionMeta) -> Any:
+    if not isinstance(acc, list):
+        raise TypeError(f"append() channel needs a list, found {type(acc).__name__}")
+    return [*acc, value]
+
+
+def _keyed(acc: Any, value: Any, meta: ContributionMeta) -> Any:
+    if not isinstance(acc, dict):
+        raise TypeError(f"keyed_by_branch() channel needs an object, found {type(acc).__name__}")
+    return {**acc, meta.key: value}
+
+
+def _merge(acc: Any, value: Any, meta: ContributionMeta) -> Any:
+    if not isinstance(acc, dict) or not isinstance(value, dict):
+        raise TypeError("merge_record() channel merges objects only")
+    return {**acc, **value}
+
+
+def single_writer() -> Channel:
+    """At most one branch may contribute; its (last) value replaces the field."""
+    return Channel("single_writer", _replace, lambda: None, single_writer=True)
+
+
+def reduced(fn: Reducer, initial: Any = None) -> Channel:
+    """A custom fold ``fn(acc, value, meta)``; ``initial`` when the field is absent."""
+    frozen = json_copy(initial, "A reduced() channel's initial value")
+    return Channel("reduced", fn, lambda: json_copy(frozen))
+
+
+def sum_() -> Channel:
+    """Numeric sum (empty value 0)."""
+    return Channel("sum", _sum, lambda: 0)
+
+
+def append() -> Channel:
+    """List append in request-path order (empty value ``[]``)."""
+    return Channel("append", _append, list)
+
+
+def append_unique_by(key: Callable[[Any], Any]) -> Channel:
+    """Append, dropping a value whose ``key(value)`` is already in the list."""
+
+    def unique(acc: Any, value: Any, meta: ContributionMeta) -> Any:
+        acc = _append(acc, value, meta)[:-1]
+        seen = {json_key(key(v)) for v in acc}
+        return acc if json_key(key(value)) in seen else [*acc, value]
+
+    return Channel("append_unique_by", unique, list)
+
+
+def keyed_by_branch() -> Channel:
+    """An object ``{branch key: value}`` (empty value ``{}``)."""
+    return Channel("keyed_by_branch", _keyed, dict)
+
+
+def merge_record() -> Channel:
+    """Shallow merge of object contributions; later in request-path order wins."""
+    return Channel("merge_record", _merge, dict)
+
+
+def json_key(value: Any) -> str:
+    """A hashable, order-stable form of a JSON value (for uniqueness keys)."""
+    import json
+
+    return json.dumps(value, sort_keys=True)
+
+
+class StepChannels:
+    """The built-in channels, as a namespace: ``StepChannels.sum()`` etc."""
+
+    single_writer = staticmethod(single_writer)
+    reduced = staticmethod(reduced)
+    sum = staticmethod(sum_)
+    append = staticmethod(append)
+    append_unique_by = staticmethod(append_unique_by)
+    keyed_by_branch = staticmethod(keyed_by_branch)
+    merge_record = staticmethod(merge_record)

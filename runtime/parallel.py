@@ -1,0 +1,205 @@
+"""The public types of ``run_steps()``: requests, results, options and the cancel token."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+import anyio
+from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:
+    from .step import Step
+
+FailurePolicy = Literal["retain-successes", "atomic"]
+Checkpoint = Literal["none", "root-join"]
+BranchStatus = Literal["fulfilled", "rejected"]
+
+
+def format_path(path: tuple[int, ...]) -> str:
+    """The one string form of an invocation path: ``0.2.1`` (root-level branches: ``0``)."""
+    return ".".join(str(i) for i in path)
+
+
+@dataclass(frozen=True)
+class RunStepRequest:
+    """One branch to fork: a registered step class, an optional key, params and message."""
+
+    step: type[Step] | str
+    key: str | None = None
+    params: Mapping[str, Any] | None = None
+    user_message: str | None = None
+
+
+class ParallelConfig(BaseModel):
+    """Flow-wide limits for barriers (``Flow.config_parallel_execution()``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_depth: int = Field(default=8, ge=1)
+    """Deepest nesting of barriers (a root barrier's branches are depth 1)."""
+    max_invocations: int = Field(default=256, ge=1)
+    """Branches one turn may fork in total."""
+    cancellation_grace: float = Field(default=2.0, ge=0)
+    """Seconds a told branch may keep running before it loses publication rights."""
+    model_call_limit: int | None = Field(default=None, ge=1)
+    """Model calls in flight at once across every branch of a turn (provider quota)."""
+
+
+class CancelToken:
+    """Cooperative cancellation for a barrier and everything forked under it.
+
+    Create one, pass it as ``run_steps(..., cancel=token)`` and call :meth:`cancel`. Nested
+    barriers link their tokens to the calling branch's, so cancelling an outer barrier
+    reaches every descendant. Branches read :attr:`cancelled` or await :meth:`wait`; model
+    calls in a cancelled branch stop at once.
+    """
+
+    def __init__(self, parent: CancelToken | None = None) -> None:
+        self._event: anyio.Event | None = None
+        self._children: list[CancelToken] = []
+        self.reason: str | None = None
+        self.cancelled = False
+        if parent is not None:
+            parent._children.append(self)
+            if parent.cancelled:
+                self.cancel(parent.reason or "cancelled")
+
+    def cancel(self, reason: str = "cancelled") -> None:
+        """Request cancellation (idempotent); propagates to linked tokens."""
+        if self.cancelled:
+            return
+        self.cancelled, self.reason = True, reason
+        if self._event is not None:
+            self._event.set()
+        for child in self._children:
+            child.cancel(reason)
+
+    async def wait(self) -> None:
+        """Return once cancellation is requested."""
+        if self.cancelled:
+            return
+        if self._event is None:
+            self._event = anyio.Event()
+        await self._event.wait()
+
+
+@dataclass(frozen=True)
+class ParallelInvocation:
+    """What a branch knows about itself (``step.parallel_invocation()``)."""
+
+    params: Mapping[str, Any]
+    """The request's params, frozen."""
+    key: str
+    index: int
+    """Request index within its barrier."""
+    path: tuple[int, ...]
+    cancel: CancelToken
+    session_id: str
+
+    @property
+    def path_str(self) -> str:
+        """The invocation path as text (``0.2.1``)."""
+        return format_path(self.path)
+
+    @property
+    def idempotency_key(self) -> str:
+        """Stable across retries of the same turn: session, invocation path and branch key.
+
+        Give it to external services (email, payments): no state rollback can undo them.
+        """
+        raw = f"{self.session_id}\x00{self.path_str}\x00{self.key}"
+        return hashlib.sha256(raw.encode()).hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class BranchResult:
+    """One branch's outcome, in request order."""
+
+    index: int
+    key: str
+    step: str
+    path: tuple[int, ...]
+    status: BranchStatus
+    output: Any = None
+    error: BaseException | None = None
+
+    @property
+    def path_str(self) -> str:
+        """The invocation path as text."""
+        return format_path(self.path)
+
+
+@dataclass(frozen=True)
+class DiscardedBranch:
+    """A branch whose state was not published, and why."""
+
+    index: int
+    key: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Publication:
+    """What a join published, and where."""
+
+    policy: FailurePolicy
+    published: bool
+    """Whether any application state was published."""
+    target: Literal["canonical", "caller-scope"]
+    """Canonical session state (root join) or the calling branch's private scope."""
+    fields: tuple[tuple[str, str], ...] = ()
+    """``(step, field)`` pairs that changed, in publication order."""
+    discarded: tuple[DiscardedBranch, ...] = ()
+    checkpoint: Checkpoint = "none"
+    checkpointed: bool = False
+    revision: int | None = None
+    """Session revision after the root-join checkpoint, when one was saved."""
+
+
+@dataclass(frozen=True)
+class ParallelBatchResult:
+    """What ``run_steps()`` returns: every branch in request order, plus the publication."""
+
+    branches: tuple[BranchResult, ...]
+    publication: Publication
+    cancelled: bool = False
+    """Cancellation was requested while the barrier ran."""
+
+    @property
+    def fulfilled(self) -> tuple[BranchResult, ...]:
+        """Fulfilled branches, in request order (``.index`` is the request index)."""
+        return tuple(b for b in self.branches if b.status == "fulfilled")
+
+    @property
+    def rejected(self) -> tuple[BranchResult, ...]:
+        """Rejected branches, in request order."""
+        return tuple(b for b in self.branches if b.status == "rejected")
+
+
+@dataclass(frozen=True)
+class DirectResult:
+    """Returned by a tool handler in a branch: end the branch with ``value`` as output."""
+
+    value: Any
+
+
+def direct_result(value: Any) -> DirectResult:
+    """End the current parallel branch with ``value`` (plain JSON) as its output.
+
+    No second model call, no ``on_response``, no cursor change. Save the branch's own
+    state before returning it: the state publishes at the join if the branch is accepted.
+    """
+    return DirectResult(value)
+
+
+@dataclass
+class BarrierUsage:
+    """Token use of one barrier and its descendants, for its optional budget."""
+
+    budget: int | None
+    tokens: int = 0
+    exhausted: bool = False
+    on_exhausted: list[Any] = field(default_factory=list)

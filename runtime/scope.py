@@ -1,0 +1,221 @@
+"""Invocation scopes: the private view of one parallel branch.
+
+A branch reads through a chain of views: its own drafts over the view its caller had at
+the fork (for a root barrier, the canonical state; for a nested one, the calling branch's
+scope), so siblings never see each other's in-flight writes and a nested fork inherits
+its caller's current view. Forking is O(1) in the size of state: siblings share their
+caller's view by reference — it cannot change while they run, because the caller is
+awaiting the join — and a branch stores only the fields it writes (copy on write).
+
+A scope also collects what the join needs: replacements and contributions with their
+provenance (writer path and key, base value seen), and any invalid shared mutation. A
+mutation is recorded *before* it is raised, so catching the error cannot hide it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from .channels import Channel, ContributionMeta
+from .errors import ParallelConfigurationError, ParallelMutationError, PicoFlowError
+from .parallel import BarrierUsage, CancelToken, DirectResult, format_path
+
+if TYPE_CHECKING:
+    from .messages import Message
+
+PRIVATE_FIELDS = frozenset({"_transient", "_saveOn"})
+"""Framework fields a branch may write but that never publish."""
+
+
+class View(Protocol):
+    """Something state can be read through."""
+
+    def state_of(self, step: str) -> Mapping[str, Any]:
+        """The step's state as this view sees it. Shared: never mutate it."""
+        ...
+
+    def memory_of(self, namespace: str) -> list[Message]:
+        """The namespace's history as this view sees it."""
+        ...
+
+
+@dataclass(frozen=True)
+class Write:
+    """A proposed replacement (or removal) of one top-level field, with provenance."""
+
+    step: str
+    field: str
+    value: Any
+    deleted: bool
+    path: tuple[int, ...]
+    key: str
+    base: Any
+    """The value the writing branch saw at its fork (None when absent)."""
+
+    def provenance(self) -> dict[str, Any]:
+        """JSON-safe description for errors and debuggers."""
+        return {
+            "path": format_path(self.path), "key": self.key, "step": self.step,
+            "field": self.field, "kind": "remove" if self.deleted else "replace",
+            "value": None if self.deleted else self.value, "base": self.base,
+        }
+
+
+@dataclass(frozen=True)
+class Contribution:
+    """One ``contribute_state`` call, with provenance."""
+
+    step: str
+    field: str
+    value: Any
+    meta: ContributionMeta
+    base: Any
+
+    @property
+    def order(self) -> tuple[tuple[int, ...], int]:
+        """Request-path order, then call order within the invocation."""
+        return self.meta.path, self.meta.seq
+
+    def provenance(self) -> dict[str, Any]:
+        """JSON-safe description for errors and debuggers."""
+        return {
+            "path": format_path(self.meta.path), "key": self.meta.key, "step": self.step,
+            "field": self.field, "kind": "contribute", "value": self.value, "base": self.base,
+        }
+
+
+ChannelsOf = Callable[[str], Mapping[str, Channel]]
+
+
+@dataclass(eq=False)
+class Scope:
+    """The private world of one branch."""
+
+    base: View
+    step: str
+    index: int
+    key: str
+    path: tuple[int, ...]
+    params: Mapping[str, Any]
+    cancel: CancelToken
+    channels_of: ChannelsOf
+    usages: tuple[BarrierUsage, ...]
+    """Token budgets of every enclosing barrier, innermost last."""
+    depth: int
+    writes: dict[str, dict[str, Write]] = field(default_factory=dict)
+    contributions: dict[str, dict[str, list[Contribution]]] = field(default_factory=dict)
+    private: dict[str, dict[str, Any]] = field(default_factory=dict)
+    violations: list[PicoFlowError] = field(default_factory=list)
+    memory: dict[str, list[Message]] = field(default_factory=dict)
+    direct: DirectResult | None = None
+    closed: bool = False
+    """Past the grace period: the branch lost publication rights; writes are dropped."""
+    _seq: int = 0
+
+    # -- reading -------------------------------------------------------------------------
+
+    def state_of(self, step: str) -> Mapping[str, Any]:
+        base = self.base.state_of(step)
+        writes = self.writes.get(step)
+        contributions = self.contributions.get(step)
+        private = self.private.get(step)
+        if not writes and not contributions and not private:
+            return base
+        out = dict(base)
+        for name, write in (writes or {}).items():
+            if write.deleted:
+                out.pop(name, None)
+            else:
+                out[name] = write.value
+        for name, items in (contributions or {}).items():
+            channel = self.channels_of(step)[name]
+            ordered = sorted(items, key=lambda c: c.order)
+            out[name] = channel.reduce(
+                channel.initial(name in out, out.get(name)), [(c.meta, c.value) for c in ordered]
+            )
+        out.update(private or {})
+        return out
+
+    def memory_of(self, namespace: str) -> list[Message]:
+        if namespace not in self.memory:
+            self.memory[namespace] = list(self.base.memory_of(namespace))
+        return self.memory[namespace]
+
+    @property
+    def path_str(self) -> str:
+        """The invocation path as text."""
+        return format_path(self.path)
+
+    # -- writing -------------------------------------------------------------------------
+
+    def violate(self, what: str, **extra: Any) -> ParallelMutationError:
+        """Record an invalid shared mutation and return the error to raise."""
+        error = ParallelMutationError(
+            f"Branch {self.path_str} ({self.step}, key '{self.key}') may not {what}: parallel "
+            "branches write only their own step's state.",
+            extra={"provenance": [{"path": self.path_str, "key": self.key, "step": self.step,
+                                   "kind": "mutation", "what": what, **extra}]},
+        )
+        if not self.closed:
+            self.violations.append(error)
+        return error
+
+    def write(self, step: str, updates: Mapping[str, Any], removals: tuple[str, ...]) -> None:
+        """Record replacements/removals of the branch's own step's fields."""
+        if self.closed:
+            return
+        if step != self.step:
+            raise self.violate(f"write the state of step '{step}'", target_step=step)
+        base = self.base.state_of(step)
+        fields = self.writes.setdefault(step, {})
+        for name, value in updates.items():
+            if name in PRIVATE_FIELDS:
+                self.private.setdefault(step, {})[name] = value
+            else:
+                fields[name] = Write(step, name, value, False, self.path, self.key, base.get(name))
+        for name in removals:
+            fields[name] = Write(step, name, None, True, self.path, self.key, base.get(name))
+
+    def contribute(self, step: str, name: str, value: Any) -> None:
+        """Record a contribution to a declared channel of the branch's own step."""
+        if self.closed:
+            return
+        if step != self.step:
+            raise self.violate(f"contribute to step '{step}'", target_step=step)
+        if name not in self.channels_of(step):
+            error = ParallelConfigurationError(
+                f"Step '{step}' declares no channel '{name}' in parallel_state_channels(); "
+                "contribute_state() needs a declared channel.",
+                extra={"provenance": [{"path": self.path_str, "key": self.key, "step": step,
+                                       "field": name, "kind": "contribute", "value": value}]},
+            )
+            self.violations.append(error)
+            raise error
+        base = self.base.state_of(step).get(name)
+        self._seq += 1
+        meta = ContributionMeta(path=self.path, key=self.key, seq=self._seq)
+        self.contributions.setdefault(step, {}).setdefault(name, []).append(
+            Contribution(step, name, value, meta, base)
+        )
+
+    def absorb(self, writes: list[Write], contributions: list[Contribution]) -> None:
+        """Take a nested join's publication into this (the caller's) scope."""
+        for write in writes:
+            self.writes.setdefault(write.step, {})[write.field] = write
+        for item in contributions:
+            self.contributions.setdefault(item.step, {}).setdefault(item.field, []).append(item)
+
+    def all_writes(self) -> list[Write]:
+        """Every proposed replacement, own and bubbled up."""
+        return [w for fields in self.writes.values() for w in fields.values()]
+
+    def all_contributions(self) -> list[Contribution]:
+        """Every contribution, own and bubbled up."""
+        return [c for fields in self.contributions.values() for items in fields.values()
+                for c in items]
+
+
+current_scope: ContextVar[Scope | None] = ContextVar("picoflow_scope", default=None)
