@@ -6,8 +6,14 @@ web app, a script or a test — on asyncio or trio.
 
 from __future__ import annotations
 
+from .channels import Channel, ContributionMeta, StepChannels
 from .engine import FlowEngine, RunReply
 from .errors import (
+    BarrierInvalidError,
+    BranchBudgetError,
+    BranchCancelledError,
+    BranchError,
+    BranchTimeoutError,
     ExecutionFrameError,
     FlowDefinitionError,
     FlowNotRegisteredError,
@@ -15,6 +21,15 @@ from .errors import (
     ModelCallError,
     ModelError,
     ModelTransportError,
+    ParallelCheckpointError,
+    ParallelConfigurationError,
+    ParallelDuplicateKeyError,
+    ParallelError,
+    ParallelLimitError,
+    ParallelMutationError,
+    ParallelOutputError,
+    ParallelReducerError,
+    ParallelStateConflictError,
     PicoFlowError,
     ScriptedModelError,
     SessionConflictError,
@@ -30,6 +45,17 @@ from .flow import Flow
 from .messages import Message, ToolCall
 from .models import Model, ModelRequest, ModelResponse, ModelSelection, TokenUsage, ToolSchema
 from .openai_compat import OpenAICompatibleModel
+from .parallel import (
+    BranchResult,
+    CancelToken,
+    DirectResult,
+    ParallelBatchResult,
+    ParallelConfig,
+    ParallelInvocation,
+    Publication,
+    RunStepRequest,
+    direct_result,
+)
 from .scripted import Rule, ScriptedModel
 from .session import SessionDocument
 from .step import TERMINATE_SESSION_TOOL, LogicStep, Step
@@ -40,6 +66,16 @@ from .transitions import Transition, direct, go, stay
 
 __all__ = [
     "TERMINATE_SESSION_TOOL",
+    "BarrierInvalidError",
+    "BranchBudgetError",
+    "BranchCancelledError",
+    "BranchError",
+    "BranchResult",
+    "BranchTimeoutError",
+    "CancelToken",
+    "Channel",
+    "ContributionMeta",
+    "DirectResult",
     "ExecutionFrameError",
     "Flow",
     "FlowDefinitionError",
@@ -57,9 +93,23 @@ __all__ = [
     "ModelSelection",
     "ModelTransportError",
     "OpenAICompatibleModel",
+    "ParallelBatchResult",
+    "ParallelCheckpointError",
+    "ParallelConfig",
+    "ParallelConfigurationError",
+    "ParallelDuplicateKeyError",
+    "ParallelError",
+    "ParallelInvocation",
+    "ParallelLimitError",
+    "ParallelMutationError",
+    "ParallelOutputError",
+    "ParallelReducerError",
+    "ParallelStateConflictError",
     "PicoFlowError",
+    "Publication",
     "Rule",
     "RunReply",
+    "RunStepRequest",
     "SQLiteSessionStore",
     "ScriptedModel",
     "ScriptedModelError",
@@ -72,6 +122,7 @@ __all__ = [
     "SessionStoreError",
     "StateValueError",
     "Step",
+    "StepChannels",
     "TerminateSessionStep",
     "TokenUsage",
     "ToolArgumentsError",
@@ -82,6 +133,7 @@ __all__ = [
     "TurnLimitError",
     "define_tool",
     "direct",
+    "direct_result",
     "go",
     "stay",
     "tool",

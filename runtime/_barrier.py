@@ -181,8 +181,9 @@ async def run_steps(
     usages = (*(parent.usages if parent else ()), usage)
     caller_view = parent if parent is not None else flow.canonical_view()
     prefix = parent.path if parent else ()
+    ordinal = flow.next_barrier_ordinal(parent)
     scopes = [
-        Scope(base=caller_view, step=step.name, index=i, key=key, path=(*prefix, i),
+        Scope(base=caller_view, step=step.name, index=i, key=key, path=(*prefix, (ordinal, i)),
               params=params, cancel=token, channels_of=flow.channels_of, usages=usages,
               depth=depth)
         for i, (step, key, params, _) in enumerate(plan)

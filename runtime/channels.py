@@ -17,13 +17,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from .jsonutil import json_copy
+from .parallel import InvocationPath
 
 
 @dataclass(frozen=True)
 class ContributionMeta:
     """Who contributed a value: handed to custom reducers."""
 
-    path: tuple[int, ...]
+    path: InvocationPath
     """Invocation path of the contributing branch (request indices from the root)."""
     key: str
     """Branch key of the contributing branch."""

@@ -21,7 +21,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .errors import FlowDefinitionError, ToolArgumentsError
+from .jsonutil import json_copy
 from .messages import Message, ToolCall, human_message, tool_message
+from .parallel import DirectResult
+from .scope import current_scope
 from .tools import ToolHandler, handlers_of, takes_model
 from .transitions import DEFAULT_TOOL_FEEDBACK, ToolContext, Transition, go, tool_context
 
@@ -38,6 +41,8 @@ class Outcome:
     """A ``with_message`` for another step, delivered at the crossing."""
     direct: Message | None = None
     """The first direct reply: the turn ends with it, without another model call."""
+    ended: bool = False
+    """A branch's tool returned ``direct_result()``: the branch ends, its output set."""
 
 
 def to_transition(result: Routable) -> Transition | None:
@@ -99,12 +104,32 @@ async def dispatch_tools(flow: Flow, step: Step, calls: list[ToolCall]) -> Outco
             result: Any = await handler.call(step, args)
         finally:
             tool_context.reset(token)
+        if isinstance(result, DirectResult):
+            _end_branch(step, call, result, outcome)
+            continue
         transition = to_transition(result)
         if transition is None:
             history.append(tool_message(step.name, call, DEFAULT_TOOL_FEEDBACK, status="success"))
             continue
         await apply_transition(flow, step, transition, [call], outcome)
     return outcome
+
+
+def _end_branch(step: Step, call: ToolCall, result: DirectResult, outcome: Outcome) -> None:
+    scope = current_scope.get()
+    if scope is None or scope.step != step.name:
+        raise FlowDefinitionError(
+            "direct_result() is only for tool handlers of a run_steps() branch; use direct() "
+            "to answer the user."
+        )
+    if outcome.ended:
+        raise FlowDefinitionError(
+            f"Tool '{call.name}' returned a second direct_result() in one model response."
+        )
+    scope.direct = DirectResult(json_copy(result.value, "direct_result() value"))
+    outcome.ended = True
+    step.get_memory().append(tool_message(step.name, call, DEFAULT_TOOL_FEEDBACK,
+                                          status="success"))
 
 
 async def apply_transition(

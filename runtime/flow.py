@@ -82,6 +82,7 @@ class Flow:
         self._selection: ModelSelection | None = None
         self._model_calls = 0
         self._invocations = 0
+        self._root_barriers = 0
         self._channels: dict[str, Mapping[str, Channel]] = {}
         self._model_limiter: anyio.CapacityLimiter | None = None
 
@@ -396,6 +397,14 @@ class Flow:
                 f"invocations per turn ({self._invocations} used)."
             )
         self._invocations += count
+
+    def next_barrier_ordinal(self, parent: Scope | None) -> int:
+        """The ordinal of a new barrier among its caller's barriers (this turn)."""
+        if parent is None:
+            self._root_barriers += 1
+            return self._root_barriers - 1
+        parent.barriers += 1
+        return parent.barriers - 1
 
     async def run_branch(self, registered: Step, scope: Scope, message: str | None) -> Any:
         """Run one branch: a fresh step instance in its own scope and execution frame."""

@@ -18,9 +18,22 @@ Checkpoint = Literal["none", "root-join"]
 BranchStatus = Literal["fulfilled", "rejected"]
 
 
-def format_path(path: tuple[int, ...]) -> str:
-    """The one string form of an invocation path: ``0.2.1`` (root-level branches: ``0``)."""
-    return ".".join(str(i) for i in path)
+InvocationPath = tuple[tuple[int, int], ...]
+"""One ``(barrier ordinal, request index)`` pair per nesting level.
+
+The ordinal counts the barriers its caller has opened (0 for the first), so two
+sequential barriers in one branch give distinct, correctly ordered paths. Tuples sort in
+request-path order: that is the order contributions reduce in.
+"""
+
+
+def format_path(path: InvocationPath) -> str:
+    """The one string form of an invocation path.
+
+    Levels are joined with ``.``; a level is its request index, prefixed ``<ordinal>:``
+    when it belongs to its caller's second or later barrier: ``0.2.1``, ``1.1:0``.
+    """
+    return ".".join(str(i) if b == 0 else f"{b}:{i}" for b, i in path)
 
 
 @dataclass(frozen=True)
@@ -95,7 +108,7 @@ class ParallelInvocation:
     key: str
     index: int
     """Request index within its barrier."""
-    path: tuple[int, ...]
+    path: InvocationPath
     cancel: CancelToken
     session_id: str
 
@@ -121,7 +134,7 @@ class BranchResult:
     index: int
     key: str
     step: str
-    path: tuple[int, ...]
+    path: InvocationPath
     status: BranchStatus
     output: Any = None
     error: BaseException | None = None

@@ -22,13 +22,16 @@ import anyio
 
 from .dispatch import Outcome, apply_transition, dispatch_tools, to_transition
 from .errors import (
+    BranchCancelledError,
     FlowDefinitionError,
     ModelBlockedError,
     ModelCallError,
+    ModelError,
     ModelTransportError,
 )
 from .messages import Message, ai_message, human_message, system_message
-from .models import ModelRequest, ModelResponse
+from .models import Model, ModelRequest, ModelResponse
+from .scope import current_scope
 
 if TYPE_CHECKING:
     from .flow import Flow
@@ -53,12 +56,17 @@ async def run_loop(flow: Flow, message: Message | None) -> str:
             if message is not None:
                 history.append(message)
             response = await call_model(flow, step)
+            if isinstance(response, str):  # a recovery hook's reply ends the turn as is
+                history.append(ai_message(step.name, response))
+                return response
             if response.tool_calls:
                 history.append(ai_message(step.name, response.content, response.tool_calls))
                 outcome = await dispatch_tools(flow, step, response.tool_calls)
                 if outcome.direct is not None:
                     flow.require_executing_step().get_memory().append(outcome.direct)
                     return outcome.direct.content
+                if outcome.ended:  # direct_result(): the branch's output is in its scope
+                    return ""
                 reply, message = None, outcome.carried
             else:
                 answer: Any = response.content
@@ -107,14 +115,16 @@ def build_request(flow: Flow, step: Step) -> ModelRequest:
     )
 
 
-async def call_model(flow: Flow, step: Step) -> ModelResponse:
-    """One model call with PicoFlow's retry loop.
+async def call_model(flow: Flow, step: Step) -> ModelResponse | str:
+    """One model call with PicoFlow's retry loop; a ``str`` is a recovery hook's reply.
 
     Each attempt's usage is tallied even when the answer is then rejected. A blank answer
     gets a nudge message and a retry; ``check_response`` returning True retries without
     keeping the answer; transport errors and timeouts retry unless a hook says no; a
-    refusal goes to ``on_model_blocked`` without retry. When attempts run out,
-    ``on_model_error`` (step, then flow) may supply the reply, else :class:`ModelCallError`.
+    refusal goes to ``on_model_blocked`` without retry; other model errors go straight to
+    ``on_model_error``. When attempts run out, ``on_model_error`` (step, then flow) may
+    supply the reply, else :class:`ModelCallError`. In a cancelled branch the call stops
+    at once and no recovery hook runs.
     """
     flow.count_model_call()
     engine = flow.require_engine()
@@ -127,14 +137,12 @@ async def call_model(flow: Flow, step: Step) -> ModelResponse:
         if attempt > 1 and flow.retry_delay > 0:
             await anyio.sleep(flow.retry_delay)
         request = build_request(flow, step)
-        timeout = step.call_timeout()
         try:
-            with anyio.fail_after(timeout):
-                response = await model.invoke(request)
+            response = await _invoke(flow, model, request, step.call_timeout())
         except ModelBlockedError as exc:
             recovered = await step.on_model_blocked(exc) or await flow.on_model_blocked(exc)
             if recovered is not None:
-                return ModelResponse(content=recovered)
+                return recovered
             raise
         except (ModelTransportError, TimeoutError) as exc:
             last_error, reason = exc, "transport"
@@ -144,6 +152,11 @@ async def call_model(flow: Flow, step: Step) -> ModelResponse:
             if verdict is False:
                 break
             continue
+        except ModelError as exc:
+            recovered = await step.on_model_error(exc) or await flow.on_model_error(exc)
+            if recovered is not None:
+                return recovered
+            raise
         flow.tally_tokens(response.usage)
         if response.is_blank:
             last_error, reason = ValueError("the model returned a blank response"), "blank"
@@ -156,8 +169,38 @@ async def call_model(flow: Flow, step: Step) -> ModelResponse:
     assert last_error is not None
     recovered = await step.on_model_error(last_error) or await flow.on_model_error(last_error)
     if recovered is not None:
-        return ModelResponse(content=recovered)
+        return recovered
     raise ModelCallError(
         f"LLM call failed. Reason:{reason}. Error:{last_error}",
         extra={"step": step.name, "attempts": attempts, "reason": reason},
     ) from last_error
+
+
+async def _invoke(
+    flow: Flow, model: Model, request: ModelRequest, timeout: float | None
+) -> ModelResponse:
+    """One attempt: under the turn's model-call quota, the timeout, and — in a branch —
+    the cancel token, which stops an in-flight call at once."""
+    scope = current_scope.get()
+    if scope is not None and scope.cancel.cancelled:
+        raise BranchCancelledError(f"Branch {scope.path_str} was cancelled: {scope.cancel.reason}.")
+    async with flow.model_call_slot():
+        if scope is None:
+            with anyio.fail_after(timeout):
+                return await model.invoke(request)
+        result: list[ModelResponse] = []
+        async with anyio.create_task_group() as tg:
+
+            async def stop_on_cancel() -> None:
+                await scope.cancel.wait()
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(stop_on_cancel)
+            with anyio.fail_after(timeout):
+                result.append(await model.invoke(request))
+            tg.cancel_scope.cancel()
+        if not result:
+            raise BranchCancelledError(
+                f"Branch {scope.path_str} was cancelled during a model call: "
+                f"{scope.cancel.reason}.")
+        return result[0]

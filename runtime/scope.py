@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .channels import Channel, ContributionMeta
 from .errors import ParallelConfigurationError, ParallelMutationError, PicoFlowError
-from .parallel import BarrierUsage, CancelToken, DirectResult, format_path
+from .parallel import BarrierUsage, CancelToken, DirectResult, InvocationPath, format_path
 
 if TYPE_CHECKING:
     from .messages import Message
@@ -50,7 +50,7 @@ class Write:
     field: str
     value: Any
     deleted: bool
-    path: tuple[int, ...]
+    path: InvocationPath
     key: str
     base: Any
     """The value the writing branch saw at its fork (None when absent)."""
@@ -75,7 +75,7 @@ class Contribution:
     base: Any
 
     @property
-    def order(self) -> tuple[tuple[int, ...], int]:
+    def order(self) -> tuple[InvocationPath, int]:
         """Request-path order, then call order within the invocation."""
         return self.meta.path, self.meta.seq
 
@@ -98,7 +98,7 @@ class Scope:
     step: str
     index: int
     key: str
-    path: tuple[int, ...]
+    path: InvocationPath
     params: Mapping[str, Any]
     cancel: CancelToken
     channels_of: ChannelsOf
@@ -111,6 +111,8 @@ class Scope:
     violations: list[PicoFlowError] = field(default_factory=list)
     memory: dict[str, list[Message]] = field(default_factory=dict)
     direct: DirectResult | None = None
+    barriers: int = 0
+    """Barriers this branch has opened (the next one's ordinal)."""
     closed: bool = False
     """Past the grace period: the branch lost publication rights; writes are dropped."""
     _seq: int = 0

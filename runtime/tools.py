@@ -60,6 +60,14 @@ class ToolSpec:
         Raises:
             ToolArgumentsError: with a message written for the model to read.
         """
+        if "_raw" in args and "_raw" not in self.args_model.model_fields:
+            # Adapters keep unparseable argument text under `_raw`: report it, whatever
+            # the argument model's extra-field policy.
+            raise ToolArgumentsError(
+                f"Invalid arguments for tool '{self.name}': they are not a JSON object "
+                f"({str(args['_raw'])[:200]!r}). Call the tool again with valid JSON arguments.",
+                extra={"tool": self.name},
+            )
         try:
             return self.args_model.model_validate(args)
         except ValidationError as exc:
