@@ -43,7 +43,7 @@ from .session import (
 from .step import Step
 from .terminate import TerminateSessionStep
 from .tools import ToolRegistry, ToolSpec, handlers_of
-from .transitions import step_name_of
+from .transitions import Transition, step_name_of
 
 if TYPE_CHECKING:
     from .engine import FlowEngine
@@ -417,7 +417,15 @@ class Flow:
                 SequenceEntry(level=len(_frames.get()) + 1, step_name=worker.name)
             )
             await worker.on_enter()
-            output = await worker.run(message)
+            if worker.is_logic() and type(worker).run is Step.run:
+                # A logic branch's output is what run_logic() returns; it cannot route.
+                output = await worker.run_logic()  # type: ignore[attr-defined]
+                if isinstance(output, Transition) or (
+                    isinstance(output, type) and issubclass(output, Step)
+                ):
+                    raise scope.violate("route from run_logic() (return the output instead)")
+            else:
+                output = await worker.run(message)
             if scope.direct is not None:
                 output = scope.direct.value
             await worker.on_exit()
