@@ -3,6 +3,7 @@
 #   make run    install into .venv, migrate, collect static files, start Daphne
 #   make test   install with the dev extra, then ruff, mypy, pytest, node tests
 #   make lint   ruff and mypy only
+#   make bench  benchmarks against their baselines (installs LangGraph)
 #   make clean  remove caches and collected static files (keeps .venv and var/)
 
 PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
@@ -26,7 +27,7 @@ define pip_install
 		|| { echo "pip install $(1) failed; last lines of $(PIP_LOG):"; tail -n 40 $(PIP_LOG); exit 1; }
 endef
 
-.PHONY: run test lint check clean distclean venv
+.PHONY: run test lint check clean distclean venv bench
 
 $(PY):
 	@test -n "$(PYTHON)" || { echo "python3 not found; install python3.11 and python3.11-venv"; exit 1; }
@@ -63,6 +64,13 @@ test: lint
 	else \
 		echo "node --test: skipped, no tests/js/*.test.mjs"; \
 	fi
+
+$(VENV)/.installed-bench: $(INSTALL_DEPS) | $(PY)
+	$(call pip_install,.[dev,bench])
+	@touch $@
+
+bench: $(VENV)/.installed-bench
+	$(PY) bench/fanout.py
 
 check: $(VENV)/.installed-base
 	$(PY) manage.py check

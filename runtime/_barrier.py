@@ -20,7 +20,6 @@ publication rights (their scope closes, late writes are dropped) and are cancell
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
@@ -210,25 +209,32 @@ async def run_steps(
 
     drained: list[anyio.Event] = []
 
-    async def branch(index: int, limiter: anyio.CapacityLimiter) -> None:
+    async def branch(index: int, limiter: anyio.CapacityLimiter | None) -> None:
         step, key, _, message = plan[index]
         scope = scopes[index]
         try:
             with anyio.CancelScope() as cs:
                 cancel_scopes[index] = cs
-                with anyio.move_on_after(branch_timeout or math.inf) as deadline:
+                if branch_timeout is None:
                     output = await flow.run_branch(step, scope, message)
                     outcomes[index] = BranchResult(index, key, step.name, scope.path,
                                                    "fulfilled", output=output)
-                if deadline.cancelled_caught:
-                    scope.closed = True
-                    reasons[index] = BranchTimeoutError(
-                        f"Branch {scope.path_str} ({key}) ran longer than {branch_timeout} s.")
+                else:
+                    with anyio.move_on_after(branch_timeout) as deadline:
+                        output = await flow.run_branch(step, scope, message)
+                        outcomes[index] = BranchResult(index, key, step.name, scope.path,
+                                                       "fulfilled", output=output)
+                    if deadline.cancelled_caught:
+                        scope.closed = True
+                        reasons[index] = BranchTimeoutError(
+                            f"Branch {scope.path_str} ({key}) ran longer than "
+                            f"{branch_timeout} s.")
         except Exception as exc:  # ordinary branch errors are data, not task-group failures
             settle(index, exc)
         finally:
             cancel_scopes.pop(index, None)
-            limiter.release_on_behalf_of(index)
+            if limiter is not None:
+                limiter.release_on_behalf_of(index)
             if drained and not cancel_scopes:
                 drained[0].set()
         if outcomes[index] is None:
@@ -246,14 +252,17 @@ async def run_steps(
             scopes[index].closed = True  # late writes are dropped from here on
             cs.cancel()
 
-    limiter = anyio.CapacityLimiter(max_concurrency or len(plan))
+    # Without a concurrency limit every branch starts at once; no limiter to pay for.
+    limiter = anyio.CapacityLimiter(max_concurrency) if max_concurrency else None
     async with anyio.create_task_group() as outer:
         outer.start_soon(watch_cancel)
         async with anyio.create_task_group() as tg:
             for index in range(len(plan)):
-                await limiter.acquire_on_behalf_of(index)
+                if limiter is not None:
+                    await limiter.acquire_on_behalf_of(index)
                 if token.cancelled:
-                    limiter.release_on_behalf_of(index)
+                    if limiter is not None:
+                        limiter.release_on_behalf_of(index)
                     for rest in range(index, len(plan)):
                         settle(rest, BranchBudgetError(
                             f"The barrier's token budget of {token_budget} ran out before "

@@ -32,6 +32,7 @@ from .errors import (
     ParallelReducerError,
     ParallelStateConflictError,
 )
+from .jsonutil import is_json
 from .parallel import BranchResult, DiscardedBranch, FailurePolicy, format_path
 from .scope import ChannelsOf, Contribution, Scope, View, Write
 
@@ -78,7 +79,7 @@ def join(
             first = scope.violations[0]
             raise type(first)(first.message, extra=_all_provenance(scopes)) from first
     for branch in branches:
-        if branch.status == "fulfilled" and not _is_json(branch.output):
+        if branch.status == "fulfilled" and not is_json(branch.output):
             raise ParallelOutputError(
                 f"Branch {branch.path_str} ({branch.step}) returned a value that is not plain "
                 f"JSON: {type(branch.output).__name__}.",
@@ -163,14 +164,4 @@ def _all_provenance(scopes: Sequence[Scope]) -> dict[str, Any]:
         for error in scope.violations:
             items.extend(error.extra.get("provenance", []))
     return {"provenance": items}
-
-
-def _is_json(value: Any) -> bool:
-    import json
-
-    try:
-        json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError):
-        return False
-    return True
 

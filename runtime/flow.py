@@ -413,8 +413,8 @@ class Flow:
         scope_token = current_scope.set(scope)
         frame_token = _frames.set((*_frames.get(), worker))
         try:
-            self._doc().flow.sequence.append(
-                SequenceEntry(level=len(_frames.get()) + 1, step_name=worker.name)
+            self._doc().flow.sequence.append(  # no validation: hot path of every branch
+                SequenceEntry.model_construct(level=len(_frames.get()) + 1, step_name=worker.name)
             )
             await worker.on_enter()
             if worker.is_logic() and type(worker).run is Step.run:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from .errors import StateValueError
@@ -14,10 +15,24 @@ def json_copy(value: Any, what: str = "value") -> Any:
     Raises:
         StateValueError: naming ``what`` when the value is not JSON (a set, a date, NaN…).
     """
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return value  # immutable and already JSON: the common case, kept cheap
+    if kind is float and math.isfinite(value):
+        return value
     try:
         return json.loads(json.dumps(value, allow_nan=False))
     except (TypeError, ValueError) as exc:
         raise StateValueError(f"{what} must be plain JSON: {exc}") from None
+
+
+def is_json(value: Any) -> bool:
+    """Whether ``value`` is plain JSON (no sets, dates, NaN, objects…)."""
+    try:
+        json_copy(value)
+    except StateValueError:
+        return False
+    return True
 
 
 def deep_merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:

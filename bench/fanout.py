@@ -1,0 +1,203 @@
+"""Fan-out benchmark: per-branch cost of one run_steps() barrier over N no-op branches.
+
+Measured in the same run against two baselines:
+  * a bare anyio task group of N no-op tasks (the floor: structured concurrency alone);
+  * LangGraph's Send fan-out of N no-op nodes with an ``operator.add`` reducer
+    (``graph.ainvoke``, no checkpointer) — needs ``pip install langgraph`` (benchmark only).
+
+Also reports peak memory (tracemalloc) for N branches forked off a ~10 MB state.
+
+    .venv/bin/python bench/fanout.py [--n 1000] [--reps 15]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import operator
+import statistics
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+import anyio
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from runtime import (
+    Flow,
+    FlowEngine,
+    LogicStep,
+    ModelSelection,
+    RunStepRequest,
+    StepChannels,
+)
+
+TIMINGS: list[float] = []
+
+
+class State(TypedDict):
+    """LangGraph state of the baseline: one list channel reduced with operator.add."""
+
+    items: Annotated[list[int], operator.add]
+
+
+class Noop(LogicStep):
+    """A branch that does nothing."""
+
+    async def run_logic(self) -> Any:
+        return None
+
+
+class Adder(LogicStep):
+    """A branch that contributes one item (to compare with LangGraph's reducer)."""
+
+    def parallel_state_channels(self) -> dict[str, Any]:
+        return {"items": StepChannels.append()}
+
+    async def run_logic(self) -> Any:
+        self.contribute_state("items", self.parallel_invocation().index)
+        return None
+
+
+class Big(LogicStep):
+    """Holds the large state the memory benchmark forks off."""
+
+    async def run_logic(self) -> Any:
+        return None
+
+
+class Fan(LogicStep):
+    """The caller: one barrier over N branches of the configured step, timed."""
+
+    async def run_logic(self) -> Any:
+        n = self.get_context("config.n")
+        step = {"noop": Noop, "add": Adder, "big": Noop}[self.get_context("config.kind")]
+        requests = [RunStepRequest(step, key=str(i)) for i in range(n)]
+        if self.get_context("config.kind") == "big":
+            self.flow.save_step_state(Big, {"blob": make_big_state()})
+            gc.collect()
+            tracemalloc.start()
+            base, _ = tracemalloc.get_traced_memory()
+            await self.run_steps(requests)
+            _, peak = tracemalloc.get_traced_memory()
+            tracemalloc.stop()
+            TIMINGS.append(peak - base)
+            return "ok"
+        start = time.perf_counter()
+        batch = await self.run_steps(requests)
+        TIMINGS.append(time.perf_counter() - start)
+        assert len(batch.fulfilled) == n
+        return "ok"
+
+
+class FanFlow(Flow):
+    """Only logic steps: no model is ever called."""
+
+    def config_model(self) -> ModelSelection:
+        return ModelSelection(provider="none", name="none")
+
+    def define_steps(self) -> list[Any]:
+        return [Fan(self), Noop(self), Adder(self), Big(self)]
+
+    def config_parallel_execution(self) -> Any:
+        from runtime import ParallelConfig
+
+        return ParallelConfig(max_invocations=1_000_000)
+
+
+def make_big_state(size_mb: int = 10) -> dict[str, Any]:
+    """About ``size_mb`` MB of JSON in many small records."""
+    record = {"name": "hotel", "amenities": ["wifi", "parking"], "price": 123.45, "note": "x" * 64}
+    count = size_mb * 1_000_000 // len(json.dumps(record))
+    return {f"r{i}": dict(record) for i in range(count)}
+
+
+async def picoflow_fanout(n: int, kind: str) -> float:
+    TIMINGS.clear()
+    engine = FlowEngine(flows=[FanFlow])
+    reply = await engine.run("FanFlow", "go", config={"n": n, "kind": kind})
+    assert reply.success, reply.message
+    return TIMINGS[0]
+
+
+async def bare_task_group(n: int) -> float:
+    async def noop() -> None:
+        return None
+
+    start = time.perf_counter()
+    async with anyio.create_task_group() as tg:
+        for _ in range(n):
+            tg.start_soon(noop)
+    return time.perf_counter() - start
+
+
+def langgraph_fanout(n: int) -> Any:
+    try:
+        from langgraph.graph import END, START, StateGraph
+        from langgraph.types import Send
+    except ImportError:
+        return None
+    def fan(state: State) -> list[Any]:
+        return [Send("work", {"items": [i]}) for i in range(n)]
+
+    def work(state: State) -> dict[str, Any]:
+        return {"items": state["items"]}
+
+    graph = StateGraph(State)
+    graph.add_node("work", work)
+    graph.add_conditional_edges(START, fan, ["work"])
+    graph.add_edge("work", END)
+    compiled = graph.compile()
+
+    async def run() -> float:
+        start = time.perf_counter()
+        out = await compiled.ainvoke({"items": []})
+        elapsed = time.perf_counter() - start
+        assert len(out["items"]) == n
+        return elapsed
+
+    return run
+
+
+def median_of(reps: int, fn: Any) -> float:
+    samples = [anyio.run(fn) for _ in range(reps + 2)][2:]  # two warm-ups
+    return statistics.median(samples)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=1000)
+    parser.add_argument("--reps", type=int, default=15)
+    args = parser.parse_args()
+    n, reps = args.n, args.reps
+
+    noop = median_of(reps, lambda: picoflow_fanout(n, "noop"))
+    add = median_of(reps, lambda: picoflow_fanout(n, "add"))
+    bare = median_of(reps, lambda: bare_task_group(n))
+    lg = langgraph_fanout(n)
+    lang = median_of(reps, lg) if lg else None
+
+    per = lambda seconds: seconds / n * 1e6  # noqa: E731
+    print(f"fan-out of N={n} branches, median of {reps} runs (µs per branch)")
+    print(f"  run_steps, no-op branches         {per(noop):8.1f}")
+    print(f"  run_steps, append contribution    {per(add):8.1f}")
+    print(f"  bare anyio task group             {per(bare):8.1f}")
+    if lang is not None:
+        print(f"  LangGraph Send + operator.add     {per(lang):8.1f}")
+    print(f"ratio run_steps(no-op) / bare task group   {noop / bare:6.2f}x  (target <= 3)")
+    if lang is not None:
+        print(f"ratio run_steps(append) / LangGraph Send   {add / lang:6.3f}   (target <= 0.2)")
+    else:
+        print("LangGraph not installed: pip install langgraph to measure the ratio")
+    TIMINGS.clear()
+    anyio.run(picoflow_fanout, n, "big")
+    print(f"peak extra memory, {n} branches forked off a 10 MB state: "
+          f"{TIMINGS[0] / 1e6:.1f} MB")
+
+
+if __name__ == "__main__":
+    main()
