@@ -27,8 +27,10 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from pydantic import ValidationError
 
-from ._join import DELETED, join
+from . import events as ev
+from ._join import DELETED, JoinResult, join
 from .errors import (
+    BarrierInvalidError,
     BranchBudgetError,
     BranchCancelledError,
     BranchTimeoutError,
@@ -37,6 +39,7 @@ from .errors import (
     ParallelDuplicateKeyError,
     ParallelLimitError,
 )
+from .events import safe_value
 from .jsonutil import json_copy
 from .parallel import (
     BarrierUsage,
@@ -47,8 +50,9 @@ from .parallel import (
     ParallelBatchResult,
     Publication,
     RunStepRequest,
+    format_path,
 )
-from .scope import Scope, current_scope
+from .scope import Scope, View, current_scope
 
 if TYPE_CHECKING:
     from .flow import Flow
@@ -178,18 +182,46 @@ async def run_steps(
             token.cancel(cancel.reason or "cancelled")
     usage = BarrierUsage(budget=token_budget)
     usages = (*(parent.usages if parent else ()), usage)
-    caller_view = parent if parent is not None else flow.canonical_view()
+    fork_view = flow.fork_view()
     prefix = parent.path if parent else ()
     ordinal = flow.next_barrier_ordinal(parent)
+    caller_path = parent.path_str if parent else ""
+    barrier_id = f"{caller_path}/b{ordinal}" if parent else f"b{ordinal}"
     scopes = [
-        Scope(base=caller_view, step=step.name, index=i, key=key, path=(*prefix, (ordinal, i)),
+        Scope(base=fork_view, step=step.name, index=i, key=key, path=(*prefix, (ordinal, i)),
               params=params, cancel=token, channels_of=flow.channels_of, usages=usages,
-              depth=depth)
+              depth=depth, barrier_id=barrier_id)
         for i, (step, key, params, _) in enumerate(plan)
     ]
+    if flow.observed:
+        flow.emit(ev.BarrierForked, path=caller_path, barrier=barrier_id, caller_step=caller.name,
+                  requests=[ev.BranchRequest(index=i, path=scopes[i].path_str, step=step.name,
+                                             key=key, params=safe_value(_thaw(params)),
+                                             user_message=message)
+                            for i, (step, key, params, message) in enumerate(plan)],
+                  policy=failure_policy, checkpoint=checkpoint, max_concurrency=max_concurrency,
+                  branch_timeout=branch_timeout, token_budget=token_budget,
+                  base=caller_path if parent else "canonical")
     outcomes: list[BranchResult | None] = [None] * len(plan)
     cancel_scopes: dict[int, anyio.CancelScope] = {}
     reasons: dict[int, BaseException] = {}
+    finished: list[str] = []
+    """Branch paths in completion order (join.reduced reports it beside request order)."""
+
+    def report(index: int, started: bool) -> None:
+        outcome = outcomes[index]
+        if outcome is None or not flow.observed:
+            return
+        scope = scopes[index]
+        if outcome.status == "fulfilled":
+            flow.emit(ev.BranchFulfilled, path=scope.path_str, barrier=barrier_id, index=index,
+                      key=scope.key, output=safe_value(outcome.output))
+        else:
+            assert outcome.error is not None
+            flow.emit(ev.BranchRejected, path=scope.path_str, barrier=barrier_id, index=index,
+                      key=scope.key, error=ev.error_info(outcome.error),
+                      cancelled=isinstance(outcome.error, BranchCancelledError),
+                      started=started)
 
     def settle(index: int, error: BaseException) -> None:
         step, key, _, _ = plan[index]
@@ -212,6 +244,8 @@ async def run_steps(
     async def branch(index: int, limiter: anyio.CapacityLimiter | None) -> None:
         step, key, _, message = plan[index]
         scope = scopes[index]
+        flow.emit(ev.BranchStarted, path=scope.path_str, barrier=barrier_id, index=index,
+                  key=key, step=step.name)
         try:
             with anyio.CancelScope() as cs:
                 cancel_scopes[index] = cs
@@ -241,16 +275,28 @@ async def run_steps(
             settle(index, reasons.get(index) or BranchCancelledError(
                 f"Branch {scope.path_str} ({key}) did not finish within the cancellation "
                 "grace period; its writes were dropped."))
+        finished.append(scope.path_str)
+        report(index, started=True)
 
     async def watch_cancel() -> None:
         await token.wait()
         drained.append(anyio.Event())
+        flow.emit(ev.CancelRequested, path=caller_path, barrier=barrier_id,
+                  reason=token.reason or "cancelled")
+        flow.emit(ev.CancelPropagated, path=caller_path, barrier=barrier_id,
+                  running=[scopes[i].path_str for i in sorted(cancel_scopes)],
+                  queued=[s.path_str for s, o in zip(scopes, outcomes, strict=True)
+                          if o is None and s.index not in cancel_scopes])
         if cancel_scopes:
             with anyio.move_on_after(config.cancellation_grace):
                 await drained[0].wait()
-        for index, cs in list(cancel_scopes.items()):
+        late = sorted(cancel_scopes)
+        for index in late:
             scopes[index].closed = True  # late writes are dropped from here on
-            cs.cancel()
+            cancel_scopes[index].cancel()
+        if late:
+            flow.emit(ev.CancelGraceExpired, path=caller_path, barrier=barrier_id,
+                      closed=[scopes[i].path_str for i in late])
 
     # Without a concurrency limit every branch starts at once; no limiter to pay for.
     limiter = anyio.CapacityLimiter(max_concurrency) if max_concurrency else None
@@ -268,6 +314,7 @@ async def run_steps(
                             f"The barrier's token budget of {token_budget} ran out before "
                             "this branch started.") if usage.exhausted else BranchCancelledError(
                             f"Cancelled before it started: {token.reason}."))
+                        report(rest, started=False)
                     break
                 tg.start_soon(branch, index, limiter)
         outer.cancel_scope.cancel()
@@ -275,7 +322,8 @@ async def run_steps(
     usage.on_exhausted.clear()
     branches = tuple(o for o in outcomes if o is not None)
     return await _publish(flow, parent, branches, scopes, failure_policy, checkpoint,
-                          cancelled=token.cancelled)
+                          cancelled=token.cancelled, barrier_id=barrier_id, finished=finished,
+                          fork_view=fork_view)
 
 
 async def _publish(
@@ -287,11 +335,22 @@ async def _publish(
     checkpoint: Checkpoint,
     *,
     cancelled: bool,
+    barrier_id: str,
+    finished: list[str],
+    fork_view: View,
 ) -> ParallelBatchResult:
-    caller_view = parent if parent is not None else flow.canonical_view()
-    result = join(branches, scopes[: len(branches)], policy=policy, caller_view=caller_view,
-                  channels_of=flow.channels_of)
+    caller_path = parent.path_str if parent else ""
+    try:
+        result = join(branches, scopes, policy=policy, caller_view=fork_view,
+                      channels_of=flow.channels_of)
+    except BarrierInvalidError as exc:
+        flow.emit(ev.JoinInvalidated, path=caller_path, barrier=barrier_id,
+                  error=ev.error_info(exc), provenance=safe_value(exc.extra.get("provenance",
+                                                                                 [])))
+        raise
     fields = tuple(result.values)
+    if flow.observed:
+        _report_join(flow, result, parent, caller_path, barrier_id, finished)
     if parent is not None:
         parent.absorb(result.writes, result.contributions)
         publication = Publication(policy, bool(fields), "caller-scope", fields,
@@ -307,11 +366,48 @@ async def _publish(
             checkpointed = True
         except Exception as exc:
             undo()
-            raise ParallelCheckpointError(
+            error = ParallelCheckpointError(
                 f"The root-join checkpoint failed and the join was rolled back: {exc}",
                 extra={"fields": [list(f) for f in fields]},
-            ) from exc
+            )
+            flow.emit(ev.CheckpointFailed, path="", barrier=barrier_id,
+                      error=ev.error_info(error))
+            raise error from exc
+        flow.emit(ev.CheckpointSaved, path="", barrier=barrier_id, revision=revision)
     publication = Publication(policy, bool(fields), "canonical", fields,
                               tuple(result.discarded), checkpoint, checkpointed, revision)
     return ParallelBatchResult(branches, publication, cancelled)
 
+
+def _report_join(
+    flow: Flow, result: JoinResult, parent: Scope | None, caller_path: str, barrier_id: str,
+    finished: list[str],
+) -> None:
+    for item in result.reductions:
+        contributing = {entry["path"] for entry in item.inputs}
+        flow.emit(ev.JoinReduced, path=caller_path, barrier=barrier_id, step=item.step,
+                  field=item.field, channel=item.channel, initial=safe_value(item.initial),
+                  inputs=[safe_value(entry) for entry in item.inputs],
+                  completion_order=[p for p in finished if p in contributing
+                                    or any(c.startswith(p + ".") for c in contributing)],
+                  result=safe_value(item.result))
+    writers = {(w.step, w.field): w.path for w in result.writes}
+    published = [
+        ev.PublishedField(step=step, field=name, value=None if value is DELETED else
+                          safe_value(value), deleted=value is DELETED,
+                          writer=format_path(writers[(step, name)])
+                          if (step, name) in writers else None)
+        for (step, name), value in result.values.items()
+    ]
+    flow.emit(ev.JoinPublished, path=caller_path, barrier=barrier_id,
+              target="caller-scope" if parent else "canonical", fields=published,
+              discarded=[{"index": d.index, "key": d.key, "reason": d.reason}
+                         for d in result.discarded])
+
+
+def _thaw(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _thaw(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return [_thaw(v) for v in value]
+    return value

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
+from . import events as ev
 from .errors import FlowDefinitionError, ToolArgumentsError
+from .events import safe_value
 from .jsonutil import json_copy
 from .messages import Message, ToolCall, human_message, tool_message
 from .parallel import DirectResult
@@ -76,46 +78,65 @@ def find_handler(step: Step, name: str) -> ToolHandler | None:
 
 async def dispatch_tools(flow: Flow, step: Step, calls: list[ToolCall]) -> Outcome:
     """Run the handlers for one response's tool calls and apply their results."""
-    history = step.get_memory()
-    exposed = flow.exposed_tools(step)
     outcome = Outcome()
     for call in calls:
-        spec = exposed.get(call.name)
-        if spec is None:
-            flow.warn(f"hallucinated tool: {call.name}", step=step.name)
-            history.append(tool_message(
-                step.name, call,
-                f"Tool '{call.name}' does not exist. Use only the tools you were given.",
-                status="error",
-            ))
-            continue
-        handler = find_handler(step, call.name)
-        if handler is None:
-            flow.warn(f"missing tool handler: {call.name}", step=step.name)
-            history.append(tool_message(step.name, call, DEFAULT_TOOL_FEEDBACK, status="success"))
-            continue
-        try:
-            args = spec.validate(call.args)
-        except ToolArgumentsError as exc:
-            history.append(tool_message(step.name, call, exc.message, status="error"))
-            continue
-        token = tool_context.set(ToolContext(step=step, call=call))
-        try:
-            result: Any = await handler.call(step, args)
-        finally:
-            tool_context.reset(token)
-        if isinstance(result, DirectResult):
-            _end_branch(step, call, result, outcome)
-            continue
-        transition = to_transition(result)
-        if transition is None:
-            history.append(tool_message(step.name, call, DEFAULT_TOOL_FEEDBACK, status="success"))
-            continue
-        await apply_transition(flow, step, transition, [call], outcome)
+        flow.emit(ev.ToolStarted, step=step.name, name=call.name, call_id=call.id,
+                  args=safe_value(call.args))
+        result = await _dispatch_one(flow, step, call, outcome)
+        flow.emit(ev.ToolFinished, step=step.name, name=call.name, call_id=call.id,
+                  status=result.status, result=safe_value(result.text),
+                  transition=result.transition, outcome=result.outcome)
     return outcome
 
 
-def _end_branch(step: Step, call: ToolCall, result: DirectResult, outcome: Outcome) -> None:
+@dataclass(frozen=True)
+class _CallResult:
+    """How one call was answered (what ``tool.finished`` reports)."""
+
+    outcome: Literal["handled", "hallucinated", "unhandled", "invalid_arguments"]
+    status: Literal["success", "error"]
+    text: Any
+    transition: dict[str, Any] | None = None
+
+
+async def _dispatch_one(flow: Flow, step: Step, call: ToolCall, outcome: Outcome) -> _CallResult:
+    history = step.get_memory()
+    spec = flow.exposed_tools(step).get(call.name)
+    if spec is None:
+        flow.warn(f"hallucinated tool: {call.name}", step=step.name)
+        text = f"Tool '{call.name}' does not exist. Use only the tools you were given."
+        history.append(tool_message(step.name, call, text, status="error"))
+        return _CallResult("hallucinated", "error", text)
+    handler = find_handler(step, call.name)
+    if handler is None:
+        flow.warn(f"missing tool handler: {call.name}", step=step.name)
+        history.append(tool_message(step.name, call, DEFAULT_TOOL_FEEDBACK, status="success"))
+        return _CallResult("unhandled", "success", DEFAULT_TOOL_FEEDBACK)
+    try:
+        args = spec.validate(call.args)
+    except ToolArgumentsError as exc:
+        history.append(tool_message(step.name, call, exc.message, status="error"))
+        return _CallResult("invalid_arguments", "error", exc.message)
+    token = tool_context.set(ToolContext(step=step, call=call))
+    try:
+        result: Any = await handler.call(step, args)
+    finally:
+        tool_context.reset(token)
+    if isinstance(result, DirectResult):
+        _end_branch(flow, step, call, result, outcome)
+        return _CallResult("handled", "success", result.value, {"kind": "direct_result"})
+    transition = to_transition(result)
+    if transition is None:
+        history.append(tool_message(step.name, call, DEFAULT_TOOL_FEEDBACK, status="success"))
+        return _CallResult("handled", "success", DEFAULT_TOOL_FEEDBACK)
+    await apply_transition(flow, step, transition, [call], outcome)
+    return _CallResult("handled", "success", transition.tool_feedback or DEFAULT_TOOL_FEEDBACK,
+                       {"kind": transition.kind, "target": transition.target})
+
+
+def _end_branch(
+    flow: Flow, step: Step, call: ToolCall, result: DirectResult, outcome: Outcome
+) -> None:
     scope = current_scope.get()
     if scope is None or scope.step != step.name:
         raise FlowDefinitionError(
@@ -128,6 +149,8 @@ def _end_branch(step: Step, call: ToolCall, result: DirectResult, outcome: Outco
         )
     scope.direct = DirectResult(json_copy(result.value, "direct_result() value"))
     outcome.ended = True
+    flow.emit(ev.BranchDirectResult, barrier=scope.barrier_id, tool=call.name,
+              value=safe_value(scope.direct.value))
     step.get_memory().append(tool_message(step.name, call, DEFAULT_TOOL_FEEDBACK,
                                           status="success"))
 

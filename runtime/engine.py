@@ -14,6 +14,8 @@ from typing import Any
 import anyio
 from pydantic import BaseModel
 
+from . import events as ev
+from .bus import EventBus, EventSink
 from .errors import (
     FlowDefinitionError,
     FlowNotRegisteredError,
@@ -22,6 +24,7 @@ from .errors import (
     SessionFlowInvariantError,
     SessionFlowMismatchError,
 )
+from .events import error_info
 from .flow import Flow
 from .models import Model, ModelSelection
 from .session import LogEntry
@@ -54,6 +57,7 @@ class FlowEngine:
         model_override: a model (or ``flow_name -> model`` function) that answers every
             call regardless of selection — how the embedded default plays scripted
             conversations against flows written for real providers.
+        sinks: event sinks receiving every turn's events (see :mod:`runtime.bus`).
     """
 
     def __init__(
@@ -63,11 +67,14 @@ class FlowEngine:
         providers: Mapping[str, Model] | None = None,
         store: SessionStore | None = None,
         model_override: ModelOverride | None = None,
+        sinks: Iterable[EventSink] = (),
     ) -> None:
         self.store: SessionStore = store or MemorySessionStore()
         self._flows: dict[str, type[Flow]] = {}
         self._providers: dict[str, Model] = dict(providers or {})
         self._override = model_override
+        self.sinks: list[EventSink] = list(sinks)
+        """Event sinks that receive every turn's events."""
         self._locks: dict[str, tuple[anyio.Lock, int]] = {}
         for flow in flows:
             self.register_flow(flow)
@@ -121,12 +128,19 @@ class FlowEngine:
         user_message: str | None,
         session_id: str | None = None,
         config: dict[str, Any] | None = None,
+        *,
+        run_id: str | None = None,
     ) -> RunReply:
-        """Run one turn and return its reply; see the module docstring for failures."""
+        """Run one turn and return its reply; see the module docstring for failures.
+
+        ``run_id`` names the turn's events (default: a fresh id). An empty
+        ``session_id`` is the same as None: a new session with a generated id.
+        """
+        session_id = session_id or None
         if session_id is None:
-            return await self._run_unlocked(flow_name, user_message, None, config)
+            return await self._run_unlocked(flow_name, user_message, None, config, run_id)
         async with self._session_lock(session_id):
-            return await self._run_unlocked(flow_name, user_message, session_id, config)
+            return await self._run_unlocked(flow_name, user_message, session_id, config, run_id)
 
     async def delete_session(self, session_id: str) -> bool:
         """Delete a session document (deletion is not completion)."""
@@ -139,32 +153,48 @@ class FlowEngine:
 
     async def _run_unlocked(
         self, flow_name: str, message: str | None, session_id: str | None,
-        config: dict[str, Any] | None,
+        config: dict[str, Any] | None, run_id: str | None,
     ) -> RunReply:
+        bus = EventBus(self.sinks, run_id=run_id, session_id=session_id or "")
         try:
             flow = self.get_flow(flow_name)()
         except PicoFlowError as exc:
-            return _failure(exc, session_id or "")
-        flow.engine = self
+            bus.emit(ev.TurnStarted, flow=flow_name, message=message)
+            return self._failed(bus, _failure(exc, session_id or ""), exc)
+        flow.engine, flow.bus = self, bus
+        flow.emit(ev.TurnStarted, flow=flow_name, message=message)
         try:
             await self._bootstrap(flow, session_id, config)
         except PicoFlowError as exc:
-            return _failure(exc, flow.doc.id if flow.doc else session_id or "")
+            if flow.doc is None or isinstance(exc, _UNTOUCHED):
+                return self._failed(bus, _failure(exc, flow.doc.id if flow.doc else
+                                                  session_id or ""), exc)
+            return await self._abort(flow, exc)
+        except Exception as exc:
+            if flow.doc is None:
+                logger.exception("Turn of flow '%s' failed before its session", flow.id)
+                return self._failed(bus, _failure(exc, session_id or ""), exc)
+            return await self._abort(flow, exc)
         try:
             text = await flow.require_current_step().run(message)
+            current = flow.require_current_step()
             reply = RunReply(
-                success=True,
-                completed=flow.require_current_step().is_end(),
-                message=text,
-                session_id=flow.session_id,
-                content_type=flow.require_current_step().content_type,
+                success=True, completed=current.is_end(), message=text,
+                session_id=flow.session_id, content_type=current.content_type,
             )
-            await flow.save_session()
-            return reply
-        except (SessionConflictError, SessionFlowMismatchError, SessionFlowInvariantError) as exc:
-            return _failure(exc, flow.session_id)
+            await flow.save_session("final")
+        except _UNTOUCHED as exc:
+            return self._failed(bus, _failure(exc, flow.session_id), exc)
         except Exception as exc:
             return await self._abort(flow, exc)
+        flow.emit(ev.TurnFinished, path="", success=True, completed=reply.completed,
+                  message=reply.message, content_type=reply.content_type)
+        return reply
+
+    @staticmethod
+    def _failed(bus: EventBus, reply: RunReply, exc: BaseException) -> RunReply:
+        bus.emit(ev.TurnFailed, error=error_info(exc))
+        return reply
 
     async def _bootstrap(
         self, flow: Flow, session_id: str | None, config: dict[str, Any] | None
@@ -189,18 +219,22 @@ class FlowEngine:
             restored = await flow.on_restore_session_doc(stored)
             if restored is not None:
                 flow.restore_document(restored)
-                await flow.save_session()
+                await flow.save_session("restored")
                 await flow.require_current_step().on_restore()
+                flow.emit_loaded(new_session=False)
                 return
         # New session: keep a caller-chosen id unless a finished session already holds it.
         doc = flow.new_document(session_id if stored is None else None)
         created = await self.store.create(doc)
         doc.revision = created.revision
+        flow.emit(ev.SessionSaved, path="", revision=created.revision, reason="created")
         initial = flow.require_current_step()
+        flow.emit(ev.StepEntered, path="", step=initial.name, level=1, how="start")
         start = await initial.on_start()
         if start is not None:
             initial.get_memory().append(start)
-        await flow.save_session()
+        await flow.save_session("started")
+        flow.emit_loaded(new_session=True)
 
     async def _abort(self, flow: Flow, exc: Exception) -> RunReply:
         if not isinstance(exc, PicoFlowError):
@@ -210,11 +244,12 @@ class FlowEngine:
             return _failure(exc, "")
         message = str(exc)
         doc.run_status = "aborted"
+        flow.emit(ev.TurnFailed, path="", error=error_info(exc))
         doc.error.append(LogEntry.model_validate(
             {"level": "error", "message": message, "error_type": type(exc).__name__}
         ))
         try:
-            await flow.save_session()
+            await flow.checkpoint_session("aborted")
         except Exception as save_exc:  # the original failure stays the headline
             message = f"{message}; failed to persist aborted session: {save_exc}"
         return _failure(exc, doc.id, message)
@@ -248,6 +283,10 @@ class _SessionLock:
     async def __aexit__(self, *exc: object) -> None:
         self._locks[self._key][0].release()
         self._forget()
+
+
+_UNTOUCHED = (SessionConflictError, SessionFlowMismatchError, SessionFlowInvariantError)
+"""Failures that leave the stored document exactly as it was."""
 
 
 def _failure(exc: Exception, session_id: str, message: str | None = None) -> RunReply:

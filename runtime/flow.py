@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import anyio
 
+from . import events as ev
+from .bus import EventBus
 from .channels import Channel
 from .errors import (
     ExecutionFrameError,
@@ -25,11 +27,12 @@ from .errors import (
     StateValueError,
     TurnLimitError,
 )
+from .events import safe_value
 from .jsonutil import deep_merge, get_path, json_copy
 from .messages import Message, now_iso
 from .models import ModelSelection, TokenUsage
 from .parallel import ParallelConfig
-from .scope import Scope, current_scope
+from .scope import FrozenView, Scope, View, current_scope, freeze_scope
 from .session import (
     SESSION_DOC_VERSION,
     FlowRecord,
@@ -73,6 +76,8 @@ class Flow:
 
     def __init__(self) -> None:
         self.engine: FlowEngine | None = None
+        self.bus: EventBus | None = None
+        """Where this turn's events go; None when nothing listens."""
         self.doc: SessionDocument | None = None
         self.tools = ToolRegistry(self.id)
         self._context: dict[str, Any] = {}
@@ -147,6 +152,23 @@ class Flow:
                 "The flow context is frozen once the session is bound; set it in init()."
             )
         self._context = deep_merge(self._context, json_copy(data, "Flow context"))
+
+    # -- events --------------------------------------------------------------------------
+
+    @property
+    def observed(self) -> bool:
+        """Whether anything listens to this turn's events (skip building them if not)."""
+        return self.bus is not None and bool(self.bus.sinks)
+
+    def emit(self, cls: type[ev._Event], path: str | None = None, **fields: Any) -> None:
+        """Emit one event; ``path`` defaults to the executing invocation's."""
+        bus = self.bus
+        if bus is None or not bus.sinks:
+            return
+        if path is None:
+            scope = current_scope.get()
+            path = scope.path_str if scope is not None else ""
+        bus.emit(cls, path, **fields)
 
     # -- steps and the cursor ------------------------------------------------------------
 
@@ -251,9 +273,12 @@ class Flow:
         current = self.require_current_step() if self.current_step_name else None
         if current is not None:
             await current.on_exit()
+            self.emit(ev.StepExited, step=current.name)
         flow = self._doc().flow
         flow.sequence.append(SequenceEntry(level=1, step_name=step.name))
+        self.emit(ev.CursorMoved, from_step=flow.current_step, to_step=step.name)
         flow.current_step = step.name
+        self.emit(ev.StepEntered, step=step.name, level=1, how="goto")
         await step.on_enter()
 
     async def run_child(
@@ -276,19 +301,25 @@ class Flow:
         token = _frames.set((*_frames.get(), child))
         try:
             self._doc().flow.sequence.append(SequenceEntry(level=level, step_name=child.name))
+            self.emit(ev.StepEntered, step=child.name, level=level, how="child")
             await child.on_enter()
             try:
                 return await child.run(user_message)
             finally:
                 await child.on_exit()
+                self.emit(ev.StepExited, step=child.name)
         finally:
             _frames.reset(token)
 
     # -- state ---------------------------------------------------------------------------
 
-    def canonical_view(self) -> _CanonicalView:
-        """The turn's canonical state, as a view barriers fork from."""
-        return _CanonicalView(self)
+    def fork_view(self) -> View:
+        """The executing code's view, fixed now: what a new barrier's branches read."""
+        scope = current_scope.get()
+        if scope is not None:
+            return freeze_scope(scope)
+        return FrozenView(states=dict(self._states),
+                          memory={ns: list(h) for ns, h in self._memory.items()})
 
     def peek_step_state(self, name: str) -> Mapping[str, Any]:
         """A step's state as the executing code sees it. Shared: never mutate it."""
@@ -322,11 +353,27 @@ class Flow:
             raise error from None
         if scope is not None:
             scope.write(name, values, removals)
+            if self.observed and not scope.closed:
+                self._emit_writes(name, values, removals, scope.base.state_of(name), True)
             return
-        state = {k: v for k, v in self._states.get(name, {}).items() if k not in removals}
+        before = self._states.get(name, {})
+        state = {k: v for k, v in before.items() if k not in removals}
         state.update(values)
         state["_saveOn"] = now_iso()
         self._states[name] = state
+        if self.observed:
+            self._emit_writes(name, values, removals, before, False)
+
+    def _emit_writes(
+        self, name: str, values: Mapping[str, Any], removals: tuple[str, ...],
+        base: Mapping[str, Any], draft: bool,
+    ) -> None:
+        for field, value in values.items():
+            self.emit(ev.StateReplaced, step=name, field=field, value=safe_value(value),
+                      base=safe_value(base.get(field)), draft=draft)
+        for field in removals:
+            self.emit(ev.StateRemoved, step=name, field=field,
+                      base=safe_value(base.get(field)), draft=draft)
 
     def contribute_step_state(self, name: str, field: str, value: Any) -> None:
         """Contribute to a declared channel (in a branch: recorded for the join)."""
@@ -335,6 +382,9 @@ class Flow:
         value = json_copy(value, f"Contribution to {name}.{field}")
         if scope is not None:
             scope.contribute(name, field, value)
+            if self.observed and not scope.closed:
+                self.emit(ev.StateContributed, step=name, field=field, value=safe_value(value),
+                          order=scope._seq, draft=True)
             return
         if field not in channels:
             raise FlowDefinitionError(
@@ -413,9 +463,11 @@ class Flow:
         scope_token = current_scope.set(scope)
         frame_token = _frames.set((*_frames.get(), worker))
         try:
+            level = len(_frames.get()) + 1
             self._doc().flow.sequence.append(  # no validation: hot path of every branch
-                SequenceEntry.model_construct(level=len(_frames.get()) + 1, step_name=worker.name)
+                SequenceEntry.model_construct(level=level, step_name=worker.name)
             )
+            self.emit(ev.StepEntered, step=worker.name, level=level, how="branch")
             await worker.on_enter()
             if worker.is_logic() and type(worker).run is Step.run:
                 # A logic branch's output is what run_logic() returns; it cannot route.
@@ -429,6 +481,7 @@ class Flow:
             if scope.direct is not None:
                 output = scope.direct.value
             await worker.on_exit()
+            self.emit(ev.StepExited, step=worker.name)
             return output
         finally:
             _frames.reset(frame_token)
@@ -560,11 +613,15 @@ class Flow:
         )
         doc.flow.context = json_copy(self._context)
         self.doc = doc
+        if self.bus is not None:
+            self.bus.session_id = doc.id
         return doc
 
     def restore_document(self, doc: SessionDocument) -> None:
         """Bind a stored session: state, memory, context and cursor come from ``doc``."""
         self.doc = doc
+        if self.bus is not None:
+            self.bus.session_id = doc.id
         self._context = copy.deepcopy(doc.flow.context)
         self._memory = {ns: list(space.messages) for ns, space in doc.flow.memory.items()}
         for record in doc.flow.steps:
@@ -575,6 +632,16 @@ class Flow:
                 f"Session '{doc.id}' points at step '{doc.flow.current_step}', which flow "
                 f"'{self.id}' does not define."
             )
+
+    def emit_loaded(self, new_session: bool) -> None:
+        """Emit the state this turn starts from (the fold's starting point)."""
+        if not self.observed:
+            return
+        doc = self._doc()
+        self.emit(ev.SessionLoaded, path="", new_session=new_session, revision=doc.revision,
+                  current_step=doc.flow.current_step,
+                  steps={k: safe_value(v) for k, v in self._states.items()},
+                  context=safe_value(self._context), tokens=doc.tokens.model_dump())
 
     def sync_document(self) -> SessionDocument:
         """Write the turn's live state into the bound document and return it."""
@@ -599,31 +666,20 @@ class Flow:
         doc.save_on = now_iso()
         return doc
 
-    async def save_session(self) -> None:
+    async def save_session(self, reason: str = "crossing") -> None:
         """Compare-and-swap save of the session; nested children never call this."""
         scope = current_scope.get()
         if scope is not None:
             raise scope.violate("save the session")
         if _frames.get():
             raise ExecutionFrameError("A child execution frame cannot save the session.")
-        await self.checkpoint_session()
+        await self.checkpoint_session(reason)
 
-    async def checkpoint_session(self) -> int:
-        """Save now (the root-join checkpoint); returns the new revision."""
+    async def checkpoint_session(self, reason: str = "checkpoint") -> int:
+        """Save now (also the root-join checkpoint); returns the new revision."""
         engine = self.require_engine()
         doc = self.sync_document()
         doc.revision = await engine.store.save(doc, doc.revision)
+        self.emit(ev.SessionSaved, path="", revision=doc.revision, reason=reason)
         return doc.revision
 
-
-class _CanonicalView:
-    """The turn's canonical state as a :class:`~runtime.scope.View`."""
-
-    def __init__(self, flow: Flow) -> None:
-        self._flow = flow
-
-    def state_of(self, step: str) -> Mapping[str, Any]:
-        return self._flow._states.get(step, {})
-
-    def memory_of(self, namespace: str) -> list[Message]:
-        return self._flow._memory.get(namespace, [])

@@ -16,10 +16,12 @@ frame, else the cursor. Each pass:
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from . import events as ev
 from .dispatch import Outcome, apply_transition, dispatch_tools, to_transition
 from .errors import (
     BranchCancelledError,
@@ -29,6 +31,7 @@ from .errors import (
     ModelError,
     ModelTransportError,
 )
+from .events import safe_value
 from .messages import Message, ai_message, human_message, system_message
 from .models import Model, ModelRequest, ModelResponse
 from .scope import current_scope
@@ -133,13 +136,23 @@ async def call_model(flow: Flow, step: Step) -> ModelResponse | str:
     attempts = selection.retry_attempts or 3
     last_error: Exception | None = None
     reason = "error"
+    call = flow._model_calls
     for attempt in range(1, attempts + 1):
         if attempt > 1 and flow.retry_delay > 0:
             await anyio.sleep(flow.retry_delay)
         request = build_request(flow, step)
+        observed = flow.observed
+        if observed:
+            flow.emit(ev.ModelStarted, step=step.name, call=call, attempt=attempt,
+                      model=selection.public(),
+                      messages=[_message_json(m) for m in request.messages],
+                      tools=[t.name for t in request.tools])
+        started = time.monotonic()
+        attempt_of = (flow, step, call, attempt, started)
         try:
             response = await _invoke(flow, model, request, step.call_timeout())
         except ModelBlockedError as exc:
+            _model_failed(*attempt_of, exc, retrying=False)
             recovered = await step.on_model_blocked(exc) or await flow.on_model_blocked(exc)
             if recovered is not None:
                 return recovered
@@ -149,20 +162,35 @@ async def call_model(flow: Flow, step: Step) -> ModelResponse | str:
             verdict = await step.should_retry_model_error(exc, attempt)
             if verdict is None:
                 verdict = await flow.should_retry_model_error(exc, attempt)
+            _model_failed(*attempt_of, exc, retrying=verdict is not False and attempt < attempts)
             if verdict is False:
                 break
             continue
         except ModelError as exc:
+            _model_failed(*attempt_of, exc, retrying=False)
             recovered = await step.on_model_error(exc) or await flow.on_model_error(exc)
             if recovered is not None:
                 return recovered
             raise
+        except Exception as exc:
+            _model_failed(*attempt_of, exc, retrying=False)
+            raise
         flow.tally_tokens(response.usage)
+        rejected = response.is_blank or step.check_response(response)
+        if observed:
+            flow.emit(ev.ModelFinished, step=step.name, call=call, attempt=attempt,
+                      latency=round(time.monotonic() - started, 6),
+                      content=safe_value(response.content),
+                      tool_calls=[safe_value(c.model_dump()) for c in response.tool_calls],
+                      input_tokens=response.usage.input_tokens,
+                      output_tokens=response.usage.output_tokens,
+                      total_tokens=response.usage.total_tokens,
+                      finish_reason=response.finish_reason, accepted=not rejected)
         if response.is_blank:
             last_error, reason = ValueError("the model returned a blank response"), "blank"
             step.get_memory().append(human_message(step.name, BLANK_RESPONSE_NUDGE))
             continue
-        if step.check_response(response):
+        if rejected:
             last_error, reason = ValueError("check_response() rejected the answer"), "rejected"
             continue
         return response
@@ -204,3 +232,19 @@ async def _invoke(
                 f"Branch {scope.path_str} was cancelled during a model call: "
                 f"{scope.cancel.reason}.")
         return result[0]
+
+
+def _message_json(message: Message) -> dict[str, Any]:
+    data = message.model_dump(mode="json", exclude_defaults=True)
+    data["content"] = safe_value(message.content)
+    data["type"] = message.type
+    return data
+
+
+def _model_failed(
+    flow: Flow, step: Step, call: int, attempt: int, started: float, exc: BaseException,
+    *, retrying: bool,
+) -> None:
+    flow.emit(ev.ModelFailed, step=step.name, call=call, attempt=attempt,
+              latency=round(time.monotonic() - started, 6), error=ev.error_info(exc),
+              retrying=retrying)

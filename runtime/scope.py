@@ -105,6 +105,8 @@ class Scope:
     usages: tuple[BarrierUsage, ...]
     """Token budgets of every enclosing barrier, innermost last."""
     depth: int
+    barrier_id: str = ""
+    """Id of the barrier this branch belongs to (events name it)."""
     writes: dict[str, dict[str, Write]] = field(default_factory=dict)
     contributions: dict[str, dict[str, list[Contribution]]] = field(default_factory=dict)
     private: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -218,6 +220,52 @@ class Scope:
         """Every contribution, own and bubbled up."""
         return [c for fields in self.contributions.values() for items in fields.values()
                 for c in items]
+
+
+@dataclass(frozen=True, eq=False)
+class FrozenView:
+    """A view fixed at a fork: what every branch of one barrier reads through.
+
+    Taking it costs O(steps + written fields + messages), once per barrier — never a copy
+    of state values, which are replaced, not mutated, on every write.
+    """
+
+    states: Mapping[str, Mapping[str, Any]] | View
+    memory: Mapping[str, list[Message]]
+
+    def state_of(self, step: str) -> Mapping[str, Any]:
+        if isinstance(self.states, Mapping):
+            return self.states.get(step, {})
+        return self.states.state_of(step)
+
+    def memory_of(self, namespace: str) -> list[Message]:
+        return self.memory.get(namespace, [])
+
+
+def freeze_scope(scope: Scope) -> FrozenView:
+    """The calling branch's view as of now (its later writes stay invisible to the fork)."""
+    frozen = Scope(base=scope.base, step=scope.step, index=scope.index, key=scope.key,
+                   path=scope.path, params=scope.params, cancel=scope.cancel,
+                   channels_of=scope.channels_of, usages=scope.usages, depth=scope.depth,
+                   writes={k: dict(v) for k, v in scope.writes.items()},
+                   contributions={k: {f: list(c) for f, c in v.items()}
+                                  for k, v in scope.contributions.items()},
+                   private={k: dict(v) for k, v in scope.private.items()})
+    memory = {ns: list(history) for ns, history in scope.memory.items()}
+    return FrozenView(states=frozen, memory=_FallbackMemory(memory, scope.base))
+
+
+class _FallbackMemory(dict[str, list["Message"]]):
+    """Namespaces the branch cloned, else its own fork-time base's."""
+
+    def __init__(self, own: dict[str, list[Message]], base: View) -> None:
+        super().__init__(own)
+        self._base = base
+
+    def get(self, key: str, default: Any = None) -> Any:
+        if key in self:
+            return self[key]
+        return self._base.memory_of(key)
 
 
 current_scope: ContextVar[Scope | None] = ContextVar("picoflow_scope", default=None)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from .errors import ExecutionFrameError, FlowDefinitionError, StateValueError
 from .messages import Message, direct_message
@@ -47,6 +47,7 @@ class Transition:
     """Where the turn goes next and what travels with it. Build with go/stay/direct."""
 
     target: str
+    kind: Literal["go", "stay", "direct"] = "go"
     tool_feedback: str | None = None
     state: dict[str, Any] | None = None
     prompt: str | None = None
@@ -109,7 +110,8 @@ def _handler_context(helper: str) -> ToolContext:
 def stay(feedback: str | None = None) -> Transition:
     """Stay on the executing step; the model is called again with ``feedback``."""
     ctx = _handler_context("stay")
-    return Transition(target=ctx.step.name, tool_feedback=feedback or DEFAULT_TOOL_FEEDBACK)
+    return Transition(target=ctx.step.name, kind="stay",
+                      tool_feedback=feedback or DEFAULT_TOOL_FEEDBACK)
 
 
 def direct(content: Any) -> Transition:
@@ -123,4 +125,5 @@ def direct(content: Any) -> Transition:
             content = json.dumps(content)
         except (TypeError, ValueError) as exc:
             raise StateValueError(f"direct() content is not JSON-serialisable: {exc}") from exc
-    return Transition(target=ctx.step.name, message=direct_message(ctx.step.name, content))
+    return Transition(target=ctx.step.name, kind="direct",
+                      message=direct_message(ctx.step.name, content))

@@ -1,0 +1,177 @@
+"""The event bus: synchronous, non-blocking emit to pluggable sinks.
+
+Back-pressure policy. :meth:`EventBus.emit` never awaits and never blocks: it stamps the
+envelope (gap-free ``seq``, wall time, monotonic offset) and hands the event to every sink
+synchronously. A sink's :meth:`EventSink.handle` must return at once — append to memory,
+write into a buffered file, or put into a queue that its own task drains. So a slow
+consumer can never stall a branch or a join. A sink whose buffer is full does not drop
+silently: it reports the dropped range, and the bus emits a ``sink.overflowed`` event
+(to every sink) naming the sink and the sequence numbers it lost, so the gap is in the
+stream itself. A sink that raises is removed from the run and reported the same way; the
+flow goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import IO, Any, Protocol, runtime_checkable
+
+from .events import EVENT_ADAPTER, Event, SinkOverflowed, _Event, parse_event
+from .messages import now_iso
+
+
+@runtime_checkable
+class EventSink(Protocol):
+    """Receives the events of runs. ``handle`` must not block (see the module docstring).
+
+    Returns None, or the ``(first_seq, last_seq)`` range of events it had to drop since
+    its last report (the bus then emits ``sink.overflowed``).
+    """
+
+    name: str
+
+    def handle(self, event: Event) -> tuple[int, int] | None:
+        """Take one event."""
+        ...
+
+
+class EventBus:
+    """The events of one run (one turn)."""
+
+    def __init__(
+        self, sinks: Iterable[EventSink], *, run_id: str | None = None, session_id: str = ""
+    ) -> None:
+        self.run_id = run_id or uuid.uuid4().hex
+        self.session_id = session_id
+        self.sinks = list(sinks)
+        self.seq = 0
+        self._start = time.monotonic()
+
+    def emit(self, cls: type[_Event], path: str = "", **fields: Any) -> Event | None:
+        """Stamp and deliver one event; returns it (None when nothing listens).
+
+        Built without validation on this hot path; tests validate every type strictly.
+        """
+        if not self.sinks:
+            return None
+        event = cls.model_construct(
+            run_id=self.run_id, session_id=self.session_id, seq=self.seq, time=now_iso(),
+            offset=round(time.monotonic() - self._start, 6), path=path, **fields,
+        )
+        self.seq += 1
+        for sink in list(self.sinks):
+            try:
+                dropped = sink.handle(event)  # type: ignore[arg-type]
+            except Exception as exc:  # a broken sink must not break the flow
+                self.sinks.remove(sink)
+                self._report(f"{sink.name} ({exc!r})", event.seq, event.seq, 1)
+                continue
+            if dropped:
+                first, last = dropped
+                self._report(sink.name, first, last, last - first + 1)
+        return event  # type: ignore[return-value]
+
+    def _report(self, name: str, first: int, last: int, dropped: int) -> None:
+        self.emit(SinkOverflowed, sink=name, first_seq=first, last_seq=last, dropped=dropped)
+
+
+class MemorySink:
+    """Keeps every event in a list (tests, the trace tool, replays)."""
+
+    name = "memory"
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+
+    def handle(self, event: Event) -> None:
+        self.events.append(event)
+
+    def of_run(self, run_id: str) -> list[Event]:
+        """The events of one run, in order."""
+        return [e for e in self.events if e.run_id == run_id]
+
+
+class CallbackSink:
+    """Calls a function with each event; the function must return quickly."""
+
+    def __init__(self, callback: Callable[[Event], None], name: str = "callback") -> None:
+        self.name = name
+        self._callback = callback
+
+    def handle(self, event: Event) -> None:
+        self._callback(event)
+
+
+class JsonlSink:
+    """Appends events to a JSON Lines file — also the export and import format.
+
+    Writes go into the file object's buffer; ``flush()`` or ``close()`` pushes them out.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.name = f"jsonl:{self.path.name}"
+        self._file: IO[str] = self.path.open("a", encoding="utf-8")
+
+    def handle(self, event: Event) -> None:
+        self._file.write(dump_event(event) + "\n")
+
+    def flush(self) -> None:
+        """Push buffered lines to the file."""
+        self._file.flush()
+
+    def close(self) -> None:
+        """Flush and close the file."""
+        self._file.close()
+
+
+class BoundedSink:
+    """Wraps a sink with a bounded buffer drained by :meth:`drain` (a consumer's task).
+
+    When the buffer is full, new events are dropped; the next ``handle`` that finds room
+    reports the dropped range, so the bus emits ``sink.overflowed`` for the gap.
+    """
+
+    def __init__(self, name: str, capacity: int) -> None:
+        self.name = name
+        self.capacity = capacity
+        self.buffer: list[Event] = []
+        self._dropped: tuple[int, int] | None = None
+
+    def handle(self, event: Event) -> tuple[int, int] | None:
+        if len(self.buffer) >= self.capacity:
+            first = self._dropped[0] if self._dropped else event.seq
+            self._dropped = (first, event.seq)
+            return None
+        self.buffer.append(event)
+        dropped, self._dropped = self._dropped, None
+        return dropped
+
+    def drain(self) -> list[Event]:
+        """Take everything buffered."""
+        taken, self.buffer = self.buffer, []
+        return taken
+
+
+def dump_event(event: Event) -> str:
+    """One event as a compact JSON line."""
+    return json.dumps(EVENT_ADAPTER.dump_python(event, mode="json"), separators=(",", ":"),
+                      ensure_ascii=False)
+
+
+def read_jsonl(path: str | Path) -> list[Event]:
+    """Read and strictly validate a JSONL export; errors name the line."""
+    events: list[Event] = []
+    with Path(path).open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                events.append(parse_event(line))
+            except ValueError as exc:
+                raise ValueError(f"{path}:{number}: not a valid event: {exc}") from None
+    return events

@@ -1,0 +1,516 @@
+"""The event schema: one typed record for everything the runtime does.
+
+One pydantic discriminated union (:data:`Event`, on ``type``) is the only definition of an
+event. The runtime emits them, the web app stores and forwards them unchanged, and the
+browser reads them through the JSON Schema generated from this module
+(``static/picoflow_web/schema/events.schema.json``).
+
+Every event carries the envelope: ``v`` (schema version), ``run_id``, ``session_id``,
+``seq`` (per-run, gap-free, from 0), ``time`` (wall clock, ISO-8601), ``offset`` (seconds
+on a monotonic clock since the run started) and ``path`` (the invocation path it belongs
+to; ``""`` at top level). Start events are emitted before anything inside them, so a live
+tree never has orphans. Values are JSON; a very large value is replaced by a
+:class:`Truncated` marker saying so and how big it was. Secrets never appear: model params
+are stripped of secret-looking keys.
+
+Event types, ``<subject>.<past verb>``:
+
+=========================  =================================================================
+``turn.started``           a turn began: flow, user message, new or restored session
+``turn.finished``          the reply (success, completed, message, content type)
+``turn.failed``            the turn failed: error code and message
+``session.loaded``         the state a turn starts from (cursor, step states, tokens)
+``session.saved``          a compare-and-swap save: revision and why
+``step.entered``           a step became current, or was entered as a child or a branch
+``step.exited``            it stopped being current
+``cursor.moved``           the durable cursor moved (from, to)
+``model.started``          a model attempt: selection, attempt, request messages, tools
+``model.finished``         its answer: text, tool calls, usage, latency
+``model.failed``           the attempt failed: error, and whether it is retried
+``tool.started``           a tool handler was called with these arguments
+``tool.finished``          its result: tool message, status, transition produced
+``state.replaced``         a field replaced (canonical, or a branch's draft): value, base
+``state.removed``          a field removed
+``state.contributed``      a contribution to a channel: value, call order
+``barrier.forked``         a barrier began: requests in order, policy, limits, view
+``branch.started``         a branch began running
+``branch.fulfilled``       a branch finished with an output
+``branch.rejected``        a branch failed (error); ``cancelled`` says if by cancellation
+``branch.direct_result``   a branch's tool ended it with a value
+``join.reduced``           one channel reduced: inputs in request-path order, completion
+                           order, result
+``join.published``         what the join published, and where
+``join.invalidated``       the join refused to publish: error kind and provenance
+``cancel.requested``       a barrier's cancel token fired
+``cancel.propagated``      which running branches were told
+``cancel.grace_expired``   which branches lost publication rights
+``checkpoint.saved``       the root-join checkpoint saved: revision
+``checkpoint.failed``      the checkpoint failed and the join was rolled back
+``sink.overflowed``        a sink shed load: which sequence numbers it dropped
+=========================  =================================================================
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+SCHEMA_VERSION = 1
+MAX_VALUE_CHARS = 64_000
+"""A value whose JSON is longer than this is replaced by a :class:`Truncated` marker."""
+
+
+class Truncated(BaseModel):
+    """Stands for a value too large to carry in an event."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    truncated: Literal[True] = True
+    size: int
+    """Length of the value's JSON, in characters."""
+    preview: str
+    """The first characters of that JSON."""
+
+
+def safe_value(value: Any, limit: int = MAX_VALUE_CHARS) -> Any:
+    """``value`` as plain JSON for an event: non-JSON objects become their ``repr``; a value
+    whose JSON exceeds ``limit`` characters becomes a :class:`Truncated` marker dict."""
+    kind = type(value)
+    if kind is str:
+        if len(value) <= limit:
+            return value
+    elif kind is int or kind is bool or value is None or kind is float:
+        return value if kind is not float or value == value else repr(value)
+    try:
+        text = json.dumps(value, allow_nan=False, default=repr)
+    except (TypeError, ValueError):
+        text = json.dumps(repr(value))
+    if len(text) <= limit:
+        return json.loads(text)
+    return {"truncated": True, "size": len(text), "preview": text[:200]}
+
+
+class _Event(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    v: int = SCHEMA_VERSION
+    """Schema version."""
+    run_id: str
+    session_id: str
+    seq: int = Field(ge=0)
+    """Per-run, gap-free sequence number."""
+    time: str
+    """Wall-clock time, ISO-8601 UTC."""
+    offset: float
+    """Seconds since the run started, on a monotonic clock."""
+    path: str = ""
+    """Invocation path the event belongs to; ``""`` at top level."""
+
+
+class ErrorInfo(BaseModel):
+    """An error, as events carry it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    type: str
+    """Exception class name."""
+    code: str
+    """PicoFlowError code, or ``internal``."""
+    message: str
+    extra: dict[str, Any] = Field(default_factory=dict)
+
+
+def error_info(exc: BaseException) -> ErrorInfo:
+    """An exception as events carry it."""
+    code = getattr(exc, "code", None)
+    extra = getattr(exc, "extra", None)
+    return ErrorInfo(
+        type=type(exc).__name__,
+        code=code if isinstance(code, str) else "internal",
+        message=str(getattr(exc, "message", exc)),
+        extra=safe_value(extra) if isinstance(extra, dict) else {},
+    )
+
+
+class TurnStarted(_Event):
+    """A turn began."""
+
+    type: Literal["turn.started"] = "turn.started"
+    flow: str
+    message: str | None
+
+
+class TurnFinished(_Event):
+    """A turn replied."""
+
+    type: Literal["turn.finished"] = "turn.finished"
+    success: bool
+    completed: bool
+    message: str
+    content_type: str
+
+
+class TurnFailed(_Event):
+    """A turn failed; the reply carries the same message."""
+
+    type: Literal["turn.failed"] = "turn.failed"
+    error: ErrorInfo
+
+
+class SessionLoaded(_Event):
+    """The state a turn starts from (after restore or creation)."""
+
+    type: Literal["session.loaded"] = "session.loaded"
+    new_session: bool
+    revision: int
+    current_step: str | None
+    steps: dict[str, dict[str, Any]]
+    """Step states by step name."""
+    context: dict[str, Any]
+    tokens: dict[str, int]
+
+
+class SessionSaved(_Event):
+    """A compare-and-swap save of the session document."""
+
+    type: Literal["session.saved"] = "session.saved"
+    revision: int
+    reason: Literal["created", "started", "restored", "crossing", "final", "aborted",
+                    "checkpoint"]
+
+
+class StepEntered(_Event):
+    """A step became current, or was entered as a child or as a branch."""
+
+    type: Literal["step.entered"] = "step.entered"
+    step: str
+    level: int
+    how: Literal["start", "goto", "child", "branch"]
+
+
+class StepExited(_Event):
+    """A step stopped being current (or its child frame or branch ended)."""
+
+    type: Literal["step.exited"] = "step.exited"
+    step: str
+
+
+class CursorMoved(_Event):
+    """The durable cursor moved."""
+
+    type: Literal["cursor.moved"] = "cursor.moved"
+    from_step: str | None
+    to_step: str
+
+
+class ModelStarted(_Event):
+    """One model attempt began."""
+
+    type: Literal["model.started"] = "model.started"
+    step: str
+    call: int
+    """Model call number within the turn (attempts of one call share it)."""
+    attempt: int
+    model: dict[str, Any]
+    """The selection, secrets stripped."""
+    messages: list[dict[str, Any]]
+    tools: list[str]
+
+
+class ModelFinished(_Event):
+    """One model attempt answered."""
+
+    type: Literal["model.finished"] = "model.finished"
+    step: str
+    call: int
+    attempt: int
+    latency: float
+    """Seconds."""
+    content: Any
+    tool_calls: list[dict[str, Any]]
+    input_tokens: int
+    output_tokens: int
+    total_tokens: int
+    finish_reason: str
+    accepted: bool
+    """False when the answer was blank or rejected by ``check_response``."""
+
+
+class ModelFailed(_Event):
+    """One model attempt failed."""
+
+    type: Literal["model.failed"] = "model.failed"
+    step: str
+    call: int
+    attempt: int
+    latency: float
+    error: ErrorInfo
+    retrying: bool
+
+
+class ToolStarted(_Event):
+    """A tool handler is about to run."""
+
+    type: Literal["tool.started"] = "tool.started"
+    step: str
+    name: str
+    call_id: str
+    args: Any
+
+
+class ToolFinished(_Event):
+    """A tool call was answered."""
+
+    type: Literal["tool.finished"] = "tool.finished"
+    step: str
+    name: str
+    call_id: str
+    status: Literal["success", "error"]
+    result: Any
+    """The tool message's text, or a direct result's value."""
+    transition: dict[str, Any] | None
+    """``{kind: go|stay|direct|direct_result, target}`` when the call routed."""
+    outcome: Literal["handled", "hallucinated", "unhandled", "invalid_arguments"]
+
+
+class StateReplaced(_Event):
+    """A top-level field was replaced: canonically (path "") or as a branch's draft."""
+
+    type: Literal["state.replaced"] = "state.replaced"
+    step: str
+    field: str
+    value: Any
+    base: Any
+    """The value the writer saw before (for a branch: at its fork)."""
+    draft: bool
+    """True in a branch: proposed, published only by a join."""
+
+
+class StateRemoved(_Event):
+    """A top-level field was removed (canonically or as a draft)."""
+
+    type: Literal["state.removed"] = "state.removed"
+    step: str
+    field: str
+    base: Any
+    draft: bool
+
+
+class StateContributed(_Event):
+    """A contribution to a reduced channel."""
+
+    type: Literal["state.contributed"] = "state.contributed"
+    step: str
+    field: str
+    value: Any
+    order: int
+    """Call order within the contributing invocation."""
+    draft: bool
+
+
+class BranchRequest(BaseModel):
+    """One request of a fork, in request order."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    index: int
+    path: str
+    step: str
+    key: str
+    params: Any
+    user_message: str | None = None
+
+
+class BarrierForked(_Event):
+    """A barrier began. ``path`` is the caller's path; branches are ``requests[i].path``."""
+
+    type: Literal["barrier.forked"] = "barrier.forked"
+    barrier: str
+    """Barrier id, unique in the run (the caller's path and the barrier's ordinal)."""
+    caller_step: str
+    requests: list[BranchRequest]
+    policy: Literal["retain-successes", "atomic"]
+    checkpoint: Literal["none", "root-join"]
+    max_concurrency: int | None
+    branch_timeout: float | None
+    token_budget: int | None
+    base: str
+    """What the branches see: ``canonical`` (the session state as of this event), or the
+    caller's invocation path (its view as of this event: its fork-time base, its drafts
+    and the publications it received)."""
+
+
+class BranchStarted(_Event):
+    """A branch began (``path`` is the branch)."""
+
+    type: Literal["branch.started"] = "branch.started"
+    barrier: str
+    index: int
+    key: str
+    step: str
+
+
+class BranchFulfilled(_Event):
+    """A branch finished with an output."""
+
+    type: Literal["branch.fulfilled"] = "branch.fulfilled"
+    barrier: str
+    index: int
+    key: str
+    output: Any
+
+
+class BranchRejected(_Event):
+    """A branch failed; its drafts will not publish."""
+
+    type: Literal["branch.rejected"] = "branch.rejected"
+    barrier: str
+    index: int
+    key: str
+    error: ErrorInfo
+    cancelled: bool
+    started: bool
+
+
+class BranchDirectResult(_Event):
+    """A branch's tool returned ``direct_result(value)``: the branch ends."""
+
+    type: Literal["branch.direct_result"] = "branch.direct_result"
+    barrier: str
+    tool: str
+    value: Any
+
+
+class JoinReduced(_Event):
+    """One channel reduced at a join (``path`` is the caller's)."""
+
+    type: Literal["join.reduced"] = "join.reduced"
+    barrier: str
+    step: str
+    field: str
+    channel: str
+    initial: Any
+    inputs: list[dict[str, Any]]
+    """Contributions in request-path order: ``{path, key, value}``."""
+    completion_order: list[str]
+    """Paths of the contributing branches in the order they finished."""
+    result: Any
+
+
+class PublishedField(BaseModel):
+    """One field a join published."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    step: str
+    field: str
+    value: Any = None
+    deleted: bool = False
+    writer: str | None = None
+    """Path of the replacing branch; None for reduced channels."""
+
+
+class JoinPublished(_Event):
+    """What a valid join applied, and where."""
+
+    type: Literal["join.published"] = "join.published"
+    barrier: str
+    target: Literal["canonical", "caller-scope"]
+    fields: list[PublishedField]
+    discarded: list[dict[str, Any]]
+    """Branches whose drafts did not publish: ``{index, key, reason}``."""
+
+
+class JoinInvalidated(_Event):
+    """The join refused to publish; ``run_steps`` raises."""
+
+    type: Literal["join.invalidated"] = "join.invalidated"
+    barrier: str
+    error: ErrorInfo
+    provenance: list[dict[str, Any]]
+
+
+class CancelRequested(_Event):
+    """A barrier's cancel token fired."""
+
+    type: Literal["cancel.requested"] = "cancel.requested"
+    barrier: str
+    reason: str
+
+
+class CancelPropagated(_Event):
+    """Running branches were told to stop; queued ones will not start."""
+
+    type: Literal["cancel.propagated"] = "cancel.propagated"
+    barrier: str
+    running: list[str]
+    queued: list[str]
+
+
+class CancelGraceExpired(_Event):
+    """Branches still running after the grace period lost their publication rights."""
+
+    type: Literal["cancel.grace_expired"] = "cancel.grace_expired"
+    barrier: str
+    closed: list[str]
+
+
+class CheckpointSaved(_Event):
+    """The root-join checkpoint saved the session."""
+
+    type: Literal["checkpoint.saved"] = "checkpoint.saved"
+    barrier: str
+    revision: int
+
+
+class CheckpointFailed(_Event):
+    """The root-join checkpoint failed; the publication was rolled back."""
+
+    type: Literal["checkpoint.failed"] = "checkpoint.failed"
+    barrier: str
+    error: ErrorInfo
+
+
+class SinkOverflowed(_Event):
+    """A sink could not keep up and dropped events: it says which."""
+
+    type: Literal["sink.overflowed"] = "sink.overflowed"
+    sink: str
+    first_seq: int
+    last_seq: int
+    dropped: int
+
+
+Event = Annotated[
+    TurnStarted | TurnFinished | TurnFailed | SessionLoaded | SessionSaved | StepEntered
+    | StepExited | CursorMoved | ModelStarted | ModelFinished | ModelFailed | ToolStarted
+    | ToolFinished | StateReplaced | StateRemoved | StateContributed | BarrierForked
+    | BranchStarted | BranchFulfilled | BranchRejected | BranchDirectResult | JoinReduced
+    | JoinPublished | JoinInvalidated | CancelRequested | CancelPropagated
+    | CancelGraceExpired | CheckpointSaved | CheckpointFailed | SinkOverflowed,
+    Field(discriminator="type"),
+]
+"""Any event."""
+
+EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
+EVENT_TYPES: dict[str, type[_Event]] = {
+    cls.model_fields["type"].default: cls
+    for cls in _Event.__subclasses__()
+}
+
+
+def parse_event(data: str | bytes | dict[str, Any]) -> Event:
+    """Validate one event strictly (JSON text or a dict); raises ``ValidationError``."""
+    if isinstance(data, dict):
+        return EVENT_ADAPTER.validate_python(data)
+    return EVENT_ADAPTER.validate_json(data)
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of :data:`Event`, for the browser."""
+    schema = EVENT_ADAPTER.json_schema()
+    schema["title"] = "PicoFlow event"
+    schema["$comment"] = f"Generated from runtime/events.py; schema version {SCHEMA_VERSION}."
+    return schema
