@@ -308,6 +308,9 @@ class StateContributed(_Event):
     order: int
     """Call order within the contributing invocation."""
     draft: bool
+    result: Any
+    """The field's value in the contributor's view after this contribution (reduced in
+    request-path order), so a fold need not know the reducer."""
 
 
 class BranchRequest(BaseModel):

@@ -384,7 +384,8 @@ class Flow:
             scope.contribute(name, field, value)
             if self.observed and not scope.closed:
                 self.emit(ev.StateContributed, step=name, field=field, value=safe_value(value),
-                          order=scope._seq, draft=True)
+                          order=scope._seq, draft=True,
+                          result=safe_value(scope.state_of(name).get(field)))
             return
         if field not in channels:
             raise FlowDefinitionError(

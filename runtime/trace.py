@@ -1,0 +1,82 @@
+"""A readable text dump of a run's events (``python -m runtime trace FILE.jsonl``).
+
+One line per event, indented by invocation depth, without the envelope's clock and ids, so
+a dump of a deterministic run is stable enough to commit next to its trace (the golden
+files in ``tests/golden/``). After the events comes the folded summary: the barrier tree
+with each branch's status and the final canonical state.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from . import events as ev
+from .fold import comparable, fold
+
+_ENVELOPE = {"v", "run_id", "session_id", "seq", "time", "offset", "path", "type"}
+_NOISY = {"messages", "latency"}
+
+
+def _short(value: Any, limit: int = 120) -> str:
+    text = json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _depth(path: str) -> int:
+    return 0 if path == "" else path.count(".") + 1
+
+
+def dump_trace(events: Sequence[ev.Event]) -> str:
+    """The dump of one run's events."""
+    lines: list[str] = []
+    for event in events:
+        data = ev.EVENT_ADAPTER.dump_python(event, mode="json")
+        fields = " ".join(
+            f"{k}={_short(v)}" for k, v in data.items()
+            if k not in _ENVELOPE and k not in _NOISY
+        )
+        where = f" @{event.path}" if event.path else ""
+        lines.append(f"{'  ' * _depth(event.path)}{event.seq:>4} {event.type}{where} {fields}")
+    run = fold(events)
+    lines.append("")
+    lines.append(f"run {run.flow}: {run.status}")
+    for barrier in run.barriers.values():
+        indent = "  " * (_depth(barrier.caller) + 1)
+        lines.append(f"{indent}barrier {barrier.id} ({barrier.policy}) by "
+                     f"{barrier.caller_step or 'top'}: {barrier.outcome}")
+        for path in barrier.branches:
+            inv = run.invocations[path]
+            detail = _short(inv.output, 60) if inv.status == "fulfilled" else (
+                (inv.error or {}).get("code", ""))
+            lines.append(f"{indent}  [{inv.index}] {inv.step} key={inv.key} path={path} "
+                         f"{inv.status} {detail}")
+    lines.append(f"state {_short(comparable(run.state), 2000)}")
+    return "\n".join(lines) + "\n"
+
+
+USAGE = """usage:
+  python -m runtime trace FILE.jsonl   readable dump of each run in a JSONL export
+  python -m runtime schema             the events' JSON Schema (for the browser)"""
+
+
+def main(argv: Sequence[str]) -> int:
+    """The ``python -m runtime`` command line."""
+    from .bus import read_jsonl
+    from .fold import runs_of
+
+    if list(argv) == ["schema"]:
+        print(json.dumps(ev.json_schema(), indent=2, sort_keys=True))
+        return 0
+    if len(argv) != 2 or argv[0] != "trace":
+        print(USAGE)
+        return 2
+    try:
+        events = read_jsonl(argv[1])
+    except (OSError, ValueError) as exc:
+        print(f"error: {exc}")
+        return 1
+    for run_events in runs_of(events).values():
+        print(dump_trace(run_events))
+    return 0
