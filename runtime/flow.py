@@ -215,7 +215,7 @@ class Flow:
         """Tools the step offers its model: decorated handlers, then ``use_tools()``."""
         exposed = {
             name: self.tools.require(name)
-            for name, handler in reversed(list(handlers_of(type(step)).items()))
+            for name, handler in handlers_of(type(step)).items()
             if handler.expose
         }
         for name in step.use_tools():
@@ -359,7 +359,8 @@ class Flow:
         before = self._states.get(name, {})
         state = {k: v for k, v in before.items() if k not in removals}
         state.update(values)
-        state["_saveOn"] = now_iso()
+        if set(values) - {"_transient"} or removals:  # transient scratch is not a save
+            state["_saveOn"] = now_iso()
         self._states[name] = state
         if self.observed:
             self._emit_writes(name, values, removals, before, False)

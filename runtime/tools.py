@@ -168,14 +168,24 @@ def tool(
 
 
 def handlers_of(step_cls: type) -> dict[str, ToolHandler]:
-    """Decorated handlers of a step class by tool name, nearest class in the MRO first."""
-    found: dict[str, ToolHandler] = {}
+    """Decorated handlers of a step class by tool name.
+
+    The nearest class in the MRO wins; the order is base classes first, then definition
+    order (the order tools are offered to the model).
+    """
+    nearest: dict[str, ToolHandler] = {}
+    order: list[str] = []
     for klass in step_cls.__mro__:
         for attr in vars(klass).values():
             handler = getattr(attr, _TOOL_ATTR, None)
-            if isinstance(handler, ToolHandler) and handler.spec.name not in found:
-                found[handler.spec.name] = handler
-    return found
+            if isinstance(handler, ToolHandler):
+                nearest.setdefault(handler.spec.name, handler)
+    for klass in reversed(step_cls.__mro__):
+        for attr in vars(klass).values():
+            handler = getattr(attr, _TOOL_ATTR, None)
+            if isinstance(handler, ToolHandler) and handler.spec.name not in order:
+                order.append(handler.spec.name)
+    return {name: nearest[name] for name in order}
 
 
 class ToolRegistry:

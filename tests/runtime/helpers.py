@@ -98,7 +98,9 @@ class RecordingStore(MemorySessionStore):
 class FailingModel:
     """Raises ``error`` for the first ``failures`` calls, then answers ``text``."""
 
-    def __init__(self, failures: int, text: str = "recovered", error: Exception | None = None):
+    def __init__(
+        self, failures: int, text: str = "recovered", error: Exception | None = None
+    ) -> None:
         self.failures = failures
         self.text = text
         self.error = error or ModelTransportError("transport broke")
