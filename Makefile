@@ -46,6 +46,7 @@ venv: $(VENV)/.installed-dev
 run: $(VENV)/.installed-base
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py collectstatic --noinput -v 0
+	$(PY) manage.py ensure_admin
 	@echo "PicoFlow Web on http://$(HOST):$(PORT)/  (Ctrl-C stops it)"
 	$(BIN)/daphne -b $(HOST) -p $(PORT) picoflow_web.asgi:application
 

@@ -198,3 +198,7 @@ LOGGING = {
         "level": os.environ.get("PICOFLOW_LOG_LEVEL", "INFO").upper(),
     },
 }
+
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "index"
+LOGOUT_REDIRECT_URL = "login"

@@ -1,10 +1,26 @@
+"""HTTP routes."""
+
 from django.contrib import admin
+from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from picoflow_web import views
+from picoflow_web import api, views
 
 urlpatterns = [
     path("", views.index, name="index"),
+    path("runs/<str:run_id>/", views.run_page, name="run"),
+    path("sessions/<str:session_id>/", views.session_page, name="session"),
     path("healthz", views.healthz, name="healthz"),
+    path("login/", auth_views.LoginView.as_view(template_name="picoflow_web/login.html"),
+         name="login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("api/flows", api.flows, name="api-flows"),
+    path("api/runs", api.runs, name="api-runs"),
+    path("api/runs/<str:run_id>", api.run_detail, name="api-run"),
+    path("api/runs/<str:run_id>/events", api.run_events, name="api-run-events"),
+    path("api/sessions/<str:session_id>", api.session_detail, name="api-session"),
+    path("ai/run", api.ai_run, name="ai-run"),
+    path("ai/flows", api.ai_flows, name="ai-flows"),
+    path("ai/end", api.ai_end, name="ai-end"),
     path("admin/", admin.site.urls),
 ]

@@ -130,17 +130,20 @@ class FlowEngine:
         config: dict[str, Any] | None = None,
         *,
         run_id: str | None = None,
+        sinks: Iterable[EventSink] = (),
     ) -> RunReply:
         """Run one turn and return its reply; see the module docstring for failures.
 
-        ``run_id`` names the turn's events (default: a fresh id). An empty
-        ``session_id`` is the same as None: a new session with a generated id.
+        ``run_id`` names the turn's events (default: a fresh id); ``sinks`` receive this
+        turn's events besides the engine's. An empty ``session_id`` is the same as None: a
+        new session with a generated id.
         """
         session_id = session_id or None
+        bus = EventBus([*self.sinks, *sinks], run_id=run_id, session_id=session_id or "")
         if session_id is None:
-            return await self._run_unlocked(flow_name, user_message, None, config, run_id)
+            return await self._run_unlocked(flow_name, user_message, None, config, bus)
         async with self._session_lock(session_id):
-            return await self._run_unlocked(flow_name, user_message, session_id, config, run_id)
+            return await self._run_unlocked(flow_name, user_message, session_id, config, bus)
 
     async def delete_session(self, session_id: str) -> bool:
         """Delete a session document (deletion is not completion)."""
@@ -153,9 +156,8 @@ class FlowEngine:
 
     async def _run_unlocked(
         self, flow_name: str, message: str | None, session_id: str | None,
-        config: dict[str, Any] | None, run_id: str | None,
+        config: dict[str, Any] | None, bus: EventBus,
     ) -> RunReply:
-        bus = EventBus(self.sinks, run_id=run_id, session_id=session_id or "")
         try:
             flow = self.get_flow(flow_name)()
         except PicoFlowError as exc:

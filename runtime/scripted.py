@@ -81,14 +81,22 @@ class ScriptedModel:
         rules: tried in order; the first match answers.
         latency: default seconds each answer takes (a rule may override).
         chars_per_token: used to derive token counts when a rule gives none.
+        keep_requests: record every request in :attr:`requests`.
     """
 
     def __init__(
-        self, rules: Sequence[Rule] = (), *, latency: float = 0.0, chars_per_token: int = 4
+        self,
+        rules: Sequence[Rule] = (),
+        *,
+        latency: float = 0.0,
+        chars_per_token: int = 4,
+        keep_requests: bool = True,
     ) -> None:
         self.rules = list(rules)
         self.latency = latency
         self.chars_per_token = chars_per_token
+        self.keep_requests = keep_requests
+        """False in long-running servers: the request log would grow without bound."""
         self.requests: list[ModelRequest] = []
         """Every request answered, in order (what a test or a debugger reads back)."""
         self._call_ids = 0
@@ -108,7 +116,8 @@ class ScriptedModel:
         if latency > 0:
             await anyio.sleep(latency)
         response = self._answer(rule, request)
-        self.requests.append(request)
+        if self.keep_requests:
+            self.requests.append(request)
         return response
 
     def _answer(self, rule: Rule, request: ModelRequest) -> ModelResponse:

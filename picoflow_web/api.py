@@ -1,0 +1,209 @@
+"""JSON endpoints: the dashboard's API and PicoFlow's HTTP contract (``/ai/*``).
+
+Every endpoint needs an authenticated user: a logged-in session (browser; unsafe methods
+then also need the CSRF token) or ``Authorization: Bearer <token>`` (API clients; see
+``manage.py create_api_token``). Errors have one shape: ``{"type": "error", "message",
+"code"}`` with a 4xx status.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from functools import wraps
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.contrib.auth import get_user
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.middleware.csrf import CsrfViewMiddleware
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_http_methods
+
+from picoflow_web import selectors, services
+from picoflow_web.engine import get_engine
+from picoflow_web.models import ApiToken
+
+MAX_BODY_BYTES = 64 * 1024
+
+View = Callable[..., Awaitable[HttpResponse]]
+
+
+def error(message: str, status: int, code: str = "bad_request") -> JsonResponse:
+    """The one error shape."""
+    return JsonResponse({"type": "error", "message": message, "code": code}, status=status)
+
+
+async def _authenticate(request: HttpRequest) -> tuple[Any, bool]:
+    """The user, and whether they came with a bearer token (then CSRF does not apply)."""
+    header = request.headers.get("Authorization", "")
+    if header.startswith("Bearer "):
+        raw = header.removeprefix("Bearer ").strip()
+        token = await ApiToken.objects.select_related("user").filter(
+            digest=ApiToken.hash(raw)).afirst()
+        if token is not None and token.user.is_active:
+            return token.user, True
+        return None, True
+    user = await sync_to_async(get_user)(request)
+    return (user if user.is_authenticated else None), False
+
+
+def api_view(*methods: str) -> Callable[[View], View]:
+    """Authenticate, check CSRF for browser sessions, and turn bad input into 400s."""
+
+    def decorate(view: View) -> View:
+        @csrf_exempt
+        @require_http_methods(list(methods))
+        @wraps(view)
+        async def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            user, by_token = await _authenticate(request)
+            if user is None:
+                return error("Authentication required.", 401, "unauthenticated")
+            if request.method not in ("GET", "HEAD") and not by_token:
+                check = CsrfViewMiddleware(lambda r: HttpResponse())
+                if check.process_view(request, None, (), {}) is not None:
+                    return error("CSRF check failed.", 403, "csrf")
+            request.api_user = user  # type: ignore[attr-defined]
+            try:
+                return await view(request, *args, **kwargs)
+            except services.InputError as exc:
+                return error(str(exc), 400)
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
+
+
+def read_json(request: HttpRequest) -> dict[str, Any]:
+    """The request's JSON object body; bad or oversized bodies are input errors."""
+    if len(request.body) > MAX_BODY_BYTES:
+        raise services.InputError(f"Body larger than {MAX_BODY_BYTES} bytes.")
+    try:
+        data = json.loads(request.body or b"{}")
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise services.InputError(f"Body is not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise services.InputError("Body must be a JSON object.")
+    return data
+
+
+def _optional_str(data: dict[str, Any], key: str) -> str | None:
+    value = data.get(key)
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise services.InputError(f"{key} must be a string.")
+    return value
+
+
+def _config(data: dict[str, Any]) -> dict[str, Any] | None:
+    config = data.get("config")
+    if config is not None and not isinstance(config, dict):
+        raise services.InputError("config must be a JSON object.")
+    return config
+
+
+# -- dashboard API ------------------------------------------------------------------------
+
+
+@api_view("GET")
+async def flows(request: HttpRequest) -> HttpResponse:
+    """Registered flow names."""
+    return JsonResponse({"flows": get_engine().get_flow_names()})
+
+
+@api_view("GET", "POST")
+async def runs(request: HttpRequest) -> HttpResponse:
+    """GET: run summaries (filters: flow, status, session, conflicts=1). POST: start a run."""
+    if request.method == "POST":
+        data = read_json(request)
+        run = await services.run_start(
+            flow=data.get("flow", ""), message=_optional_str(data, "message"),
+            session_id=_optional_str(data, "session_id"), config=_config(data),
+            user=request.api_user,  # type: ignore[attr-defined]
+        )
+        return JsonResponse({"run": run.summary()}, status=201)
+    params = request.GET
+    conflicts = params.get("conflicts")
+    listed = await selectors.run_list(
+        flow=params.get("flow") or None, status=params.get("status") or None,
+        session_id=params.get("session") or None,
+        has_conflicts=None if conflicts in (None, "") else conflicts in ("1", "true"),
+    )
+    return JsonResponse({"runs": listed})
+
+
+@api_view("GET")
+async def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
+    """One run's summary."""
+    run = await selectors.run_get(run_id)
+    if run is None:
+        return error(f"No run {run_id!r}.", 404, "not_found")
+    return JsonResponse({"run": run.summary()})
+
+
+@api_view("GET")
+async def run_events(request: HttpRequest, run_id: str) -> HttpResponse:
+    """Stored events after ``?after=<seq>`` (for clients without websockets)."""
+    if await selectors.run_get(run_id) is None:
+        return error(f"No run {run_id!r}.", 404, "not_found")
+    try:
+        after = int(request.GET.get("after", "-1"))
+        limit = int(request.GET.get("limit", str(selectors.EVENT_PAGE)))
+    except ValueError:
+        raise services.InputError("after and limit must be integers.") from None
+    events = await selectors.run_events_after(run_id, after, min(max(limit, 1),
+                                                                 selectors.EVENT_PAGE))
+    return JsonResponse({"events": events,
+                         "last_seq": events[-1]["seq"] if events else after})
+
+
+@api_view("GET")
+async def session_detail(request: HttpRequest, session_id: str) -> HttpResponse:
+    """A session's document and runs."""
+    session = await selectors.session_get(session_id)
+    if session is None:
+        return error(f"No session {session_id!r}.", 404, "not_found")
+    return JsonResponse({"session": session})
+
+
+# -- PicoFlow's HTTP contract ------------------------------------------------------------
+
+
+@api_view("POST")
+async def ai_run(request: HttpRequest) -> HttpResponse:
+    """``POST /ai/run`` ``{flowName, message, config}``; session in ``CHAT_SESSION_ID``."""
+    data = read_json(request)
+    flow = data.get("flowName")
+    if not isinstance(flow, str):
+        raise services.InputError("flowName is required.")
+    session_id = request.headers.get("Chat-Session-Id") or None  # CHAT_SESSION_ID
+    _, reply = await services.run_execute(
+        flow=flow, message=_optional_str(data, "message"), session_id=session_id,
+        config=_config(data), user=request.api_user,  # type: ignore[attr-defined]
+    )
+    body = {"success": reply.success, "completed": reply.completed, "message": reply.message,
+            "session": reply.session_id, "contentType": reply.content_type}
+    if reply.success and reply.content_type != "text/plain":
+        response: HttpResponse = HttpResponse(reply.message, content_type=reply.content_type)
+    else:
+        response = JsonResponse(body, status=200 if reply.success else 400)
+    response["CHAT_SESSION_ID"] = reply.session_id
+    return response
+
+
+@api_view("GET")
+async def ai_flows(request: HttpRequest) -> HttpResponse:
+    """``GET /ai/flows``: the flow names."""
+    return JsonResponse(get_engine().get_flow_names(), safe=False)
+
+
+@api_view("POST")
+async def ai_end(request: HttpRequest) -> HttpResponse:
+    """``POST /ai/end``: delete the session in ``CHAT_SESSION_ID`` (deletion ≠ completion)."""
+    session_id = request.headers.get("Chat-Session-Id")  # CHAT_SESSION_ID
+    if not session_id:
+        raise services.InputError("The CHAT_SESSION_ID header is required.")
+    deleted = await services.session_end(session_id)
+    return JsonResponse({"success": deleted, "session": session_id},
+                        status=200 if deleted else 404)

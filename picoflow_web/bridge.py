@@ -1,0 +1,125 @@
+"""The bridge: the one module that touches both the runtime and Channels.
+
+:class:`RunRecorder` is a runtime event sink. ``handle`` (called synchronously by the
+runtime's bus) only appends to a buffer, so it never stalls a branch or a join. Its pump
+task takes the buffer in batches — at most ``batch_events`` events or ``batch_seconds``
+old — **stores each batch, then broadcasts it** to the run's channel group as one message.
+Persist before broadcast: a browser only ever hears of an event that a reload or a
+reconnect can read back, so resuming from the last sequence number is gap-free. One
+group message per batch, not per event, because ``group_send`` per event is an order of
+magnitude slower.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from channels.layers import get_channel_layer
+from django.utils import timezone
+
+from picoflow_web.models import EventRecord, Run
+from runtime.bus import dump_event
+from runtime.events import EVENT_ADAPTER, Event
+
+logger = logging.getLogger("picoflow.web")
+
+RUNS_GROUP = "runs"
+
+
+def run_group(run_id: str) -> str:
+    """The channel-layer group of one run's live events."""
+    return f"run.{run_id}"
+
+
+class RunRecorder:
+    """Stores and broadcasts one run's events in batches (see the module docstring)."""
+
+    name = "django"
+
+    def __init__(self, run_id: str, *, batch_events: int = 200,
+                 batch_seconds: float = 0.03) -> None:
+        self.run_id = run_id
+        self.batch_events = batch_events
+        self.batch_seconds = batch_seconds
+        self._buffer: list[Event] = []
+        self._wake = asyncio.Event()
+        self._closing = False
+        self._task: asyncio.Task[None] | None = None
+        self.stored = 0
+        self.has_conflicts = False
+        self.branches = 0
+
+    def handle(self, event: Event) -> None:
+        """Take one event (synchronous, never blocks)."""
+        self._buffer.append(event)
+        if len(self._buffer) >= self.batch_events:
+            self._wake.set()
+
+    def start(self) -> None:
+        """Start the pump on the running loop."""
+        self._task = asyncio.get_running_loop().create_task(self._pump())
+
+    async def close(self) -> None:
+        """Flush everything buffered, then stop."""
+        self._closing = True
+        self._wake.set()
+        if self._task is not None:
+            await self._task
+
+    async def _pump(self) -> None:
+        layer = get_channel_layer()
+        while True:
+            try:
+                await asyncio.wait_for(self._wake.wait(), self.batch_seconds)
+            except TimeoutError:
+                pass
+            self._wake.clear()
+            batch, self._buffer = self._buffer, []
+            if batch:
+                try:
+                    await self._flush(layer, batch)
+                except Exception:  # keep pumping; the run itself must not die of it
+                    logger.exception("Storing events of run %s failed", self.run_id)
+            if self._closing and not self._buffer:
+                return
+
+    async def _flush(self, layer: Any, batch: list[Event]) -> None:
+        payloads = [EVENT_ADAPTER.dump_python(e, mode="json") for e in batch]
+        await EventRecord.objects.abulk_create([
+            EventRecord(run_id=self.run_id, seq=p["seq"], type=p["type"], path=p["path"],
+                        payload=p)
+            for p in payloads
+        ])
+        self.stored += len(batch)
+        self.has_conflicts |= any(p["type"] == "join.invalidated" for p in payloads)
+        self.branches += sum(len(p["requests"]) for p in payloads
+                             if p["type"] == "barrier.forked")
+        await Run.objects.filter(id=self.run_id).aupdate(
+            event_count=self.stored, has_conflicts=self.has_conflicts,
+            branch_count=self.branches)
+        if layer is not None:
+            await layer.group_send(run_group(self.run_id),
+                                   {"type": "run.events", "events": payloads})
+
+
+async def broadcast_run(run: Run) -> None:
+    """Tell the runs list about a new or changed run."""
+    layer = get_channel_layer()
+    if layer is not None:
+        await layer.group_send(RUNS_GROUP, {"type": "run.summary", "run": run.summary()})
+
+
+async def finish_run(run_id: str, reply: dict[str, Any]) -> Run:
+    """Record a turn's reply on its run."""
+    status = Run.Status.FINISHED if reply["success"] else Run.Status.FAILED
+    await Run.objects.filter(id=run_id).aupdate(
+        status=status, reply=reply, session_id=reply["session_id"], finished_at=timezone.now())
+    run = await Run.objects.aget(id=run_id)
+    await broadcast_run(run)
+    return run
+
+
+__all__ = ["RUNS_GROUP", "RunRecorder", "broadcast_run", "dump_event", "finish_run",
+           "run_group"]

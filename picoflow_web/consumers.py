@@ -1,0 +1,87 @@
+"""Websocket consumers: a run's events (replay, then live) and the runs list.
+
+Hand-over without gaps or duplicates: the consumer joins the run's group *before* it reads
+the stored events after the client's last sequence number, so a batch stored after that
+read is still delivered live; and it forwards only events with ``seq`` above the last one
+it sent, so a batch both read and received is not sent twice. Events are stored before
+they are broadcast (see :mod:`picoflow_web.bridge`), so there is nothing the group can
+deliver that the store could not.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import parse_qs
+
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from picoflow_web import selectors
+from picoflow_web.bridge import RUNS_GROUP, run_group
+
+CLOSE_UNAUTHENTICATED = 4401
+CLOSE_NOT_FOUND = 4404
+
+
+class RunConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
+    """``ws/runs/<run_id>/?after=<seq>``: stored events after ``seq``, then live ones."""
+
+    async def connect(self) -> None:
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        self.run_id: str = self.scope["url_route"]["kwargs"]["run_id"]
+        run = await selectors.run_get(self.run_id)
+        if run is None:
+            await self.close(code=CLOSE_NOT_FOUND)
+            return
+        query = parse_qs(self.scope.get("query_string", b"").decode())
+        try:
+            self.last_seq = int(query.get("after", ["-1"])[0])
+        except ValueError:
+            self.last_seq = -1
+        self.group = run_group(self.run_id)
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.accept()
+        await self.send_json({"type": "run", "run": run.summary()})
+        while True:
+            stored = await selectors.run_events_after(self.run_id, self.last_seq)
+            if not stored:
+                break
+            await self._forward(stored)
+
+    async def disconnect(self, code: int) -> None:
+        if hasattr(self, "group"):
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    async def run_events(self, message: dict[str, Any]) -> None:
+        """A live batch from the bridge."""
+        await self._forward(message["events"])
+
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        await self.send_json({"type": "error", "message": "This socket only sends events."})
+
+    async def _forward(self, events: list[dict[str, Any]]) -> None:
+        fresh = [e for e in events if e["seq"] > self.last_seq]
+        if fresh:
+            self.last_seq = fresh[-1]["seq"]
+            await self.send_json({"type": "events", "events": fresh})
+
+
+class RunsConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
+    """``ws/runs/``: summaries of runs as they start and finish."""
+
+    async def connect(self) -> None:
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        await self.channel_layer.group_add(RUNS_GROUP, self.channel_name)
+        await self.accept()
+
+    async def disconnect(self, code: int) -> None:
+        await self.channel_layer.group_discard(RUNS_GROUP, self.channel_name)
+
+    async def run_summary(self, message: dict[str, Any]) -> None:
+        """A run started or changed."""
+        await self.send_json({"type": "run", "run": message["run"]})

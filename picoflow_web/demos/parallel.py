@@ -1,0 +1,564 @@
+"""Parallel demo flows: every kind of barrier the runtime has, played by scripted models.
+
+Each flow comes with a factory ``xxx_flow(latency)`` returning ``(flow_class, model)``.
+``latency`` is the time unit ``u`` in seconds: about 0.005 makes tests fast, about 0.3
+makes the dashboard animate at a watchable pace. Every latency is a multiple of ``u`` and
+concurrent work is given distinct durations, so on one event loop the order of events —
+and therefore each run's trace and final state — is the same every time.
+
+* :class:`ResearchFlow` — nested fan-out (the seed's B/C, with B forking D/E): a planner
+  saves its plan, forks two finders that see it, and a sibling finder that does not; all
+  three contribute to ``keyed_by_branch`` and ``append`` channels reduced in request-path
+  order.
+* :class:`ConflictFlow` — two branches replace one field: the join is invalidated, and the
+  coordinator catches the conflict and names the writers.
+* :class:`AtomicFlow` — an atomic batch where one branch raises: nothing publishes.
+* :class:`CancelFlow` — a deadline cancels a bounded barrier: a cooperative branch stops
+  early, a stubborn one loses its publication rights after the grace period, queued ones
+  never start.
+* :class:`TimingFlow` — the seed's A/B timing example, pipelined in two coordinator
+  workers (turn "pipelined") or batched stage by stage (turn "batched").
+
+Only the ``runtime`` package is used, so the dashboard, tests and scripts share these.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, ClassVar, TypeVar, cast
+
+import anyio
+
+from runtime import (
+    CancelToken,
+    Channel,
+    DirectResult,
+    Flow,
+    LogicStep,
+    ModelRequest,
+    ModelResponse,
+    ModelSelection,
+    ParallelConfig,
+    ParallelStateConflictError,
+    Rule,
+    RunStepRequest,
+    ScriptedModel,
+    Step,
+    StepChannels,
+    ToolCall,
+    Transition,
+    direct_result,
+    stay,
+    tool,
+)
+from runtime.step import Routable
+
+from .hotel.flow import HotelFlow
+from .hotel.script import hotel_model
+
+PROVIDER = "scripted"
+"""Provider name of the demos' model selection (an engine may also override the model)."""
+
+DEFAULT_LATENCY = 0.3
+"""The time unit the dashboard plays the demos at."""
+
+F = TypeVar("F", bound="DemoFlow")
+
+
+class DemoFlow(Flow):
+    """Base of the parallel demos: the scripted provider and a time unit."""
+
+    unit: ClassVar[float] = DEFAULT_LATENCY
+    """Seconds per time unit; the factories bake the requested latency in."""
+    retry_delay = 0.0
+
+    def config_model(self) -> ModelSelection:
+        return ModelSelection(provider=PROVIDER, name="demo-model")
+
+    def on_branch_exit(self, step: Step) -> None:
+        """Called as a demo branch finishes successfully, inside its private view.
+
+        Does nothing here; a debugger or a test overrides it to capture what the branch
+        could see (``self.read_step_state(name)`` reads through the branch's view).
+        """
+
+
+class BranchStep(Step):
+    """A step of the demos that runs as a branch: reports its end to the flow's hook."""
+
+    async def on_exit(self) -> None:
+        await super().on_exit()
+        if isinstance(self.flow, DemoFlow):
+            self.flow.on_branch_exit(self)
+
+
+def _scaled(flow: type[F], latency: float) -> type[F]:
+    """``flow`` with its time unit set to ``latency``, under the same flow id."""
+    if latency < 0:
+        raise ValueError("latency must not be negative")
+    return cast(type[F], type(flow.__name__, (flow,), {
+        "id": flow.id, "unit": latency, "__doc__": flow.__doc__,
+        "__module__": flow.__module__, "__qualname__": flow.__qualname__,
+    }))
+
+
+def _call(name: str, args: dict[str, Any], call_id: str) -> ModelResponse:
+    """A scripted answer that calls one tool."""
+    return ModelResponse(tool_calls=[ToolCall(id=call_id, name=name, args=args)],
+                         finish_reason="tool_calls")
+
+
+def _last_text(request: ModelRequest) -> str:
+    last = request.last_message
+    return "" if last is None else last.content
+
+
+# -- a. nested fan-out -----------------------------------------------------------------------
+
+FINDS = {"papers": 2, "news": 3, "archive": 1}
+"""How many sources each finder reports (its scripted answer)."""
+
+
+class Finder(BranchStep):
+    """Searches one query (a repeated step: branch key and params say which)."""
+
+    def get_prompt(self) -> str:
+        invocation = self.parallel_invocation()
+        plan = self.flow.get_step_state(Planner, "plan")
+        seen = json.dumps(plan, sort_keys=True) if plan else "none visible"
+        return (f"Finder '{invocation.key}'. Search: {invocation.params['query']}. "
+                f"Research plan: {seen}.")
+
+    def parallel_state_channels(self) -> dict[str, Channel]:
+        # Channels, not replacements: every finder writes these fields, so only
+        # contributions combine; replacements from siblings would conflict.
+        return {"findings": StepChannels.keyed_by_branch(), "sources": StepChannels.append()}
+
+    async def on_response(self, result: Any) -> Routable:
+        invocation = self.parallel_invocation()
+        self.contribute_state("findings", str(result))
+        self.contribute_state("sources", {"finder": invocation.key,
+                                          "query": invocation.params["query"]})
+        return str(result)
+
+
+class Planner(BranchStep):
+    """Plans the research, saves the plan, then forks two finders that inherit it."""
+
+    @tool
+    async def plan_queries(self, papers: str, news: str) -> DirectResult:
+        """Search papers and news with these queries, in parallel."""
+        # Saved before the fork, so the finders (forked from this view) can read it.
+        self.save_state({"plan": {"papers": papers, "news": news}})
+        batch = await self.run_steps([
+            RunStepRequest(Finder, key="papers", params={"query": papers}, user_message=papers),
+            RunStepRequest(Finder, key="news", params={"query": news}, user_message=news),
+        ])
+        found = self.flow.get_step_state(Finder, "findings") or {}
+        self.save_state({"status": f"{len(batch.fulfilled)} of {len(batch.branches)} "
+                                   "finders reported"})
+        return direct_result({"planned": ["papers", "news"], "visible_findings": sorted(found)})
+
+
+class ResearchDesk(Step):
+    """The coordinator: its model calls ``research``, which runs the outer barrier."""
+
+    def get_prompt(self) -> str:
+        return ("You coordinate research. Call research(topic) with the user's topic, then "
+                "report what was published.")
+
+    @tool
+    async def research(self, topic: str) -> Transition:
+        """Research a topic: a planner (forking finders) and an archive finder, in parallel."""
+        self.save_state({"topic": topic})
+        batch = await self.run_steps([
+            RunStepRequest(Planner, user_message=f"Plan research on {topic}"),
+            RunStepRequest(Finder, key="archive", params={"query": f"{topic} in the archive"},
+                           user_message=f"Search the archive for {topic}"),
+        ])
+        findings: dict[str, str] = self.flow.get_step_state(Finder, "findings") or {}
+        summary = "; ".join(f"{key}: {text}" for key, text in findings.items())
+        self.save_state({"summary": summary,
+                         "branches": {b.key: b.status for b in batch.branches}})
+        return stay(f"Published findings from {len(findings)} finders. {summary}")
+
+
+class ResearchFlow(DemoFlow):
+    """Nested fan-out: a planner forks finders while a sibling finder runs beside it."""
+
+    def define_steps(self) -> list[Step]:
+        return [ResearchDesk(self), Planner(self), Finder(self)]
+
+
+def _research_topic(text: str) -> str:
+    match = re.search(r"(?i)research\s+(?:on\s+|about\s+)?(.+)", text)
+    return (match.group(1) if match else text).strip(" .?!") or "tide pools"
+
+
+def research_model(unit: float) -> ScriptedModel:
+    """The scripted model of :class:`ResearchFlow` (finders take 2, 4 and 4 units)."""
+
+    def ask(request: ModelRequest) -> ModelResponse:
+        topic = _research_topic(_last_text(request))
+        return _call("research", {"topic": topic}, f"call_research_{len(request.messages)}")
+
+    def plan(request: ModelRequest) -> ModelResponse:
+        topic = _last_text(request).removeprefix("Plan research on ")
+        return _call("plan_queries", {"papers": f"field studies of {topic}",
+                                      "news": f"recent news on {topic}"}, "call_plan")
+
+    def find(request: ModelRequest) -> str:
+        match = re.search(r"^Finder '(.+?)'\. Search: (.+?)\. Research plan", request.system_prompt)
+        key, query = match.groups() if match else ("?", "?")
+        count = FINDS.get(key, 1)
+        return f"{count} source{'s' if count != 1 else ''} on {query}"
+
+    def report(request: ModelRequest) -> str:
+        return f"Research done. {_last_text(request)}"
+
+    return ScriptedModel([
+        Rule(step="ResearchDesk", last_type="tool", latency=unit, respond=report),
+        Rule(step="ResearchDesk", latency=unit, respond=ask),
+        Rule(step="Planner", latency=unit, respond=plan),
+        # D (papers) ends at 3u, C (archive) at 4u, E (news) at 5u: C finishes between
+        # B's children, so completion order and request-path order differ visibly.
+        Rule(step="Finder", prompt=r"^Finder 'papers'", latency=2 * unit, respond=find),
+        Rule(step="Finder", prompt=r"^Finder 'news'", latency=4 * unit, respond=find),
+        Rule(step="Finder", latency=4 * unit, respond=find),
+    ])
+
+
+def research_flow(latency: float = DEFAULT_LATENCY) -> tuple[type[ResearchFlow], ScriptedModel]:
+    """:class:`ResearchFlow` at time unit ``latency``, with its model."""
+    return _scaled(ResearchFlow, latency), research_model(latency)
+
+
+# -- b. replacement conflict -------------------------------------------------------------------
+
+
+class VenueScout(BranchStep):
+    """Finds a venue in one area and replaces ``venue`` — as does its sibling."""
+
+    def get_prompt(self) -> str:
+        invocation = self.parallel_invocation()
+        return (f"Scout '{invocation.key}': find an offsite venue in the "
+                f"{invocation.params['area']} of town. Answer with its name.")
+
+    def parallel_state_channels(self) -> dict[str, Channel]:
+        return {"shortlist": StepChannels.append()}
+
+    async def on_response(self, result: Any) -> Routable:
+        # The shortlist contribution is compatible, yet nothing publishes: the replacement
+        # conflict on `venue` invalidates the whole barrier.
+        self.contribute_state("shortlist", str(result))
+        self.save_state({"venue": str(result)})
+        return str(result)
+
+
+class OffsitePlanner(LogicStep):
+    """Sends two scouts; both replace the venue, so the join refuses to publish."""
+
+    async def run_logic(self) -> Routable:
+        try:
+            await self.run_steps([
+                RunStepRequest(VenueScout, key="north", params={"area": "north"},
+                               user_message="Find a venue"),
+                RunStepRequest(VenueScout, key="south", params={"area": "south"},
+                               user_message="Find a venue"),
+            ])
+        except ParallelStateConflictError as exc:
+            writers = exc.extra.get("provenance", [])
+            target = f"{exc.extra.get('step')}.{exc.extra.get('field')}"
+            named = " and ".join(f"{w['key']} (branch {w['path']}, {w['value']!r})"
+                                 for w in writers)
+            self.save_state({"conflict": {"field": target,
+                                          "branches": [w["key"] for w in writers]}})
+            return (f"Conflict: {named} both replaced {target}, so nothing was published. "
+                    "Pick one venue, or collect them through a channel.")
+        self.save_state({"conflict": None})
+        return "The scouts agreed on a venue."
+
+
+class ConflictFlow(DemoFlow):
+    """Two branches replace the same field: the barrier is invalidated and reported."""
+
+    def define_steps(self) -> list[Step]:
+        return [OffsitePlanner(self), VenueScout(self)]
+
+
+def conflict_model(unit: float) -> ScriptedModel:
+    """The scripted model of :class:`ConflictFlow` (north answers at 1u, south at 2u)."""
+    return ScriptedModel([
+        Rule(step="VenueScout", prompt=r"^Scout 'north'", latency=unit, text="Lakeside Lodge"),
+        Rule(step="VenueScout", latency=2 * unit, text="Riverside Hall"),
+    ])
+
+
+def conflict_flow(latency: float = DEFAULT_LATENCY) -> tuple[type[ConflictFlow], ScriptedModel]:
+    """:class:`ConflictFlow` at time unit ``latency``, with its model."""
+    return _scaled(ConflictFlow, latency), conflict_model(latency)
+
+
+# -- c. atomic batch with a failure ------------------------------------------------------------
+
+
+class SoldOutError(Exception):
+    """A vendor has nothing left: an ordinary error, so the branch is rejected."""
+
+
+class Reservation(BranchStep):
+    """Holds one part of a trip (a repeated step: flight, hotel, car)."""
+
+    def get_prompt(self) -> str:
+        invocation = self.parallel_invocation()
+        return f"Reservation '{invocation.key}': hold a {invocation.key} for the trip."
+
+    def parallel_state_channels(self) -> dict[str, Channel]:
+        return {"holds": StepChannels.keyed_by_branch()}
+
+    async def on_response(self, result: Any) -> Routable:
+        text = str(result)
+        if text.startswith("SOLD OUT"):
+            raise SoldOutError(text)
+        self.contribute_state("holds", text)
+        return text
+
+
+class TripDesk(LogicStep):
+    """Books flight, hotel and car all or nothing (``atomic``)."""
+
+    async def run_logic(self) -> Routable:
+        batch = await self.run_steps(
+            [RunStepRequest(Reservation, key=item, user_message=f"Hold the {item}")
+             for item in ("flight", "hotel", "car")],
+            failure_policy="atomic",
+        )
+        rejected = [b.key for b in batch.rejected]
+        held = [b.key for b in batch.fulfilled]
+        self.save_state({"booked": not rejected, "rejected": rejected, "discarded": held})
+        if not rejected:
+            return "Flight, hotel and car are held."
+        reasons = "; ".join(f"{b.key}: {b.error}" for b in batch.rejected)
+        return (f"Nothing was booked: {reasons}. The {' and '.join(held)} holds were "
+                "discarded because the batch is atomic.")
+
+
+class AtomicFlow(DemoFlow):
+    """An atomic batch of three where one branch fails: nothing publishes."""
+
+    def define_steps(self) -> list[Step]:
+        return [TripDesk(self), Reservation(self)]
+
+
+def atomic_model(unit: float) -> ScriptedModel:
+    """The scripted model of :class:`AtomicFlow` (flight 1u, car 2u and fails, hotel 3u)."""
+    return ScriptedModel([
+        Rule(step="Reservation", prompt=r"^Reservation 'flight'", latency=unit,
+             text="HELD flight PDX-SFO, $240"),
+        Rule(step="Reservation", prompt=r"^Reservation 'car'", latency=2 * unit,
+             text="SOLD OUT: no rental cars on those dates"),
+        Rule(step="Reservation", latency=3 * unit, text="HELD hotel Bayview Inn, $690"),
+    ])
+
+
+def atomic_flow(latency: float = DEFAULT_LATENCY) -> tuple[type[AtomicFlow], ScriptedModel]:
+    """:class:`AtomicFlow` at time unit ``latency``, with its model."""
+    return _scaled(AtomicFlow, latency), atomic_model(latency)
+
+
+# -- d. cancellation ---------------------------------------------------------------------------
+
+PAGES = 5
+DEADLINE_UNITS = 6
+"""The deadline falls in the middle of the crawler's third page (5u..7u)."""
+
+
+class Crawler(BranchStep):
+    """Cooperative: asks which pages to scan, then checks the cancel token between pages."""
+
+    def get_prompt(self) -> str:
+        return f"Crawler '{self.parallel_invocation().key}': list the vendor's price pages."
+
+    def parallel_state_channels(self) -> dict[str, Channel]:
+        return {"progress": StepChannels.keyed_by_branch(),
+                "scanned": StepChannels.keyed_by_branch()}
+
+    async def run(self, user_message: str | None = None) -> Any:
+        await super().run(user_message)  # the model's page list (one call)
+        unit = cast(DemoFlow, self.flow).unit
+        cancel = self.parallel_invocation().cancel
+        pages = 0
+        while pages < PAGES and not cancel.cancelled:
+            await anyio.sleep(2 * unit)  # fetching one page
+            pages += 1
+            self.contribute_state("progress", pages)
+        result = {"pages": pages, "complete": pages == PAGES}
+        self.contribute_state("scanned", result)
+        return result
+
+
+class LegacyFeed(LogicStep, BranchStep):
+    """Not cooperative: a slow legacy call that never looks at the cancel token."""
+
+    async def run_logic(self) -> Routable:
+        self.save_state({"requested": "legacy price feed"})
+        await anyio.sleep(40 * cast(DemoFlow, self.flow).unit)
+        self.save_state({"prices": {"widget": 9.5}})
+        return "legacy prices"
+
+
+class PriceWatch(LogicStep):
+    """Scans four vendors, two at a time, until a deadline cancels the barrier."""
+
+    async def run_logic(self) -> Routable:
+        unit = cast(DemoFlow, self.flow).unit
+        token = CancelToken()
+
+        async def deadline() -> None:
+            await anyio.sleep(DEADLINE_UNITS * unit)
+            token.cancel("deadline reached")
+
+        async with anyio.create_task_group() as timers:
+            timers.start_soon(deadline)
+            batch = await self.run_steps(
+                [RunStepRequest(Crawler, key="north", user_message="List pages"),
+                 RunStepRequest(LegacyFeed, key="legacy"),
+                 RunStepRequest(Crawler, key="south", user_message="List pages"),
+                 RunStepRequest(Crawler, key="east", user_message="List pages")],
+                max_concurrency=2, cancel=token,
+            )
+            timers.cancel_scope.cancel()
+        published = [b.key for b in batch.fulfilled]
+        never = [b.key for b in batch.rejected if "before it started" in str(b.error)]
+        late = [b.key for b in batch.rejected if b.key not in never]
+        self.save_state({"cancelled": batch.cancelled, "published": published,
+                         "lost": late, "never_started": never})
+        partial = "; ".join(f"{b.key} scanned {b.output['pages']} of {PAGES} pages"
+                            for b in batch.fulfilled)
+        return (f"Deadline reached: {partial}. {', '.join(late)} ignored the cancel and lost "
+                f"its publication rights after the grace period; {', '.join(never)} never "
+                "started.")
+
+
+class CancelFlow(DemoFlow):
+    """A deadline cancels a bounded barrier: cooperative, stubborn and queued branches."""
+
+    def define_steps(self) -> list[Step]:
+        return [PriceWatch(self), Crawler(self), LegacyFeed(self)]
+
+    def config_parallel_execution(self) -> ParallelConfig:
+        # 3u of grace: the cooperative crawler stops at 7u, the legacy call is cut at 9u.
+        return ParallelConfig(cancellation_grace=3 * self.unit)
+
+
+def cancel_model(unit: float) -> ScriptedModel:
+    """The scripted model of :class:`CancelFlow` (the page list takes 1u)."""
+    return ScriptedModel([
+        Rule(step="Crawler", latency=unit, text=f"pages: {', '.join(map(str, range(1, 6)))}"),
+    ])
+
+
+def cancel_flow(latency: float = DEFAULT_LATENCY) -> tuple[type[CancelFlow], ScriptedModel]:
+    """:class:`CancelFlow` at time unit ``latency``, with its model."""
+    return _scaled(CancelFlow, latency), cancel_model(latency)
+
+
+# -- e. A/B timing ------------------------------------------------------------------------------
+
+STAGE_UNITS = {"A1": 1, "A2": 1, "B1": 10, "B2": 1}
+"""The seed's example: A1 and A2 take 1 unit, B1 10 and B2 1."""
+
+
+class Stage(BranchStep):
+    """One stage of work (a repeated step keyed A1, A2, B1, B2): one model call."""
+
+    def get_prompt(self) -> str:
+        return f"Run stage {self.parallel_invocation().key}."
+
+    def parallel_state_channels(self) -> dict[str, Channel]:
+        return {"outputs": StepChannels.keyed_by_branch()}
+
+    async def on_response(self, result: Any) -> Routable:
+        # The stopwatch is diagnostic, not application state: it lives on the turn's flow
+        # object, so it never takes part in a join.
+        cast(TimingFlow, self.flow).finish_order.append(self.parallel_invocation().key)
+        self.contribute_state("outputs", str(result))
+        return str(result)
+
+
+class Worker(LogicStep, BranchStep):
+    """A coordinator worker: runs its stages one after another, each in its own barrier."""
+
+    def parallel_state_channels(self) -> dict[str, Channel]:
+        return {"completed": StepChannels.keyed_by_branch()}
+
+    async def run_logic(self) -> Routable:
+        outputs = []
+        for stage in self.parallel_invocation().params["stages"]:
+            batch = await self.run_steps([RunStepRequest(Stage, key=stage, user_message=stage)])
+            outputs.append(batch.branches[0].output)
+        self.contribute_state("completed", outputs)
+        return outputs  # type: ignore[return-value]  # a branch's output is any JSON
+
+
+class Stopwatch(LogicStep):
+    """Runs A1→A2 and B1→B2 pipelined in two workers, or batched stage by stage."""
+
+    async def run_logic(self) -> Routable:
+        last = self.get_last_message()
+        mode = "batched" if last is not None and "batch" in last.content.lower() else "pipelined"
+        if mode == "pipelined":
+            await self.run_steps([
+                RunStepRequest(Worker, key="A", params={"stages": ["A1", "A2"]}),
+                RunStepRequest(Worker, key="B", params={"stages": ["B1", "B2"]}),
+            ])
+        else:
+            for first, second in (("A1", "B1"), ("A2", "B2")):
+                await self.run_steps([
+                    RunStepRequest(Stage, key=first, user_message=first),
+                    RunStepRequest(Stage, key=second, user_message=second),
+                ])
+        order = list(cast(TimingFlow, self.flow).finish_order)
+        self.save_state({"mode": mode, "orders": {mode: order}})
+        waited = order.index("A2") > order.index("B1")
+        verdict = ("A2 waited for B1 at the barrier" if waited
+                   else "A2 finished before B1: A did not wait for B")
+        return f"{mode.capitalize()}: stages finished in the order {', '.join(order)}; {verdict}."
+
+
+class TimingFlow(DemoFlow):
+    """The seed's A/B example: per-worker sequences versus one barrier per stage."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.finish_order: list[str] = []
+        """Stage keys in the order they finished, this turn."""
+
+    def define_steps(self) -> list[Step]:
+        return [Stopwatch(self), Worker(self), Stage(self)]
+
+
+def timing_model(unit: float) -> ScriptedModel:
+    """The scripted model of :class:`TimingFlow`: each stage takes its seed duration."""
+    return ScriptedModel([
+        Rule(step="Stage", last=rf"^{key}$", latency=units * unit, text=f"{key} done")
+        for key, units in STAGE_UNITS.items()
+    ])
+
+
+def timing_flow(latency: float = DEFAULT_LATENCY) -> tuple[type[TimingFlow], ScriptedModel]:
+    """:class:`TimingFlow` at time unit ``latency``, with its model."""
+    return _scaled(TimingFlow, latency), timing_model(latency)
+
+
+def demo_flows(latency: float = DEFAULT_LATENCY) -> list[tuple[type[Flow], ScriptedModel | None]]:
+    """Every demo flow with its scripted model: the hotel flow, then the parallel demos."""
+    return [
+        (HotelFlow, hotel_model(latency=latency)),
+        research_flow(latency),
+        conflict_flow(latency),
+        atomic_flow(latency),
+        cancel_flow(latency),
+        timing_flow(latency),
+    ]
