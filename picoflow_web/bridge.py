@@ -13,6 +13,7 @@ magnitude slower.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from typing import Any
 
@@ -71,10 +72,8 @@ class RunRecorder:
     async def _pump(self) -> None:
         layer = get_channel_layer()
         while True:
-            try:
+            with contextlib.suppress(TimeoutError):  # a timeout just means "flush now"
                 await asyncio.wait_for(self._wake.wait(), self.batch_seconds)
-            except TimeoutError:
-                pass
             self._wake.clear()
             batch, self._buffer = self._buffer, []
             if batch:

@@ -79,9 +79,9 @@ class EventRecord(models.Model):
 
     class Meta:
         ordering = ("run", "seq")
-        constraints = [
+        constraints = (
             models.UniqueConstraint(fields=("run", "seq"), name="event_seq_unique_per_run"),
-        ]
+        )
 
     def __str__(self) -> str:
         return f"{self.run_id}#{self.seq} {self.type}"

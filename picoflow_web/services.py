@@ -25,8 +25,9 @@ class InputError(ValueError):
 
 
 def _check(flow: str, message: str | None, session_id: str | None) -> None:
-    if not isinstance(flow, str) or flow not in get_engine().get_flow_names():
-        raise InputError(f"Unknown flow {flow!r}; known: {', '.join(get_engine().get_flow_names())}.")
+    known = get_engine().get_flow_names()
+    if not isinstance(flow, str) or flow not in known:
+        raise InputError(f"Unknown flow {flow!r}; known: {', '.join(known)}.")
     if message is not None and not isinstance(message, str):
         raise InputError("message must be a string.")
     if message is not None and len(message) > MAX_MESSAGE_CHARS:

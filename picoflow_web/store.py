@@ -17,7 +17,7 @@ from runtime.messages import now_iso
 class DjangoSessionStore:
     """Session documents as rows of :class:`~picoflow_web.models.StoredSession`."""
 
-    async def load(self, session_id: str) -> SessionDocument | None:  # noqa: D102
+    async def load(self, session_id: str) -> SessionDocument | None:
         row = await StoredSession.objects.filter(id=session_id).values("doc").afirst()
         if row is None:
             return None
@@ -26,7 +26,7 @@ class DjangoSessionStore:
         except ValueError as exc:
             raise SessionStoreError(f"Session '{session_id}' is unreadable: {exc}") from exc
 
-    async def create(self, doc: SessionDocument) -> SessionDocument:  # noqa: D102
+    async def create(self, doc: SessionDocument) -> SessionDocument:
         stored = doc.model_copy(deep=True, update={"revision": 0, "save_on": now_iso()})
         try:
             await StoredSession.objects.acreate(
@@ -37,7 +37,7 @@ class DjangoSessionStore:
             raise SessionConflictError(stored.id) from None
         return stored
 
-    async def save(self, doc: SessionDocument, expected_revision: int) -> int:  # noqa: D102
+    async def save(self, doc: SessionDocument, expected_revision: int) -> int:
         stored = doc.model_copy(
             deep=True, update={"revision": expected_revision + 1, "save_on": now_iso()}
         )
@@ -49,7 +49,7 @@ class DjangoSessionStore:
             raise SessionConflictError(doc.id)
         return stored.revision
 
-    async def delete(  # noqa: D102
+    async def delete(
         self, session_id: str, expected_revision: int | None = None
     ) -> bool:
         rows = StoredSession.objects.filter(id=session_id)
@@ -61,5 +61,5 @@ class DjangoSessionStore:
         deleted, _ = await rows.adelete()
         return bool(deleted)
 
-    async def close(self) -> None:  # noqa: D102
+    async def close(self) -> None:
         return None

@@ -15,11 +15,11 @@ class Command(BaseCommand):
 
     help = "Create an API token for a user and print it (shown once)."
 
-    def add_arguments(self, parser: Any) -> None:  # noqa: D102
+    def add_arguments(self, parser: Any) -> None:
         parser.add_argument("username")
         parser.add_argument("name", nargs="?", default="api")
 
-    def handle(self, *args: Any, **options: Any) -> None:  # noqa: D102
+    def handle(self, *args: Any, **options: Any) -> None:
         user = get_user_model().objects.filter(username=options["username"]).first()
         if user is None:
             raise CommandError(f"No user {options['username']!r}.")

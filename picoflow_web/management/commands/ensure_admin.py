@@ -15,10 +15,10 @@ class Command(BaseCommand):
 
     help = "Create the first user if there is none, and print how to log in."
 
-    def add_arguments(self, parser: Any) -> None:  # noqa: D102
+    def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--username", default="admin")
 
-    def handle(self, *args: Any, **options: Any) -> None:  # noqa: D102
+    def handle(self, *args: Any, **options: Any) -> None:
         users = get_user_model()
         secret_file = settings.DATA_DIR / "admin_password"
         username = options["username"]
