@@ -195,10 +195,10 @@ async def run_steps(
     ]
     if flow.observed:
         flow.emit(ev.BarrierForked, path=caller_path, barrier=barrier_id, caller_step=caller.name,
-                  requests=[ev.BranchRequest(index=i, path=scopes[i].path_str, step=step.name,
-                                             key=key, params=safe_value(_thaw(params)),
-                                             user_message=message)
-                            for i, (step, key, params, message) in enumerate(plan)],
+                  requests=[ev.build(ev.BranchRequest, {
+                      "index": i, "path": scopes[i].path_str, "step": step.name, "key": key,
+                      "params": safe_value(_thaw(params)), "user_message": message})
+                      for i, (step, key, params, message) in enumerate(plan)],
                   policy=failure_policy, checkpoint=checkpoint, max_concurrency=max_concurrency,
                   branch_timeout=branch_timeout, token_budget=token_budget,
                   base=caller_path if parent else "canonical")

@@ -20,8 +20,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO, Any, Protocol, runtime_checkable
 
-from .events import EVENT_ADAPTER, Event, SinkOverflowed, _Event, parse_event
-from .messages import now_iso
+from .events import EVENT_ADAPTER, Event, SinkOverflowed, _Event, build, parse_event
 
 
 @runtime_checkable
@@ -50,6 +49,7 @@ class EventBus:
         self.sinks = list(sinks)
         self.seq = 0
         self._start = time.monotonic()
+        self._wall = time.time()  # wall time of _start: one clock read per event after
 
     def emit(self, cls: type[_Event], path: str = "", **fields: Any) -> Event | None:
         """Stamp and deliver one event; returns it (None when nothing listens).
@@ -58,12 +58,13 @@ class EventBus:
         """
         if not self.sinks:
             return None
-        event = cls.model_construct(
-            run_id=self.run_id, session_id=self.session_id, seq=self.seq, time=now_iso(),
-            offset=round(time.monotonic() - self._start, 6), path=path, **fields,
-        )
+        now = time.monotonic()
+        fields.update(run_id=self.run_id, session_id=self.session_id, seq=self.seq,
+                      time=round(self._wall + (now - self._start), 6),
+                      offset=round(now - self._start, 6), path=path)
+        event = build(cls, fields)
         self.seq += 1
-        for sink in list(self.sinks):
+        for sink in self.sinks if len(self.sinks) == 1 else list(self.sinks):
             try:
                 dropped = sink.handle(event)  # type: ignore[arg-type]
             except Exception as exc:  # a broken sink must not break the flow

@@ -48,12 +48,19 @@ class Channel:
         """The accumulator a join starts from: the caller-visible value, else empty."""
         return json_copy(value) if present else self.empty()
 
-    def reduce(self, initial: Any, contributions: list[tuple[ContributionMeta, Any]]) -> Any:
-        """Fold contributions (already in request-path order) into ``initial``."""
+    def reduce(
+        self, initial: Any, contributions: list[tuple[ContributionMeta, Any]], *,
+        check: bool = True,
+    ) -> Any:
+        """Fold contributions (already in request-path order) into ``initial``.
+
+        ``check`` validates (and detaches) the result as plain JSON, as a join must; a
+        branch's own reads skip it.
+        """
         acc = initial
         for meta, value in contributions:
             acc = self.reducer(acc, value, meta)
-        return json_copy(acc, f"Result of the '{self.kind}' reducer")
+        return json_copy(acc, f"Result of the '{self.kind}' reducer") if check else acc
 
 
 def _replace(acc: Any, value: Any, meta: ContributionMeta) -> Any:

@@ -6,7 +6,7 @@ browser reads them through the JSON Schema generated from this module
 (``static/picoflow_web/schema/events.schema.json``).
 
 Every event carries the envelope: ``v`` (schema version), ``run_id``, ``session_id``,
-``seq`` (per-run, gap-free, from 0), ``time`` (wall clock, ISO-8601), ``offset`` (seconds
+``seq`` (per-run, gap-free, from 0), ``time`` (wall clock, Unix seconds), ``offset`` (seconds
 on a monotonic clock since the run started) and ``path`` (the invocation path it belongs
 to; ``""`` at top level). Start events are emitted before anything inside them, so a live
 tree never has orphans. Values are JSON; a very large value is replaced by a
@@ -53,9 +53,11 @@ Event types, ``<subject>.<past verb>``:
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+_E = TypeVar("_E", bound=BaseModel)
 
 SCHEMA_VERSION = 1
 MAX_VALUE_CHARS = 64_000
@@ -84,12 +86,48 @@ def safe_value(value: Any, limit: int = MAX_VALUE_CHARS) -> Any:
     elif kind is int or kind is bool or value is None or kind is float:
         return value if kind is not float or value == value else repr(value)
     try:
-        text = json.dumps(value, allow_nan=False, default=repr)
-    except (TypeError, ValueError):
-        text = json.dumps(repr(value))
-    if len(text) <= limit:
-        return json.loads(text)
+        text = json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError):  # not plain JSON: carry a readable stand-in
+        text = json.dumps(value, allow_nan=False, default=repr) if _dumpable(value) else (
+            json.dumps(repr(value)))
+        if len(text) <= limit:
+            return json.loads(text)
+    else:
+        if len(text) <= limit:
+            return value  # already plain JSON; events are read-only
     return {"truncated": True, "size": len(text), "preview": text[:200]}
+
+
+def _dumpable(value: Any) -> bool:
+    try:
+        json.dumps(value, allow_nan=False, default=repr)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def build(cls: type[_E], fields: dict[str, Any]) -> _E:
+    """Construct an event (or nested record) without validation: the emit hot path.
+
+    ``fields`` must hold every field but ``v`` and ``type``; tests validate every event
+    type strictly, so a wrong field shows there.
+    """
+    event = cls.__new__(cls)
+    defaults = _DEFAULTS.get(cls)
+    if defaults is None:  # field order matters: it is the serialised order
+        defaults = _DEFAULTS[cls] = {
+            name: None if info.is_required() else info.default
+            for name, info in cls.model_fields.items()
+        }
+    values = {name: fields.get(name, default) for name, default in defaults.items()}
+    object.__setattr__(event, "__dict__", values)
+    object.__setattr__(event, "__pydantic_fields_set__", set(values))
+    object.__setattr__(event, "__pydantic_extra__", None)
+    object.__setattr__(event, "__pydantic_private__", None)
+    return event
+
+
+_DEFAULTS: dict[type[BaseModel], dict[str, Any]] = {}
 
 
 class _Event(BaseModel):
@@ -101,8 +139,8 @@ class _Event(BaseModel):
     session_id: str
     seq: int = Field(ge=0)
     """Per-run, gap-free sequence number."""
-    time: str
-    """Wall-clock time, ISO-8601 UTC."""
+    time: float
+    """Wall-clock time, Unix seconds."""
     offset: float
     """Seconds since the run started, on a monotonic clock."""
     path: str = ""

@@ -384,9 +384,12 @@ class Flow:
         if scope is not None:
             scope.contribute(name, field, value)
             if self.observed and not scope.closed:
+                try:
+                    result = safe_value(scope.state_of(name).get(field))
+                except Exception as exc:  # observing must not change the outcome: the join
+                    result = {"reducer_failed": str(exc)}  # reports the reducer's failure
                 self.emit(ev.StateContributed, step=name, field=field, value=safe_value(value),
-                          order=scope._seq, draft=True,
-                          result=safe_value(scope.state_of(name).get(field)))
+                          order=scope._seq, draft=True, result=result)
             return
         if field not in channels:
             raise FlowDefinitionError(

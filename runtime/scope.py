@@ -113,6 +113,9 @@ class Scope:
     violations: list[PicoFlowError] = field(default_factory=list)
     memory: dict[str, list[Message]] = field(default_factory=dict)
     direct: DirectResult | None = None
+    overridden: list[Contribution] = field(default_factory=list)
+    """Own contributions a later replacement of their field hides from this view; the
+    join still sees them (a replacement plus a contribution is a conflict)."""
     barriers: int = 0
     """Barriers this branch has opened (the next one's ordinal)."""
     closed: bool = False
@@ -138,7 +141,8 @@ class Scope:
             channel = self.channels_of(step)[name]
             ordered = sorted(items, key=lambda c: c.order)
             out[name] = channel.reduce(
-                channel.initial(name in out, out.get(name)), [(c.meta, c.value) for c in ordered]
+                channel.initial(name in out, out.get(name)), [(c.meta, c.value) for c in ordered],
+                check=False,
             )
         out.update(private or {})
         return out
@@ -148,10 +152,9 @@ class Scope:
             self.memory[namespace] = list(self.base.memory_of(namespace))
         return self.memory[namespace]
 
-    @property
-    def path_str(self) -> str:
-        """The invocation path as text."""
-        return format_path(self.path)
+    def __post_init__(self) -> None:
+        self.path_str = format_path(self.path)
+        """The invocation path as text (computed once: every event of the branch uses it)."""
 
     # -- writing -------------------------------------------------------------------------
 
@@ -180,8 +183,16 @@ class Scope:
                 self.private.setdefault(step, {})[name] = value
             else:
                 fields[name] = Write(step, name, value, False, self.path, self.key, base.get(name))
+                self._override(step, name)
         for name in removals:
             fields[name] = Write(step, name, None, True, self.path, self.key, base.get(name))
+            self._override(step, name)
+
+    def _override(self, step: str, name: str) -> None:
+        # The view follows call order: a replacement hides earlier contributions.
+        earlier = self.contributions.get(step, {}).pop(name, None)
+        if earlier:
+            self.overridden.extend(earlier)
 
     def contribute(self, step: str, name: str, value: Any) -> None:
         """Record a contribution to a declared channel of the branch's own step."""
@@ -209,6 +220,7 @@ class Scope:
         """Take a nested join's publication into this (the caller's) scope."""
         for write in writes:
             self.writes.setdefault(write.step, {})[write.field] = write
+            self._override(write.step, write.field)
         for item in contributions:
             self.contributions.setdefault(item.step, {}).setdefault(item.field, []).append(item)
 
@@ -217,9 +229,9 @@ class Scope:
         return [w for fields in self.writes.values() for w in fields.values()]
 
     def all_contributions(self) -> list[Contribution]:
-        """Every contribution, own and bubbled up."""
-        return [c for fields in self.contributions.values() for items in fields.values()
-                for c in items]
+        """Every contribution, own and bubbled up (hidden ones too)."""
+        return [*self.overridden, *(c for fields in self.contributions.values()
+                                    for items in fields.values() for c in items)]
 
 
 @dataclass(frozen=True, eq=False)
