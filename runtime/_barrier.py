@@ -223,10 +223,10 @@ async def run_steps(
                       cancelled=isinstance(outcome.error, BranchCancelledError),
                       started=started)
 
-    def settle(index: int, error: BaseException) -> None:
+    def settle(index: int, error: BaseException, started: bool = True) -> None:
         step, key, _, _ = plan[index]
         outcomes[index] = BranchResult(index, key, step.name, scopes[index].path, "rejected",
-                                       error=error)
+                                       error=error, started=started)
 
     def exhaust() -> None:
         usage.exhausted = True
@@ -313,7 +313,7 @@ async def run_steps(
                         settle(rest, BranchBudgetError(
                             f"The barrier's token budget of {token_budget} ran out before "
                             "this branch started.") if usage.exhausted else BranchCancelledError(
-                            f"Cancelled before it started: {token.reason}."))
+                            f"Cancelled before it started: {token.reason}."), started=False)
                         report(rest, started=False)
                     break
                 tg.start_soon(branch, index, limiter)

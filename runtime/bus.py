@@ -64,16 +64,18 @@ class EventBus:
                       offset=round(now - self._start, 6), path=path)
         event = build(cls, fields)
         self.seq += 1
+        reports: list[tuple[str, int, int]] = []
         for sink in self.sinks if len(self.sinks) == 1 else list(self.sinks):
             try:
                 dropped = sink.handle(event)  # type: ignore[arg-type]
             except Exception as exc:  # a broken sink must not break the flow
                 self.sinks.remove(sink)
-                self._report(f"{sink.name} ({exc!r})", event.seq, event.seq, 1)
+                reports.append((f"{sink.name} ({exc!r})", event.seq, event.seq))
                 continue
             if dropped:
-                first, last = dropped
-                self._report(sink.name, first, last, last - first + 1)
+                reports.append((sink.name, *dropped))
+        for name, first, last in reports:  # after every sink has this event, in seq order
+            self._report(name, first, last, last - first + 1)
         return event  # type: ignore[return-value]
 
     def _report(self, name: str, first: int, last: int, dropped: int) -> None:

@@ -8,6 +8,7 @@ errors inside the flow it first marks the session aborted and saves it.
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -139,7 +140,9 @@ class FlowEngine:
         new session with a generated id.
         """
         session_id = session_id or None
-        bus = EventBus([*self.sinks, *sinks], run_id=run_id, session_id=session_id or "")
+        # A new session's id is chosen now, so every event of the turn carries it.
+        bus = EventBus([*self.sinks, *sinks], run_id=run_id,
+                       session_id=session_id or str(uuid.uuid4()))
         if session_id is None:
             return await self._run_unlocked(flow_name, user_message, None, config, bus)
         async with self._session_lock(session_id):
@@ -225,8 +228,9 @@ class FlowEngine:
                 await flow.require_current_step().on_restore()
                 flow.emit_loaded(new_session=False)
                 return
-        # New session: keep a caller-chosen id unless a finished session already holds it.
-        doc = flow.new_document(session_id if stored is None else None)
+        # New session: keep the chosen id unless a finished session already holds it.
+        fresh = flow.bus.session_id if flow.bus is not None and session_id is None else None
+        doc = flow.new_document((session_id or fresh) if stored is None else None)
         created = await self.store.create(doc)
         doc.revision = created.revision
         flow.emit(ev.SessionSaved, path="", revision=created.revision, reason="created")
@@ -246,7 +250,6 @@ class FlowEngine:
             return _failure(exc, "")
         message = str(exc)
         doc.run_status = "aborted"
-        flow.emit(ev.TurnFailed, path="", error=error_info(exc))
         doc.error.append(LogEntry.model_validate(
             {"level": "error", "message": message, "error_type": type(exc).__name__}
         ))
@@ -254,6 +257,7 @@ class FlowEngine:
             await flow.checkpoint_session("aborted")
         except Exception as save_exc:  # the original failure stays the headline
             message = f"{message}; failed to persist aborted session: {save_exc}"
+        flow.emit(ev.TurnFailed, path="", error=error_info(exc))  # always the last event
         return _failure(exc, doc.id, message)
 
     def _session_lock(self, session_id: str) -> _SessionLock:

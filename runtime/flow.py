@@ -645,7 +645,8 @@ class Flow:
         doc = self._doc()
         self.emit(ev.SessionLoaded, path="", new_session=new_session, revision=doc.revision,
                   current_step=doc.flow.current_step,
-                  steps={k: safe_value(v) for k, v in self._states.items()},
+                  steps={step: {name: safe_value(value) for name, value in fields.items()}
+                         for step, fields in self._states.items()},
                   context=safe_value(self._context), tokens=doc.tokens.model_dump())
 
     def sync_document(self) -> SessionDocument:

@@ -138,6 +138,8 @@ class BranchResult:
     status: BranchStatus
     output: Any = None
     error: BaseException | None = None
+    started: bool = True
+    """False for a branch that was cancelled (or over budget) before it started."""
 
     @property
     def path_str(self) -> str:

@@ -1,0 +1,170 @@
+"""Event emission cost: per-branch cost of one run_steps() barrier with and without sinks.
+
+Reuses the fan-out of ``bench/fanout.py`` (``FanFlow``: ``Fan`` forks N ``Adder`` branches,
+each contributing one item to an append channel) and measures, in the same run and
+interleaved rep by rep, the barrier's wall time with:
+
+  * no sinks (the bus builds no events at all);
+  * a ``MemorySink`` (events are built and kept in a list);
+  * a ``JsonlSink`` writing to a temporary file (events are also serialised).
+
+Prints µs per branch (median of ``--reps`` runs after two warm-up rounds) and each sink's
+overhead over the no-sink cost; the target is a MemorySink overhead of at most 30%. When
+it is above (or with ``--profile``), profiles one MemorySink run with cProfile and prints
+the top functions by own time, per branch.
+
+    .venv/bin/python bench/events.py [--n 1000] [--reps 15] [--profile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import statistics
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
+
+from fanout import TIMINGS, FanFlow  # noqa: E402
+
+from runtime import FlowEngine  # noqa: E402
+from runtime.bus import EventSink, JsonlSink, MemorySink  # noqa: E402
+
+TARGET = 0.30
+"""Allowed MemorySink overhead over the no-sink per-branch cost."""
+
+Variant = Callable[[int, Path], float]
+
+
+async def fanout_with(n: int, sinks: list[EventSink]) -> float:
+    """Seconds spent in one barrier of ``n`` Adder branches with ``sinks`` attached."""
+    TIMINGS.clear()
+    engine = FlowEngine(flows=[FanFlow], sinks=sinks)
+    reply = await engine.run("FanFlow", "go", config={"n": n, "kind": "add"})
+    assert reply.success, reply.message
+    return TIMINGS[0]
+
+
+def no_sink(n: int, tmp: Path) -> float:
+    return anyio.run(fanout_with, n, [])
+
+
+def memory_sink(n: int, tmp: Path) -> float:
+    sink = MemorySink()
+    elapsed = anyio.run(fanout_with, n, [sink])
+    assert sink.events, "the memory sink saw no events"
+    return elapsed
+
+
+def jsonl_sink(n: int, tmp: Path) -> float:
+    path = tmp / "events.jsonl"
+    path.unlink(missing_ok=True)
+    sink = JsonlSink(path)
+    try:
+        return anyio.run(fanout_with, n, [sink])
+    finally:
+        sink.close()
+
+
+VARIANTS: dict[str, Variant] = {"no sink": no_sink, "MemorySink": memory_sink,
+                                "JsonlSink": jsonl_sink}
+
+
+def measure(n: int, reps: int, tmp: Path) -> dict[str, float]:
+    """Median seconds per variant; rounds interleave the variants so drift hits all alike."""
+    samples: dict[str, list[float]] = {name: [] for name in VARIANTS}
+    for round_ in range(reps + 2):
+        for name, variant in VARIANTS.items():
+            elapsed = variant(n, tmp)
+            if round_ >= 2:  # two warm-up rounds
+                samples[name].append(elapsed)
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def events_per_branch(n: int) -> tuple[float, int]:
+    """Events from ``barrier.forked`` to ``join.published`` per branch, and in the turn."""
+    sink = MemorySink()
+    anyio.run(fanout_with, n, [sink])
+    types = [e.type for e in sink.events]
+    inside = types.index("join.published") - types.index("barrier.forked") + 1
+    return inside / n, len(types)
+
+
+def own_times(n: int, sinks: list[EventSink]) -> dict[str, tuple[float, int]]:
+    """cProfile one barrier: own seconds and calls per function."""
+    profiler = cProfile.Profile()
+    profiler.enable()
+    anyio.run(fanout_with, n, sinks)
+    profiler.disable()
+    stats = pstats.Stats(profiler)
+    out: dict[str, tuple[float, int]] = {}
+    raw: dict[Any, Any] = stats.stats  # type: ignore[attr-defined]
+    for (file, line, name), (_, calls, own, _, _) in raw.items():
+        where = f"{Path(file).parent.name}/{Path(file).name}:{line}({name})" if line else name
+        seconds, count = out.get(where, (0.0, 0))
+        out[where] = (seconds + own, count + calls)
+    return out
+
+
+def profile(n: int, top: int = 20) -> None:
+    """Profile a no-sink and a MemorySink barrier; print the functions whose own time
+    grows most with the sink, per branch (profiler overhead inflates every figure)."""
+    own_times(n, [])  # warm-up
+    bare = own_times(n, [])
+    observed = own_times(n, [MemorySink()])
+    total_bare = sum(seconds for seconds, _ in bare.values())
+    total_observed = sum(seconds for seconds, _ in observed.values())
+    rows = sorted(
+        ((seconds - bare.get(where, (0.0, 0))[0], calls - bare.get(where, (0.0, 0))[1], where)
+         for where, (seconds, calls) in observed.items()),
+        reverse=True,
+    )
+    print(f"\ncProfile, N={n}: profiled own time per branch {total_bare / n * 1e6:.1f} µs "
+          f"without sinks, {total_observed / n * 1e6:.1f} µs with a MemorySink")
+    print("functions whose own time grows most with the sink (per branch):")
+    print(f"  {'+own µs':>8}  {'+calls':>6}  function")
+    for extra, calls, where in rows[:top]:
+        print(f"  {extra / n * 1e6:8.2f}  {calls / n:6.2f}  {where}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--n", type=int, default=1000)
+    parser.add_argument("--reps", type=int, default=15)
+    parser.add_argument("--profile", action="store_true", help="profile even under target")
+    args = parser.parse_args()
+    n, reps = args.n, max(args.reps, 9)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        medians = measure(n, reps, Path(tmp))
+    per_branch, total = events_per_branch(n)
+
+    def per(seconds: float) -> float:
+        return seconds / n * 1e6
+
+    base = medians["no sink"]
+    print(f"event emission: run_steps() over N={n} Adder branches (append channel), "
+          f"median of {reps} runs after 2 warm-ups (µs per branch)")
+    for name, seconds in medians.items():
+        extra = "" if name == "no sink" else (
+            f"   +{per(seconds - base):6.1f} µs  overhead {seconds / base - 1:6.1%}")
+        print(f"  {name:<12} {per(seconds):8.1f}{extra}")
+    print(f"events per branch inside the barrier: {per_branch:.2f} ({total} in the turn)")
+    overhead = medians["MemorySink"] / base - 1
+    verdict = "ok" if overhead <= TARGET else "ABOVE TARGET"
+    print(f"MemorySink overhead {overhead:.1%} (target <= {TARGET:.0%}): {verdict}")
+    print(f"JsonlSink overhead  {medians['JsonlSink'] / base - 1:.1%}")
+    if args.profile or overhead > TARGET:
+        profile(n)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,72 @@
+// @ts-check
+/**
+ * The dashboard's JSON API and websocket URLs, for the page modules. Same origin,
+ * session cookie; unsafe methods send Django's CSRF token in `X-CSRFToken`.
+ * Errors have one shape, `{type: "error", message, code}`: `ApiError` carries it.
+ */
+
+export class ApiError extends Error {
+  /** @param {string} message @param {number} status @param {string} code */
+  constructor(message, status, code) {
+    super(message);
+    this.status = status;
+    this.code = code;
+  }
+}
+
+/** Django's CSRF token, from its cookie (or a hidden input rendered by `{% csrf_token %}`). */
+export function csrfToken() {
+  const match = document.cookie.match(/(?:^|;\s*)csrftoken=([^;]+)/);
+  if (match) return decodeURIComponent(match[1]);
+  const input = /** @type {HTMLInputElement | null} */ (document.querySelector("input[name=csrfmiddlewaretoken]"));
+  return input ? input.value : "";
+}
+
+/**
+ * Fetch JSON; non-2xx answers throw an ApiError with the server's message.
+ * @param {string} url @param {{method?: string, body?: any, signal?: AbortSignal}} [options]
+ */
+export async function requestJson(url, options = {}) {
+  const method = options.method || "GET";
+  /** @type {Record<string, string>} */
+  const headers = { Accept: "application/json" };
+  /** @type {RequestInit} */
+  const init = { method, headers, credentials: "same-origin", signal: options.signal };
+  if (options.body !== undefined) {
+    headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(options.body);
+  }
+  if (method !== "GET" && method !== "HEAD") headers["X-CSRFToken"] = csrfToken();
+  const response = await fetch(url, init);
+  let data = null;
+  try {
+    data = await response.json();
+  } catch {
+    data = null;
+  }
+  if (!response.ok) {
+    const message = data && typeof data.message === "string" ? data.message : `${response.status} ${response.statusText}`;
+    throw new ApiError(message, response.status, (data && data.code) || "http_error");
+  }
+  return data;
+}
+
+/**
+ * A websocket URL on this origin.
+ * @param {string} path  e.g. "/ws/runs/abc/"
+ */
+export function wsUrl(path) {
+  const scheme = location.protocol === "https:" ? "wss:" : "ws:";
+  return `${scheme}//${location.host}${path}`;
+}
+
+/** @param {string} runId */
+export const runPageUrl = (runId) => `/runs/${encodeURIComponent(runId)}/`;
+/** @param {string} sessionId */
+export const sessionPageUrl = (sessionId) => `/sessions/${encodeURIComponent(sessionId)}/`;
+/** @param {string} runId @param {number} after @param {number} [limit] */
+export const eventsUrl = (runId, after, limit = 5000) => `/api/runs/${encodeURIComponent(runId)}/events?after=${after}&limit=${limit}`;
+/** @param {string} runId */
+export const runApiUrl = (runId) => `/api/runs/${encodeURIComponent(runId)}`;
+/** @param {string} runId @param {number} after */
+export const runSocketUrl = (runId, after) => wsUrl(`/ws/runs/${encodeURIComponent(runId)}/?after=${after}`);

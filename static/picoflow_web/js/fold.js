@@ -1,0 +1,709 @@
+// @ts-check
+/**
+ * The browser fold: a run's events -> its run model, and any invocation's view at any
+ * moment. Pure (no DOM): node imports it for the tests.
+ *
+ * Same rules as `runtime/fold.py`; both are checked against the committed golden traces
+ * (`tests/golden/<name>.jsonl` folded by Python into `<name>.fold.json`), so they cannot
+ * drift:
+ *
+ * - Canonical state starts from `session.loaded` and changes by non-draft
+ *   `state.replaced` / `state.removed` / `state.contributed`, by `join.published` with
+ *   target `canonical`, and back by `checkpoint.failed` (that join is rolled back).
+ * - A branch's view at sequence number N is its barrier's fork-time base (the canonical
+ *   state as of `barrier.forked`, or the calling branch's own view as of then) overlaid
+ *   with its own drafts up to N (a contribution's event carries the resulting value) and
+ *   the publications its inner joins made into its scope up to N. Siblings' drafts up to
+ *   N are listed as invisible to it.
+ *
+ * Beyond the Python fold, the model keeps what the page draws: per-invocation model and
+ * tool calls, event seqs, timing, cancellation, per-barrier status counts.
+ *
+ * State objects are copy-on-write at the step level (`setField` replaces a step's object,
+ * never edits it), so a shallow copy of the outer object is a snapshot. Event values are
+ * shared, never mutated.
+ */
+
+/** @typedef {Record<string, Record<string, any>>} State */
+/**
+ * @typedef {{seq: number, step: string, field: string, value: any, deleted: boolean,
+ *   kind: "draft" | "join", barrier: string | null}} Change
+ */
+/**
+ * @typedef {{call: number, attempt: number, step: string, seq: number, offset: number, model: any,
+ *   messages: any[], tools: string[], finished: any, failed: any}} ModelCall
+ */
+/**
+ * @typedef {{callId: string, name: string, step: string, args: any, seq: number,
+ *   finished: any}} ToolCall
+ */
+/**
+ * @typedef {object} Invocation
+ * @property {string} path
+ * @property {string} step
+ * @property {string} key
+ * @property {number} index
+ * @property {string | null} barrier
+ * @property {number} depth
+ * @property {string} status  queued, running, fulfilled or rejected
+ * @property {boolean} cancelled
+ * @property {any} output
+ * @property {any} error
+ * @property {number | null} started
+ * @property {number | null} finished
+ * @property {number | null} startedSeq
+ * @property {number | null} finishedSeq
+ * @property {string[]} barriers  barriers this invocation opened, in order
+ * @property {Change[]} changes  own drafts and received publications
+ * @property {Change[]} drafts  own drafts only (what siblings cannot see)
+ * @property {number} tokens
+ * @property {any} params
+ * @property {string | null} userMessage
+ * @property {number[]} seqs  seq of every event on this path
+ * @property {ModelCall[]} models
+ * @property {ToolCall[]} tools
+ * @property {any} directResult
+ * @property {boolean} hasDirectResult
+ * @property {boolean} cancelTold  a cancel.propagated named it while running
+ * @property {boolean} lostRights  a cancel.grace_expired closed it
+ */
+/**
+ * @typedef {object} Barrier
+ * @property {string} id
+ * @property {string} caller
+ * @property {string} callerStep
+ * @property {string} policy
+ * @property {string} checkpoint
+ * @property {string} base
+ * @property {number} forkedSeq
+ * @property {number} forkedAt
+ * @property {number | null} maxConcurrency
+ * @property {number | null} branchTimeout
+ * @property {number | null} tokenBudget
+ * @property {string[]} branches  branch paths in request order
+ * @property {State | null} baseState  canonical state at the fork (root barriers)
+ * @property {string} outcome  open, published or invalidated
+ * @property {string | null} target  canonical or caller-scope, once published
+ * @property {any[]} published
+ * @property {any[]} discarded
+ * @property {any[]} reductions
+ * @property {any} error
+ * @property {any[]} provenance
+ * @property {number | null} checkpointRevision
+ * @property {boolean} checkpointFailed
+ * @property {string | null} cancelReason
+ * @property {any} cancel  {seq, running, queued, closed} once cancelled
+ * @property {number | null} joinedAt
+ * @property {number | null} joinedSeq
+ * @property {Map<string, [boolean, any]>} undo
+ * @property {Record<string, number>} counts  branches by status
+ */
+
+export const STATUSES = ["queued", "running", "fulfilled", "rejected"];
+
+/** A fresh, empty run model. */
+export function createRun() {
+  return {
+    runId: "",
+    sessionId: "",
+    flow: "",
+    message: /** @type {string | null} */ (null),
+    status: "running",
+    reply: /** @type {any} */ (null),
+    error: /** @type {any} */ (null),
+    cursor: /** @type {string | null} */ (null),
+    /** @type {State} */
+    state: {},
+    /** @type {Record<string, number>} */
+    tokens: {},
+    /** @type {Map<string, Invocation>} */
+    invocations: new Map([["", newInvocation("", "", "", -1, null, "running")]]),
+    /** @type {Map<string, Barrier>} */
+    barriers: new Map(),
+    /** @type {string[]} ids of barriers whose join was invalidated */
+    conflicts: [],
+    lastSeq: -1,
+    /** @type {any[]} the applied events, in order */
+    events: [],
+    startedAt: /** @type {string | number | null} */ (null),
+    endOffset: 0,
+    /** @type {{step: string, how: string, level: number, path: string, seq: number}[]} */
+    trail: [],
+    /** @type {{seq: number, message: string}[]} events the fold could not place */
+    anomalies: [],
+    /** @type {{seq: number, sink: string, first: number, last: number}[]} */
+    overflows: [],
+    branchCount: 0,
+    /** bumped by every applied event (renderers compare it) */
+    version: 0,
+  };
+}
+
+/** @typedef {ReturnType<typeof createRun>} Run */
+
+/**
+ * @param {string} path @param {string} step @param {string} key @param {number} index
+ * @param {string | null} barrier @param {string} status
+ * @returns {Invocation}
+ */
+function newInvocation(path, step, key, index, barrier, status = "queued") {
+  return {
+    path, step, key, index, barrier,
+    depth: pathDepth(path),
+    status, cancelled: false, output: null, error: null,
+    started: null, finished: null, startedSeq: null, finishedSeq: null,
+    barriers: [], changes: [], drafts: [], tokens: 0,
+    params: null, userMessage: null, seqs: [], models: [], tools: [],
+    directResult: null, hasDirectResult: false, cancelTold: false, lostRights: false,
+  };
+}
+
+/** @param {string} path  "" is 0, "3" is 1, "3.1" is 2 */
+function pathDepth(path) {
+  if (path === "") return 0;
+  let depth = 1;
+  for (let i = path.indexOf("."); i >= 0; i = path.indexOf(".", i + 1)) depth += 1;
+  return depth;
+}
+
+/**
+ * Fold one run's events (in seq order) up to and including `upto`.
+ * @param {Iterable<any>} events @param {number | null} [upto]
+ */
+export function fold(events, upto = null) {
+  const run = createRun();
+  for (const event of events) {
+    if (upto !== null && upto !== undefined && event.seq > upto) break;
+    applyEvent(run, event);
+  }
+  return run;
+}
+
+/**
+ * Apply a batch of events; returns how many were new.
+ * @param {Run} run @param {any[]} events
+ */
+export function applyEvents(run, events) {
+  let applied = 0;
+  for (const event of events) if (applyEvent(run, event)) applied += 1;
+  return applied;
+}
+
+/**
+ * @param {State} state @param {string} step @param {string} name @param {any} value
+ * @param {boolean} deleted
+ */
+function setField(state, step, name, value, deleted) {
+  const fields = { ...(state[step] || {}) };
+  if (deleted) delete fields[name];
+  else fields[name] = value;
+  state[step] = fields;
+}
+
+/** @param {State} state @returns {State} */
+function snapshot(state) {
+  return { ...state };
+}
+
+/**
+ * Apply one event (incrementally: live batches never refold). Events at or below the
+ * last applied seq are ignored (a resumed stream may repeat); returns whether it applied.
+ * @param {Run} run @param {any} event
+ */
+export function applyEvent(run, event) {
+  if (!event || typeof event.seq !== "number" || event.seq <= run.lastSeq) return false;
+  if (event.seq !== run.lastSeq + 1 && run.lastSeq >= 0) {
+    run.anomalies.push({ seq: event.seq, message: `events ${run.lastSeq + 1}..${event.seq - 1} missing` });
+  }
+  const path = event.path || "";
+  const inv = run.invocations.get(path);
+  if (inv) inv.seqs.push(event.seq);
+  if (typeof event.offset === "number" && event.offset > run.endOffset) run.endOffset = event.offset;
+  run.events.push(event);
+  switch (event.type) {
+    case "turn.started":
+      run.runId = event.run_id;
+      run.sessionId = event.session_id;
+      run.flow = event.flow;
+      run.message = event.message ?? null;
+      run.startedAt = event.time ?? null;
+      break;
+    case "session.loaded":
+      run.sessionId = event.session_id;
+      run.state = copyState(event.steps || {});
+      run.cursor = event.current_step ?? null;
+      run.tokens = { ...(event.tokens || {}) };
+      break;
+    case "step.entered":
+      run.trail.push({ step: event.step, how: event.how, level: event.level, path, seq: event.seq });
+      if (path === "" && inv && (event.how === "start" || event.how === "goto" || !inv.step)) {
+        inv.step = event.step;
+      }
+      break;
+    case "cursor.moved":
+      run.cursor = event.to_step;
+      break;
+    case "state.replaced":
+    case "state.removed":
+    case "state.contributed": {
+      const deleted = event.type === "state.removed";
+      const value = event.type === "state.contributed" ? event.result
+        : event.type === "state.replaced" ? event.value : null;
+      if (!event.draft) {
+        setField(run.state, event.step, event.field, value, deleted);
+      } else if (inv) {
+        /** @type {Change} */
+        const change = { seq: event.seq, step: event.step, field: event.field, value, deleted, kind: "draft", barrier: null };
+        inv.changes.push(change);
+        inv.drafts.push(change);
+      } else {
+        anomaly(run, event, `draft on unknown invocation ${path}`);
+      }
+      break;
+    }
+    case "barrier.forked": {
+      const requests = event.requests || [];
+      /** @type {Barrier} */
+      const barrier = {
+        id: event.barrier, caller: path, callerStep: event.caller_step,
+        policy: event.policy, checkpoint: event.checkpoint, base: event.base,
+        forkedSeq: event.seq, forkedAt: event.offset,
+        maxConcurrency: event.max_concurrency ?? null,
+        branchTimeout: event.branch_timeout ?? null,
+        tokenBudget: event.token_budget ?? null,
+        branches: requests.map((/** @type {any} */ r) => r.path),
+        baseState: event.base === "canonical" ? snapshot(run.state) : null,
+        outcome: "open", target: null, published: [], discarded: [], reductions: [],
+        error: null, provenance: [], checkpointRevision: null, checkpointFailed: false,
+        cancelReason: null, cancel: null, joinedAt: null, joinedSeq: null,
+        undo: new Map(),
+        counts: { queued: requests.length, running: 0, fulfilled: 0, rejected: 0 },
+      };
+      run.barriers.set(event.barrier, barrier);
+      if (inv) inv.barriers.push(event.barrier);
+      else anomaly(run, event, `fork from unknown invocation ${path}`);
+      for (const request of requests) {
+        const child = newInvocation(request.path, request.step, request.key, request.index, event.barrier);
+        child.params = request.params ?? null;
+        child.userMessage = request.user_message ?? null;
+        run.invocations.set(request.path, child);
+      }
+      run.branchCount += requests.length;
+      break;
+    }
+    case "branch.started":
+      if (inv) {
+        setStatus(run, inv, "running");
+        inv.started = event.offset;
+        inv.startedSeq = event.seq;
+      } else anomaly(run, event, `unknown branch ${path}`);
+      break;
+    case "branch.fulfilled":
+      if (inv) {
+        setStatus(run, inv, "fulfilled");
+        inv.finished = event.offset;
+        inv.finishedSeq = event.seq;
+        inv.output = event.output;
+      } else anomaly(run, event, `unknown branch ${path}`);
+      break;
+    case "branch.rejected":
+      if (inv) {
+        setStatus(run, inv, "rejected");
+        inv.finished = event.offset;
+        inv.finishedSeq = event.seq;
+        inv.error = event.error;
+        inv.cancelled = !!event.cancelled;
+      } else anomaly(run, event, `unknown branch ${path}`);
+      break;
+    case "branch.direct_result":
+      if (inv) {
+        inv.output = event.value;
+        inv.directResult = { tool: event.tool, value: event.value, seq: event.seq };
+        inv.hasDirectResult = true;
+      }
+      break;
+    case "join.reduced": {
+      const barrier = barrierOf(run, event);
+      if (barrier) {
+        barrier.reductions.push({
+          step: event.step, field: event.field, channel: event.channel,
+          inputs: event.inputs, completion_order: event.completion_order, result: event.result,
+          initial: event.initial, seq: event.seq,
+        });
+      }
+      break;
+    }
+    case "join.published": {
+      const barrier = barrierOf(run, event);
+      if (!barrier) break;
+      barrier.outcome = "published";
+      barrier.joinedAt = event.offset;
+      barrier.joinedSeq = event.seq;
+      barrier.target = event.target;
+      barrier.published = (event.fields || []).map(publishedField);
+      barrier.discarded = [...(event.discarded || [])];
+      for (const item of barrier.published) {
+        if (event.target === "canonical") {
+          const fields = run.state[item.step] || {};
+          barrier.undo.set(undoKey(item.step, item.field), [
+            Object.prototype.hasOwnProperty.call(fields, item.field), fields[item.field] ?? null]);
+          setField(run.state, item.step, item.field, item.value, item.deleted);
+        } else if (inv) {
+          inv.changes.push({
+            seq: event.seq, step: item.step, field: item.field, value: item.value,
+            deleted: item.deleted, kind: "join", barrier: barrier.id,
+          });
+        }
+      }
+      break;
+    }
+    case "join.invalidated": {
+      const barrier = barrierOf(run, event);
+      if (!barrier) break;
+      barrier.outcome = "invalidated";
+      barrier.joinedAt = event.offset;
+      barrier.joinedSeq = event.seq;
+      barrier.error = event.error;
+      barrier.provenance = [...(event.provenance || [])];
+      run.conflicts.push(event.barrier);
+      break;
+    }
+    case "checkpoint.saved": {
+      const barrier = barrierOf(run, event);
+      if (barrier) barrier.checkpointRevision = event.revision;
+      break;
+    }
+    case "checkpoint.failed": {
+      const barrier = barrierOf(run, event);
+      if (!barrier) break;
+      for (const [key, [present, value]] of barrier.undo) {
+        const [step, name] = splitUndoKey(key);
+        setField(run.state, step, name, value, !present);
+      }
+      barrier.outcome = "invalidated";
+      barrier.error = event.error;
+      barrier.checkpointFailed = true;
+      run.conflicts.push(event.barrier);
+      break;
+    }
+    case "cancel.requested": {
+      const barrier = barrierOf(run, event);
+      if (barrier) {
+        barrier.cancelReason = event.reason;
+        barrier.cancel = { seq: event.seq, running: [], queued: [], closed: [] };
+      }
+      break;
+    }
+    case "cancel.propagated": {
+      const barrier = barrierOf(run, event);
+      if (!barrier) break;
+      barrier.cancel = { ...(barrier.cancel || { seq: event.seq, closed: [] }), running: event.running || [], queued: event.queued || [] };
+      for (const p of event.running || []) {
+        const told = run.invocations.get(p);
+        if (told) told.cancelTold = true;
+      }
+      break;
+    }
+    case "cancel.grace_expired": {
+      const barrier = barrierOf(run, event);
+      if (!barrier) break;
+      barrier.cancel = { ...(barrier.cancel || { seq: event.seq, running: [], queued: [] }), closed: event.closed || [] };
+      for (const p of event.closed || []) {
+        const closed = run.invocations.get(p);
+        if (closed) closed.lostRights = true;
+      }
+      break;
+    }
+    case "model.started":
+      if (inv) {
+        inv.models.push({
+          call: event.call, attempt: event.attempt, step: event.step, seq: event.seq,
+          offset: event.offset, model: event.model, messages: event.messages || [], tools: event.tools || [],
+          finished: null, failed: null,
+        });
+      }
+      break;
+    case "model.finished":
+      run.tokens = {
+        input_tokens: (run.tokens.input_tokens || 0) + event.input_tokens,
+        output_tokens: (run.tokens.output_tokens || 0) + event.output_tokens,
+        total_tokens: (run.tokens.total_tokens || 0) + event.total_tokens,
+      };
+      if (inv) {
+        inv.tokens += event.total_tokens;
+        const call = findModelCall(inv, event);
+        if (call) call.finished = event;
+      }
+      break;
+    case "model.failed":
+      if (inv) {
+        const call = findModelCall(inv, event);
+        if (call) call.failed = event;
+      }
+      break;
+    case "tool.started":
+      if (inv) {
+        inv.tools.push({ callId: event.call_id, name: event.name, step: event.step, args: event.args, seq: event.seq, finished: null });
+      }
+      break;
+    case "tool.finished":
+      if (inv) {
+        const call = findLast(inv.tools, (t) => t.callId === event.call_id && !t.finished);
+        if (call) call.finished = event;
+        else inv.tools.push({ callId: event.call_id, name: event.name, step: event.step, args: null, seq: event.seq, finished: event });
+      }
+      break;
+    case "turn.finished":
+      run.status = "finished";
+      run.reply = {
+        success: event.success, completed: event.completed,
+        message: event.message, content_type: event.content_type,
+      };
+      break;
+    case "turn.failed":
+      run.status = "failed";
+      run.error = event.error;
+      break;
+    case "sink.overflowed":
+      run.overflows.push({ seq: event.seq, sink: event.sink, first: event.first_seq, last: event.last_seq });
+      break;
+    default:
+      break;
+  }
+  run.lastSeq = event.seq;
+  run.version += 1;
+  return true;
+}
+
+/** @param {Run} run @param {any} event @param {string} message */
+function anomaly(run, event, message) {
+  run.anomalies.push({ seq: event.seq, message });
+}
+
+/** @param {Run} run @param {any} event */
+function barrierOf(run, event) {
+  const barrier = run.barriers.get(event.barrier);
+  if (!barrier) anomaly(run, event, `${event.type} for unknown barrier ${event.barrier}`);
+  return barrier;
+}
+
+/** @param {Run} run @param {Invocation} inv @param {string} status */
+function setStatus(run, inv, status) {
+  const barrier = inv.barrier === null ? undefined : run.barriers.get(inv.barrier);
+  if (barrier) {
+    barrier.counts[inv.status] -= 1;
+    barrier.counts[status] += 1;
+  }
+  inv.status = status;
+}
+
+/** @param {any} f */
+function publishedField(f) {
+  return {
+    step: f.step, field: f.field, value: f.value ?? null,
+    deleted: !!f.deleted, writer: f.writer ?? null,
+  };
+}
+
+/** @param {string} step @param {string} field */
+function undoKey(step, field) {
+  return JSON.stringify([step, field]);
+}
+
+/** @param {string} key @returns {[string, string]} */
+function splitUndoKey(key) {
+  return JSON.parse(key);
+}
+
+/** @param {State} state @returns {State} */
+function copyState(state) {
+  /** @type {State} */
+  const out = {};
+  for (const [step, fields] of Object.entries(state)) out[step] = { ...fields };
+  return out;
+}
+
+/** @param {Invocation} inv @param {any} event */
+function findModelCall(inv, event) {
+  return findLast(inv.models, (m) => m.call === event.call && m.attempt === event.attempt);
+}
+
+/**
+ * @template T @param {T[]} items @param {(item: T) => boolean} test @returns {T | undefined}
+ */
+function findLast(items, test) {
+  for (let i = items.length - 1; i >= 0; i -= 1) if (test(items[i])) return items[i];
+  return undefined;
+}
+
+/**
+ * The fork-time base of invocation `path`: what its barrier's branches could read at the
+ * fork (the caller's view then, or the canonical state then).
+ * @param {Run} run @param {string} path @returns {State}
+ */
+export function baseAt(run, path) {
+  if (path === "") return copyState(run.state);
+  const inv = mustGet(run.invocations, path, "invocation");
+  const barrier = mustGet(run.barriers, /** @type {string} */ (inv.barrier), "barrier");
+  return baseState(run, barrier);
+}
+
+/** @param {Run} run @param {Barrier} barrier @returns {State} */
+function baseState(run, barrier) {
+  if (barrier.base === "canonical") return copyState(barrier.baseState || {});
+  return viewAt(run, barrier.base, barrier.forkedSeq).state;
+}
+
+/**
+ * What invocation `path` could read at `seq` (default: the end of the fold), exactly like
+ * `view_at` in `runtime/fold.py`: `{state, own, invisible}` - the visible state, the
+ * changes that came from the invocation itself or its inner joins (`kind` says which),
+ * and the drafts its siblings had made by then (which it could not see).
+ * @param {Run} run @param {string} path @param {number | null} [seq]
+ */
+export function viewAt(run, path, seq = null) {
+  const limit = seq === null || seq === undefined ? run.lastSeq : seq;
+  if (path === "") return { state: copyState(run.state), own: [], invisible: [] };
+  const inv = mustGet(run.invocations, path, "invocation");
+  const barrier = mustGet(run.barriers, /** @type {string} */ (inv.barrier), "barrier");
+  const state = baseState(run, barrier);
+  const own = inv.changes.filter((c) => c.seq <= limit);
+  for (const c of own) setField(state, c.step, c.field, c.value, c.deleted);
+  const invisible = [];
+  for (const other of barrier.branches) {
+    if (other === path) continue;
+    const sibling = run.invocations.get(other);
+    if (!sibling) continue;
+    for (const d of sibling.drafts) {
+      if (d.seq <= limit) {
+        invisible.push({ path: other, key: sibling.key, seq: d.seq, step: d.step, field: d.field, value: d.value, deleted: d.deleted });
+      }
+    }
+  }
+  return {
+    state,
+    own: own.map((c) => ({ seq: c.seq, step: c.step, field: c.field, value: c.value, deleted: c.deleted, kind: c.kind, barrier: c.barrier })),
+    invisible,
+  };
+}
+
+/**
+ * What the join of `path`'s barrier published from it: its replacements (`writer` is it),
+ * the contributions of it and its descendants that were reduced, whether the join
+ * discarded it and why, and whether its publication reached the canonical state (true),
+ * died on the way (false) or is still pending (null).
+ * @param {Run} run @param {string} path
+ */
+export function published(run, path) {
+  const inv = mustGet(run.invocations, path, "invocation");
+  if (inv.barrier === null) return null;
+  const barrier = mustGet(run.barriers, inv.barrier, "barrier");
+  const mine = (/** @type {string} */ p) => p === path || p.startsWith(path + ".");
+  const replacements = barrier.outcome === "published"
+    ? barrier.published.filter((f) => f.writer === path) : [];
+  const contributions = [];
+  if (barrier.outcome === "published") {
+    for (const r of barrier.reductions) {
+      for (const input of r.inputs || []) {
+        if (mine(String(input.path))) {
+          contributions.push({ step: r.step, field: r.field, channel: r.channel, path: input.path, key: input.key, value: input.value, result: r.result });
+        }
+      }
+    }
+  }
+  const discarded = barrier.discarded.find((d) => d.index === inv.index) || null;
+  return {
+    barrier: barrier.id,
+    outcome: barrier.outcome,
+    target: barrier.target,
+    replacements,
+    contributions,
+    discarded: discarded ? discarded.reason : null,
+    reached: reachesCanonical(run, path),
+  };
+}
+
+/**
+ * Whether `path`'s writes reached the canonical state: true, false, or null (undecided).
+ * @param {Run} run @param {string} path @returns {boolean | null}
+ */
+export function reachesCanonical(run, path) {
+  if (path === "") return true;
+  const inv = run.invocations.get(path);
+  if (!inv || inv.barrier === null) return null;
+  const barrier = run.barriers.get(inv.barrier);
+  if (!barrier) return null;
+  if (inv.status === "rejected") return false;
+  if (barrier.outcome === "invalidated") return false;
+  if (barrier.discarded.some((d) => d.index === inv.index)) return false;
+  if (barrier.outcome === "open") return null;
+  if (barrier.target === "canonical") return true;
+  return reachesCanonical(run, barrier.caller);
+}
+
+/**
+ * State without the framework fields events do not carry (`_saveOn`, `_transient`).
+ * @param {State} state @returns {State}
+ */
+export function comparable(state) {
+  /** @type {State} */
+  const out = {};
+  for (const [step, fields] of Object.entries(state)) {
+    /** @type {Record<string, any>} */
+    const kept = {};
+    for (const [k, v] of Object.entries(fields)) if (k !== "_saveOn" && k !== "_transient") kept[k] = v;
+    out[step] = kept;
+  }
+  return out;
+}
+
+/**
+ * Group a mixed event list by run id, keeping order.
+ * @param {any[]} events @returns {Map<string, any[]>}
+ */
+export function runsOf(events) {
+  const grouped = new Map();
+  for (const event of events) {
+    if (!grouped.has(event.run_id)) grouped.set(event.run_id, []);
+    grouped.get(event.run_id).push(event);
+  }
+  return grouped;
+}
+
+/**
+ * Parse JSON Lines text into events (blank lines skipped; errors name the line).
+ * @param {string} text
+ */
+export function parseJsonl(text) {
+  const events = [];
+  const lines = text.split("\n");
+  for (let i = 0; i < lines.length; i += 1) {
+    const line = lines[i].trim();
+    if (!line) continue;
+    try {
+      events.push(JSON.parse(line));
+    } catch (err) {
+      throw new Error(`line ${i + 1}: not JSON: ${/** @type {Error} */ (err).message}`);
+    }
+  }
+  return events;
+}
+
+/**
+ * The invocation path's parent path ("" for a top-level branch).
+ * @param {string} path
+ */
+export function parentPath(path) {
+  const dot = path.lastIndexOf(".");
+  return dot < 0 ? "" : path.slice(0, dot);
+}
+
+/**
+ * @template V @param {Map<string, V>} map @param {string} key @param {string} what
+ * @returns {V}
+ */
+function mustGet(map, key, what) {
+  const value = map.get(key);
+  if (value === undefined) throw new Error(`unknown ${what} ${JSON.stringify(key)}`);
+  return value;
+}

@@ -1,0 +1,172 @@
+// @ts-check
+/**
+ * Pure text formatting for values, events and times (no DOM; node tests import it).
+ * Everything here returns strings that the DOM modules set with `textContent`.
+ */
+
+/** Longest pretty JSON the page shows before offering "show all". */
+export const PRETTY_LIMIT = 20_000;
+
+/**
+ * Whether `value` is the runtime's marker for a value too large to carry in an event.
+ * @param {any} value
+ */
+export function isTruncated(value) {
+  return !!value && typeof value === "object" && value.truncated === true && typeof value.size === "number";
+}
+
+/**
+ * Pretty JSON, cut at `limit` characters.
+ * @param {any} value @param {number} [limit]
+ * @returns {{text: string, cut: boolean, size: number}}
+ */
+export function pretty(value, limit = PRETTY_LIMIT) {
+  let text;
+  if (value === undefined) text = "undefined";
+  else if (isTruncated(value)) {
+    text = `(too large for an event: ${formatBytes(value.size)} of JSON)\n${value.preview || ""}…`;
+  } else {
+    try {
+      text = JSON.stringify(value, null, 2);
+    } catch {
+      text = String(value);
+    }
+  }
+  if (text === undefined) text = String(value);
+  if (text.length > limit) return { text: text.slice(0, limit), cut: true, size: text.length };
+  return { text, cut: false, size: text.length };
+}
+
+/**
+ * One line of JSON, for tables and lists: strings unquoted if `bare`, cut at `limit`.
+ * @param {any} value @param {number} [limit] @param {boolean} [bare]
+ */
+export function preview(value, limit = 120, bare = false) {
+  let text;
+  if (isTruncated(value)) text = `(${formatBytes(value.size)} truncated) ${value.preview || ""}`;
+  else if (bare && typeof value === "string") text = value;
+  else {
+    try {
+      text = JSON.stringify(value);
+    } catch {
+      text = String(value);
+    }
+    if (text === undefined) text = String(value);
+  }
+  return text.length > limit ? `${text.slice(0, limit - 1)}…` : text;
+}
+
+/** @param {number} n */
+export function formatBytes(n) {
+  if (n < 1024) return `${n} B`;
+  if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} KB`;
+  return `${(n / 1024 / 1024).toFixed(1)} MB`;
+}
+
+/** @param {number} n */
+export function formatCount(n) {
+  return n.toLocaleString("en-US");
+}
+
+/**
+ * A duration in seconds for people ("—" when unknown).
+ * @param {number | null | undefined} seconds
+ */
+export function formatDuration(seconds) {
+  if (seconds === null || seconds === undefined || !Number.isFinite(seconds)) return "—";
+  if (seconds < 1) return `${Math.round(seconds * 1000)}ms`;
+  if (seconds < 60) return `${seconds.toFixed(seconds < 10 ? 2 : 1)}s`;
+  const m = Math.floor(seconds / 60);
+  return `${m}m ${String(Math.round(seconds - m * 60)).padStart(2, "0")}s`;
+}
+
+/**
+ * A wall-clock time (ISO-8601 text, or Unix seconds as events carry it) as local
+ * "HH:MM:SS", with the date too when not today.
+ * @param {string | number | null | undefined} when @param {Date} [today]
+ */
+export function formatClock(when, today = new Date()) {
+  if (when === null || when === undefined || when === "") return "—";
+  const d = typeof when === "number" ? new Date(when * 1000) : new Date(when);
+  if (Number.isNaN(d.getTime())) return String(when);
+  const time = d.toLocaleTimeString("en-GB", { hour12: false });
+  if (d.toDateString() === today.toDateString()) return time;
+  return `${d.toISOString().slice(0, 10)} ${time}`;
+}
+
+/**
+ * A one-line summary of an event for event lists.
+ * @param {any} e
+ */
+export function describeEvent(e) {
+  switch (e.type) {
+    case "turn.started": return `${e.flow}: ${preview(e.message, 80, true)}`;
+    case "turn.finished": return `${e.success ? "replied" : "failed"}: ${preview(e.message, 80, true)}`;
+    case "turn.failed": return `${e.error?.code}: ${e.error?.message}`;
+    case "session.loaded": return `revision ${e.revision}${e.new_session ? " (new)" : ""}, cursor ${e.current_step ?? "—"}`;
+    case "session.saved": return `revision ${e.revision} (${e.reason})`;
+    case "step.entered": return `${e.step} (${e.how}, level ${e.level})`;
+    case "step.exited": return e.step;
+    case "cursor.moved": return `${e.from_step ?? "—"} → ${e.to_step}`;
+    case "model.started": return `${e.step} call ${e.call}.${e.attempt}, ${(e.messages || []).length} messages`;
+    case "model.finished": return `${e.total_tokens} tokens, ${(e.tool_calls || []).length ? `tools: ${e.tool_calls.map((/** @type {any} */ t) => t.name).join(", ")}` : preview(e.content, 60, true)}`;
+    case "model.failed": return `${e.error?.code}${e.retrying ? " (retrying)" : ""}`;
+    case "tool.started": return `${e.name}(${preview(e.args, 60)})`;
+    case "tool.finished": return `${e.name}: ${e.status}${e.transition ? ` → ${e.transition.kind}` : ""}`;
+    case "state.replaced": return `${e.step}.${e.field} = ${preview(e.value, 60)}${e.draft ? " (draft)" : ""}`;
+    case "state.removed": return `${e.step}.${e.field} removed${e.draft ? " (draft)" : ""}`;
+    case "state.contributed": return `${e.step}.${e.field} += ${preview(e.value, 60)}${e.draft ? " (draft)" : ""}`;
+    case "barrier.forked": return `${e.barrier}: ${(e.requests || []).length} branches, ${e.policy}`;
+    case "branch.started": return `${e.key} (${e.step})`;
+    case "branch.fulfilled": return `${e.key}: ${preview(e.output, 60)}`;
+    case "branch.rejected": return `${e.key}: ${e.error?.code}${e.cancelled ? " (cancelled)" : ""}`;
+    case "branch.direct_result": return `${e.tool}: ${preview(e.value, 60)}`;
+    case "join.reduced": return `${e.barrier} ${e.step}.${e.field} (${e.channel}, ${(e.inputs || []).length} inputs)`;
+    case "join.published": return `${e.barrier} → ${e.target}: ${(e.fields || []).length} fields, ${(e.discarded || []).length} discarded`;
+    case "join.invalidated": return `${e.barrier}: ${e.error?.code}`;
+    case "cancel.requested": return `${e.barrier}: ${e.reason}`;
+    case "cancel.propagated": return `${e.barrier}: running ${(e.running || []).join(", ") || "—"}; queued ${(e.queued || []).join(", ") || "—"}`;
+    case "cancel.grace_expired": return `${e.barrier}: closed ${(e.closed || []).join(", ")}`;
+    case "checkpoint.saved": return `${e.barrier}: revision ${e.revision}`;
+    case "checkpoint.failed": return `${e.barrier}: ${e.error?.message}`;
+    case "sink.overflowed": return `${e.sink} dropped ${e.dropped} (seq ${e.first_seq}–${e.last_seq})`;
+    default: return "";
+  }
+}
+
+/**
+ * The text of a chat message's content (strings as they are, parts joined).
+ * @param {any} content
+ */
+export function messageText(content) {
+  if (typeof content === "string") return content;
+  if (Array.isArray(content)) {
+    return content.map((part) => (typeof part === "string" ? part : part && typeof part.text === "string" ? part.text : JSON.stringify(part))).join("\n");
+  }
+  return content === null || content === undefined ? "" : JSON.stringify(content, null, 2);
+}
+
+/**
+ * Parse the run page's deep-link hash: `#inv=<path>&seq=<n>` or `#barrier=<id>&seq=<n>`.
+ * @param {string} hash
+ * @returns {{inv: string | null, barrier: string | null, seq: number | null}}
+ */
+export function parseHash(hash) {
+  const params = new URLSearchParams(hash.replace(/^#/, ""));
+  const seqText = params.get("seq");
+  const seq = seqText !== null && /^\d+$/.test(seqText) ? Number(seqText) : null;
+  return { inv: params.get("inv"), barrier: params.get("barrier"), seq };
+}
+
+/**
+ * The deep-link hash for a selection and a pinned seq ("" when neither).
+ * @param {{inv?: string | null, barrier?: string | null, seq?: number | null}} link
+ */
+export function formatHash(link) {
+  const params = new URLSearchParams();
+  if (link.barrier !== null && link.barrier !== undefined) params.set("barrier", link.barrier);
+  else if (link.inv !== null && link.inv !== undefined) params.set("inv", link.inv);
+  if (link.seq !== null && link.seq !== undefined) params.set("seq", String(link.seq));
+  const text = params.toString();
+  return text ? `#${text}` : "";
+}

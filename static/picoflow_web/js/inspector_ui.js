@@ -1,0 +1,565 @@
+// @ts-check
+/**
+ * The inspector (DOM): what the selected invocation could see, wrote, and had published,
+ * its model and tool calls, and its events; or, for a barrier, its join. Everything is
+ * rebuilt into a fragment and swapped in at once; runtime values go in as text only.
+ *
+ * Hooks: `#pf-inspector[data-path]` (`data-barrier` when a barrier is selected),
+ * `.pf-visible-state`, `.pf-invisible` (sibling writes it could not see, each a
+ * `.pf-invisible-row`), `.pf-published`, `.pf-conflict` (provenance table rows
+ * `.pf-conflict-row`), `.pf-events`, `.pf-model-call`, `.pf-tool-call`.
+ */
+
+import { append, badge, h, jsonBlock, section, table } from "./dom.js";
+import { baseAt, published, viewAt } from "./fold.js";
+import { describeEvent, formatDuration, messageText, preview } from "./format.js";
+import { joinWaits } from "./layout.js";
+
+/** @typedef {import("./fold.js").Run} Run */
+/** @typedef {import("./fold.js").Invocation} Invocation */
+/** @typedef {import("./fold.js").Barrier} Barrier */
+
+/**
+ * @typedef {object} InspectorContext
+ * @property {Run} view  the model drawn (live, or stopped at the pinned seq)
+ * @property {string | null} path  selected invocation ("" is the turn)
+ * @property {string | null} barrier  selected barrier id
+ * @property {Map<string, boolean>} open  remembered open/closed sections, by name
+ * @property {boolean} pinned  the view is the fold stopped at a seq (replay)
+ */
+
+const EVENT_LIST_LIMIT = 300;
+
+/**
+ * Rebuild the inspector for the selection.
+ * @param {HTMLElement} container @param {InspectorContext} ctx
+ */
+export function renderInspector(container, ctx) {
+  const fragment = document.createDocumentFragment();
+  const { view } = ctx;
+  container.removeAttribute("data-barrier");
+  if (ctx.barrier !== null && view.barriers.has(ctx.barrier)) {
+    const barrier = /** @type {Barrier} */ (view.barriers.get(ctx.barrier));
+    container.dataset.path = barrier.caller;
+    container.dataset.barrier = barrier.id;
+    barrierInspector(fragment, view, barrier, ctx);
+  } else if (ctx.path !== null && view.invocations.has(ctx.path)) {
+    container.dataset.path = ctx.path;
+    const inv = /** @type {Invocation} */ (view.invocations.get(ctx.path));
+    if (ctx.path === "") rootInspector(fragment, view, inv, ctx);
+    else branchInspector(fragment, view, inv, ctx);
+  } else {
+    container.dataset.path = ctx.path ?? "";
+    const wanted = ctx.barrier !== null ? `barrier ${ctx.barrier}` : ctx.path ? `branch ${ctx.path}` : "";
+    fragment.appendChild(h("p", "pf-empty", wanted
+      ? `No ${wanted} at this point of the run (it may not have forked yet).`
+      : "Select a branch or barrier to see what it could see, what it wrote, and what its join published."));
+  }
+  const scroll = container.scrollTop;
+  container.replaceChildren(fragment);
+  container.scrollTop = scroll;
+}
+
+// -- shared pieces ---------------------------------------------------------------------------
+
+/**
+ * A lazy table source over `items`: rows are built only when shown.
+ * @template T @param {T[]} items @param {(item: T, i: number) => (string | Node)[]} cells
+ */
+function lazy(items, cells) {
+  return { count: items.length, at: (/** @type {number} */ i) => cells(items[i], i) };
+}
+
+/**
+ * A remembered collapsible section.
+ * @param {DocumentFragment | HTMLElement} parent @param {InspectorContext} ctx
+ * @param {string} name @param {string} title @param {boolean} open @param {string} [className]
+ */
+function sectionIn(parent, ctx, name, title, open, className = "") {
+  const s = section(title, ctx.open.has(name) ? /** @type {boolean} */ (ctx.open.get(name)) : open, className);
+  s.root.dataset.section = name;
+  s.root.addEventListener("toggle", () => ctx.open.set(name, s.root.open));
+  parent.appendChild(s.root);
+  return s.body;
+}
+
+/** A link-like button that selects an invocation. @param {string} path @param {string} text */
+function pathLink(path, text) {
+  const b = h("button", "pf-linkbutton pf-mono", text);
+  b.setAttribute("type", "button");
+  b.dataset.selectPath = path;
+  return b;
+}
+
+/** A link-like button that selects a barrier. @param {string} id */
+function barrierLink(id) {
+  const b = h("button", "pf-linkbutton pf-mono", id);
+  b.setAttribute("type", "button");
+  b.dataset.selectBarrier = id;
+  return b;
+}
+
+/** A button that pins the scrubber at a seq. @param {number} seq */
+function seqLink(seq) {
+  const b = h("button", "pf-linkbutton pf-mono", `#${seq}`);
+  b.setAttribute("type", "button");
+  b.dataset.pinSeq = String(seq);
+  b.title = "Show the run as it was at this event";
+  return b;
+}
+
+/** @param {any} value */
+function valueCell(value) {
+  const text = preview(value, 400);
+  if (text.length < 60 && !text.includes("\n")) return h("code", "pf-value", text);
+  return jsonBlock(value, "pf-value-block");
+}
+
+/** @param {[string, string | Node | null][]} items @param {string} [extra] */
+function facts(items, extra = "") {
+  const dl = h("dl", `pf-facts ${extra}`.trim());
+  for (const [label, value] of items) {
+    if (value === null || value === "") continue;
+    const row = h("div");
+    const dd = h("dd");
+    if (typeof value === "string") dd.textContent = value;
+    else dd.appendChild(value);
+    append(row, h("dt", "", label), dd);
+    dl.appendChild(row);
+  }
+  return dl;
+}
+
+/** @param {string} title @param {string} [sub] */
+function heading(title, sub) {
+  const el = h("div", "pf-inspector-head");
+  append(el, h("h2", "pf-inspector-title", title), sub ? h("span", "pf-muted pf-mono", sub) : null);
+  return el;
+}
+
+/** @param {any} error */
+function errorBox(error) {
+  const box = h("div", "pf-error-box");
+  append(box,
+    h("div", "pf-error-code pf-mono", `${error?.type || "Error"} · ${error?.code || "internal"}`),
+    h("p", "pf-error-message", error?.message || ""));
+  if (error?.extra && Object.keys(error.extra).length && !error.extra.provenance) box.appendChild(jsonBlock(error.extra));
+  return box;
+}
+
+/**
+ * The conflict provenance table of an invalidated barrier: who wrote what, from which base.
+ * @param {Run} view @param {Barrier} barrier @param {string | null} [highlight]  a branch path
+ */
+export function conflictCard(view, barrier, highlight = null) {
+  const card = h("div", "pf-conflict");
+  card.dataset.barrier = barrier.id;
+  const title = h("div", "pf-conflict-title");
+  append(title,
+    h("strong", "", barrier.checkpointFailed ? "Checkpoint failed: join rolled back" : "Join refused to publish"),
+    barrierLink(barrier.id),
+    badge(barrier.error?.code || "invalidated", "conflict"));
+  card.appendChild(title);
+  if (barrier.error?.message) card.appendChild(h("p", "pf-conflict-message", barrier.error.message));
+  const provenance = barrier.provenance || [];
+  if (provenance.length) {
+    const rows = provenance.map((p) => {
+      const inv = view.invocations.get(String(p.path));
+      const who = h("span", "pf-who");
+      append(who, pathLink(String(p.path), String(p.key ?? inv?.key ?? p.path)), h("span", "pf-muted pf-mono", ` ${p.path}`));
+      const target = p.field !== undefined ? `${p.step}.${p.field}` : p.what ? String(p.what) : String(p.step ?? "");
+      const hasBase = Object.prototype.hasOwnProperty.call(p, "base");
+      return [who, h("code", "pf-mono", target), badge(String(p.kind ?? "write"), p.kind === "mutation" ? "conflict" : "muted"),
+        Object.prototype.hasOwnProperty.call(p, "value") ? valueCell(p.value) : h("span", "pf-muted", "—"),
+        hasBase ? valueCell(p.base) : h("span", "pf-muted", "—")];
+    });
+    card.appendChild(table("pf-provenance", ["Branch", "Write", "Kind", "Proposed value", "Base value seen"], rows,
+      (i) => `pf-conflict-row${highlight !== null && String(provenance[i].path) === highlight ? " pf-highlight" : ""}`));
+    const kinds = new Set(provenance.map((p) => p.kind));
+    if (kinds.has("replace") || kinds.has("remove")) {
+      card.appendChild(h("p", "pf-hint", "Replacements (save_state) from two siblings to one field conflict; a reducer does not merge them. Declare a channel and use contribute_state() for values that should combine."));
+    } else if (kinds.has("mutation")) {
+      card.appendChild(h("p", "pf-hint", "A branch wrote shared state (context, session, another step's state or the cursor); branches may write only their own step's state."));
+    }
+  }
+  return card;
+}
+
+/**
+ * @param {Run} view @param {Invocation} inv @param {InspectorContext} ctx
+ * @param {DocumentFragment} parent
+ */
+function callsAndEvents(parent, view, inv, ctx) {
+  if (inv.models.length) {
+    const body = sectionIn(parent, ctx, "models", `Model calls (${inv.models.length})`, true);
+    inv.models.forEach((call, i) => body.appendChild(modelCall(call, i === inv.models.length - 1, ctx)));
+  }
+  if (inv.tools.length) {
+    const body = sectionIn(parent, ctx, "tools", `Tool calls (${inv.tools.length})`, true);
+    for (const call of inv.tools) body.appendChild(toolCall(call));
+  }
+  eventsSection(parent, view, inv.seqs, ctx);
+}
+
+/** @param {any} call @param {boolean} last @param {InspectorContext} ctx */
+function modelCall(call, last, ctx) {
+  const box = h("div", "pf-model-call");
+  const f = call.finished;
+  const head = h("div", "pf-call-head");
+  append(head,
+    h("strong", "", `call ${call.call}`),
+    call.attempt > 1 ? h("span", "pf-chip", `attempt ${call.attempt}`) : null,
+    h("span", "pf-muted pf-mono", call.model?.name ? `${call.model.provider ? `${call.model.provider}/` : ""}${call.model.name}` : ""),
+    f ? h("span", "pf-chip", `${f.total_tokens} tokens`) : null,
+    f ? h("span", "pf-chip", formatDuration(f.latency)) : null,
+    f && !f.accepted ? badge("not accepted", "rejected") : null,
+    call.failed ? badge(call.failed.retrying ? "failed, retrying" : "failed", "rejected") : null,
+    !f && !call.failed ? badge("waiting", "running") : null,
+    seqLink(call.seq));
+  box.appendChild(head);
+  const name = `model-${call.seq}`;
+  const request = section(`Request: ${call.messages.length} messages${call.tools.length ? `, tools ${call.tools.join(", ")}` : ""}`, ctx.open.get(name) ?? last, "pf-request");
+  request.root.addEventListener("toggle", () => ctx.open.set(name, request.root.open));
+  for (const m of call.messages) {
+    const msg = h("div", `pf-message pf-message-${String(m.type || m.role || "other").replace(/[^a-z]/gi, "")}`);
+    append(msg, h("span", "pf-message-role", String(m.type || m.role || "message")), h("div", "pf-message-text", messageText(m.content)));
+    if (Array.isArray(m.tool_calls) && m.tool_calls.length) msg.appendChild(toolCallsList(m.tool_calls));
+    request.body.appendChild(msg);
+  }
+  box.appendChild(request.root);
+  if (f) {
+    const response = h("div", "pf-response");
+    const text = messageText(f.content);
+    append(response, h("span", "pf-message-role", "response"),
+      text ? h("div", "pf-message-text", text) : null,
+      f.tool_calls && f.tool_calls.length ? toolCallsList(f.tool_calls) : null,
+      !text && !(f.tool_calls && f.tool_calls.length) ? h("span", "pf-muted", "(empty)") : null,
+      h("span", "pf-muted pf-small", `${f.input_tokens} in · ${f.output_tokens} out · ${f.finish_reason}`));
+    box.appendChild(response);
+  }
+  if (call.failed) box.appendChild(errorBox(call.failed.error));
+  return box;
+}
+
+/** @param {any[]} calls */
+function toolCallsList(calls) {
+  const list = h("ul", "pf-toolcalls");
+  for (const c of calls) {
+    const item = h("li");
+    append(item, h("code", "pf-mono", `${c.name}(`), h("code", "pf-value", preview(c.args ?? {}, 300)), h("code", "pf-mono", ")"));
+    list.appendChild(item);
+  }
+  return list;
+}
+
+/** @param {any} call */
+function toolCall(call) {
+  const box = h("div", "pf-tool-call");
+  const f = call.finished;
+  const head = h("div", "pf-call-head");
+  append(head, h("strong", "pf-mono", call.name),
+    f ? badge(f.status, f.status === "success" ? "fulfilled" : "rejected") : badge("running", "running"),
+    f && f.transition ? h("span", "pf-chip", `→ ${f.transition.kind}${f.transition.target ? ` ${f.transition.target}` : ""}`) : null,
+    f && f.outcome && f.outcome !== "handled" ? h("span", "pf-chip pf-chip-error", f.outcome) : null,
+    seqLink(call.seq));
+  box.appendChild(head);
+  box.appendChild(facts([["Arguments", valueCell(call.args)], ["Result", f ? valueCell(f.result) : null]]));
+  return box;
+}
+
+/**
+ * @param {DocumentFragment} parent @param {Run} view @param {number[]} seqs
+ * @param {InspectorContext} ctx
+ */
+function eventsSection(parent, view, seqs, ctx) {
+  const body = sectionIn(parent, ctx, "events", `Events (${seqs.length})`, false, "pf-events");
+  const first = view.events.length ? view.events[0].seq : 0;
+  const shown = seqs.length > EVENT_LIST_LIMIT ? seqs.slice(-EVENT_LIST_LIMIT) : seqs;
+  if (shown.length < seqs.length) body.appendChild(h("p", "pf-muted", `The last ${EVENT_LIST_LIMIT} of ${seqs.length} events.`));
+  body.appendChild(table("pf-event-table", ["Seq", "Type", ""], lazy(shown, (seq) => {
+    const e = view.events[seq - first] && view.events[seq - first].seq === seq ? view.events[seq - first] : view.events.find((x) => x.seq === seq);
+    return [seqLink(seq), h("code", `pf-event-type pf-event-${String(e?.type || "").split(".")[0]}`, e?.type || "?"), h("span", "pf-event-summary", e ? describeEvent(e) : "")];
+  })));
+}
+
+// -- branch ---------------------------------------------------------------------------------
+
+/**
+ * @param {DocumentFragment} parent @param {Run} view @param {Invocation} inv
+ * @param {InspectorContext} ctx
+ */
+function branchInspector(parent, view, inv, ctx) {
+  const barrier = /** @type {Barrier} */ (view.barriers.get(/** @type {string} */ (inv.barrier)));
+  parent.appendChild(heading(inv.key || inv.step, `${inv.step} · path ${inv.path}`));
+  const status = h("div", "pf-status-line");
+  append(status, badge(inv.status, inv.status),
+    inv.cancelled ? badge("cancelled", "cancel") : null,
+    inv.cancelTold ? badge("told to cancel", "cancel") : null,
+    inv.lostRights ? badge("lost publication rights", "conflict") : null,
+    inv.hasDirectResult ? badge(`direct result via ${inv.directResult.tool}`, "muted") : null);
+  parent.appendChild(status);
+  const queued = inv.started !== null ? inv.started - barrier.forkedAt : null;
+  const ran = inv.started !== null && inv.finished !== null ? inv.finished - inv.started : null;
+  const waited = inv.finished !== null && barrier.joinedAt !== null ? barrier.joinedAt - inv.finished : null;
+  parent.appendChild(facts(/** @type {any} */ ([
+    ["Barrier", barrierLink(barrier.id)],
+    ["Request", `#${inv.index} of ${barrier.branches.length}`],
+    ["Caller", barrier.caller === "" ? pathLink("", "turn") : pathLink(barrier.caller, barrier.caller)],
+    ["Queued", formatDuration(queued)],
+    ["Ran", formatDuration(ran)],
+    ["Waited at join", formatDuration(waited)],
+    ["Tokens", String(inv.tokens)],
+  ]), "pf-facts-2"));
+  if ((inv.params && Object.keys(inv.params).length) || inv.userMessage) {
+    parent.appendChild(facts([
+      ["Params", inv.params && Object.keys(inv.params).length ? valueCell(inv.params) : null],
+      ["Message", inv.userMessage ?? null],
+    ]));
+  }
+  if (inv.status === "rejected" && inv.error) parent.appendChild(errorBox(inv.error));
+
+  // The state-visibility snapshot.
+  const seen = viewAt(view, inv.path);
+  const when = ctx.pinned ? `at seq ${view.lastSeq}` : inv.status === "running" || inv.status === "queued" ? "now" : "";
+  const body = sectionIn(parent, ctx, "visibility", `What it ${when === "now" ? "can" : "could"} see${when ? ` ${when}` : ""}`, true, "pf-visibility");
+  body.appendChild(h("p", "pf-hint", "Its view: the fork-time base, overlaid with its own drafts and what its inner joins published into its scope. Siblings' drafts are not visible until the join."));
+  body.appendChild(visibleStateTable(seen, baseAt(view, inv.path)));
+  const base = sectionIn(parent, ctx, "base", `Fork-time base (${barrier.base === "canonical" ? "canonical state" : `view of ${barrier.base}`} at #${barrier.forkedSeq})`, false);
+  base.appendChild(jsonBlock(baseAt(view, inv.path), "pf-base-state"));
+
+  const own = sectionIn(parent, ctx, "own", `Its writes (${seen.own.length})`, true, "pf-own");
+  if (seen.own.length) {
+    own.appendChild(table("pf-own-table", ["Seq", "Field", "Value", "From"], lazy(seen.own, (c) => [
+      seqLink(c.seq), h("code", "pf-mono", `${c.step}.${c.field}`),
+      c.deleted ? h("span", "pf-muted", "removed") : valueCell(c.value),
+      c.kind === "join" ? append(h("span"), h("span", "", "inner join "), barrierLink(/** @type {string} */ (c.barrier))) : h("span", "", "own draft"),
+    ])));
+  } else own.appendChild(h("p", "pf-muted", "No writes."));
+
+  const invisible = sectionIn(parent, ctx, "invisible", `Sibling writes it could NOT see (${seen.invisible.length})`, true, "pf-invisible");
+  if (seen.invisible.length) {
+    const visible = seen.state;
+    const list = seen.invisible;
+    invisible.appendChild(table("pf-invisible-table", ["Sibling", "Field", "Their draft", "It saw"], { count: list.length, at: (i) => {
+      const w = list[i];
+      const who = h("span", "pf-who");
+      append(who, pathLink(w.path, w.key || w.path), h("span", "pf-muted pf-mono", ` ${w.path} `), badge("not visible", "conflict"));
+      const has = Object.prototype.hasOwnProperty.call(visible[w.step] || {}, w.field);
+      return [who, h("code", "pf-mono", `${w.step}.${w.field}`), w.deleted ? h("span", "pf-muted", "removed") : valueCell(w.value),
+        has ? valueCell(visible[w.step][w.field]) : h("span", "pf-muted", "(absent)")];
+    } }, () => "pf-invisible-row"));
+  } else invisible.appendChild(h("p", "pf-muted", "No sibling had written anything yet."));
+
+  const pub = published(view, inv.path);
+  const pubBody = sectionIn(parent, ctx, "published", "What its join published from it", true, "pf-published");
+  publishedView(pubBody, view, barrier, inv, pub);
+
+  if (barrier.outcome === "invalidated") parent.appendChild(conflictCard(view, barrier, inv.path));
+  if (inv.status === "fulfilled" || inv.hasDirectResult) {
+    const out = sectionIn(parent, ctx, "output", inv.hasDirectResult ? `Output (direct result of ${inv.directResult.tool})` : "Output", true);
+    out.appendChild(jsonBlock(inv.output));
+  }
+  callsAndEvents(parent, view, inv, ctx);
+}
+
+/**
+ * The visible state as a table of fields with where each came from.
+ * @param {{state: Record<string, Record<string, any>>, own: any[]}} seen
+ * @param {Record<string, Record<string, any>>} base
+ */
+function visibleStateTable(seen, base) {
+  const wrap = h("div", "pf-visible-state");
+  /** @type {Map<string, any>} */
+  const last = new Map();
+  for (const c of seen.own) last.set(`${c.step}\u0000${c.field}`, c);
+  const rows = [];
+  for (const [step, fields] of Object.entries(seen.state)) {
+    for (const [field, value] of Object.entries(fields)) {
+      const change = last.get(`${step}\u0000${field}`);
+      const origin = change ? (change.kind === "join" ? `inner join ${change.barrier} #${change.seq}` : `own draft #${change.seq}`) : "fork-time base";
+      rows.push({ step, field, value, origin, kind: change ? change.kind : "base" });
+    }
+  }
+  for (const c of last.values()) {
+    if (c.deleted && !Object.prototype.hasOwnProperty.call(seen.state[c.step] || {}, c.field)) {
+      rows.push({ step: c.step, field: c.field, value: undefined, origin: `removed by own draft #${c.seq}`, kind: "removed" });
+    }
+  }
+  if (!rows.length) {
+    wrap.appendChild(h("p", "pf-muted", Object.keys(base).length ? "Nothing visible." : "Empty: no step state yet."));
+    return wrap;
+  }
+  wrap.appendChild(table("pf-state-table", ["Field", "Value", "From"], lazy(rows, (r) => [
+    h("code", "pf-mono", `${r.step}.${r.field}`),
+    r.kind === "removed" ? h("span", "pf-muted", "(removed)") : valueCell(r.value),
+    h("span", `pf-origin pf-origin-${r.kind}`, r.origin),
+  ])));
+  return wrap;
+}
+
+/**
+ * @param {HTMLElement} body @param {Run} view @param {Barrier} barrier @param {Invocation} inv
+ * @param {ReturnType<typeof published>} pub
+ */
+function publishedView(body, view, barrier, inv, pub) {
+  if (!pub) return;
+  const where = barrier.target === "caller-scope" ? `into the scope of ${barrier.caller}` : "into the canonical session state";
+  if (barrier.outcome === "open") {
+    body.appendChild(h("p", "pf-muted", "The join has not run yet."));
+    return;
+  }
+  if (barrier.outcome === "invalidated") {
+    body.appendChild(h("p", "pf-published-none", barrier.checkpointFailed
+      ? "Nothing: the root-join checkpoint failed and the publication was rolled back."
+      : `Nothing: the join was invalidated (${barrier.error?.code || "conflict"}), so no branch published.`));
+    return;
+  }
+  if (pub.discarded) {
+    body.appendChild(h("p", "pf-published-none", `Nothing: its drafts were discarded (${pub.discarded}).`));
+  }
+  if (pub.replacements.length || pub.contributions.length) {
+    const items = [...pub.replacements.map((f) => ({ f, c: null })), ...pub.contributions.map((c) => ({ f: null, c }))];
+    body.appendChild(h("p", "", `Published ${where}:`));
+    body.appendChild(table("pf-published-table", ["Field", "As", "Value"], lazy(items, ({ f, c }) => (f
+      ? [h("code", "pf-mono", `${f.step}.${f.field}`), h("span", "", f.deleted ? "removal" : "replacement"), f.deleted ? h("span", "pf-muted", "—") : valueCell(f.value)]
+      : [h("code", "pf-mono", `${c.step}.${c.field}`), h("span", "", `contribution to ${c.channel}${c.path !== inv.path ? ` (from ${c.path})` : ""}`), valueCell(c.value)]))));
+  } else if (!pub.discarded) {
+    body.appendChild(h("p", "pf-muted", "It wrote nothing that was published."));
+  }
+  const reached = pub.reached === true ? "Yes" : pub.reached === false ? "No — an enclosing join discarded it" : "Not yet: an enclosing join is still open";
+  body.appendChild(facts([["Reached canonical state", reached]]));
+  void view;
+}
+
+// -- barrier --------------------------------------------------------------------------------
+
+/**
+ * @param {DocumentFragment} parent @param {Run} view @param {Barrier} barrier
+ * @param {InspectorContext} ctx
+ */
+function barrierInspector(parent, view, barrier, ctx) {
+  parent.appendChild(heading(`Barrier ${barrier.id}`, `forked by ${barrier.callerStep}`));
+  const status = h("div", "pf-status-line");
+  append(status, badge(barrier.outcome === "invalidated" ? "invalidated" : barrier.outcome, barrier.outcome === "invalidated" ? "conflict" : barrier.outcome),
+    badge(barrier.policy, "muted"),
+    barrier.checkpoint !== "none" ? badge(barrier.checkpointFailed ? "checkpoint failed" : barrier.checkpointRevision !== null ? `checkpoint saved r${barrier.checkpointRevision}` : "root-join checkpoint", barrier.checkpointFailed ? "conflict" : "muted") : null,
+    barrier.cancelReason !== null ? badge(`cancelled: ${barrier.cancelReason}`, "cancel") : null);
+  parent.appendChild(status);
+  const c = barrier.counts;
+  parent.appendChild(facts([
+    ["Caller", barrier.caller === "" ? pathLink("", "turn") : pathLink(barrier.caller, barrier.caller)],
+    ["Branches", `${barrier.branches.length}: ${c.fulfilled} fulfilled, ${c.rejected} rejected, ${c.running} running, ${c.queued} queued`],
+    ["Branches see", barrier.base === "canonical" ? "the canonical state at the fork" : `the view of ${barrier.base} at the fork`],
+    ["Forked at", seqLink(barrier.forkedSeq)],
+    ["Joined at", barrier.joinedSeq !== null ? seqLink(barrier.joinedSeq) : null],
+    ["Max concurrency", barrier.maxConcurrency !== null ? String(barrier.maxConcurrency) : null],
+    ["Branch timeout", barrier.branchTimeout !== null ? formatDuration(barrier.branchTimeout) : null],
+    ["Token budget", barrier.tokenBudget !== null ? String(barrier.tokenBudget) : null],
+  ]));
+  if (barrier.outcome === "invalidated") parent.appendChild(conflictCard(view, barrier));
+
+  const waits = joinWaits(view, barrier.id);
+  if (waits && barrier.joinedAt !== null) {
+    const body = sectionIn(parent, ctx, "waits", "Who the join waited for", true, "pf-waits");
+    if (waits.straggler) {
+      const p = h("p");
+      append(p, h("span", "", "Last to finish: "), pathLink(waits.straggler.path, waits.straggler.key), h("span", "", `; the join ran ${formatDuration(barrier.joinedAt - waits.straggler.finished)} later.`));
+      body.appendChild(p);
+    }
+    body.appendChild(table("pf-waits-table", ["Branch", "Status", "Finished", "Idle until join"], lazy(waits.branches, (b) => [
+      pathLink(b.path, b.key || b.path), badge(b.status, b.status), h("span", "pf-mono", b.finished !== null ? formatDuration(b.finished) : "—"), h("span", "pf-mono", formatDuration(b.idle)),
+    ])));
+  }
+  if (barrier.reductions.length) {
+    const body = sectionIn(parent, ctx, "reductions", `Reductions (${barrier.reductions.length})`, true, "pf-reductions");
+    body.appendChild(h("p", "pf-hint", "Contributions are reduced in request-path order, never in completion order."));
+    for (const r of barrier.reductions) {
+      const box = h("div", "pf-reduction");
+      append(box, h("div", "pf-call-head", `${r.step}.${r.field} · ${r.channel}`));
+      box.appendChild(table("pf-reduction-table", ["#", "Branch", "Value"], lazy(r.inputs || [], (input, i) => [
+        h("span", "pf-mono", String(i + 1)), pathLink(String(input.path), `${input.key} (${input.path})`), valueCell(input.value),
+      ])));
+      box.appendChild(facts([["Completion order", (r.completion_order || []).join(" → ") || "—"], ["Result", valueCell(r.result)]]));
+      body.appendChild(box);
+    }
+  }
+  if (barrier.outcome === "published") {
+    const body = sectionIn(parent, ctx, "publication", `Published into ${barrier.target === "canonical" ? "the canonical state" : `the scope of ${barrier.caller}`}`, true, "pf-published");
+    if (barrier.published.length) {
+      body.appendChild(table("pf-published-table", ["Field", "Writer", "Value"], lazy(barrier.published, (f) => [
+        h("code", "pf-mono", `${f.step}.${f.field}`),
+        f.writer ? pathLink(f.writer, `${view.invocations.get(f.writer)?.key || f.writer} (${f.writer})`) : h("span", "pf-muted", "reduced"),
+        f.deleted ? h("span", "pf-muted", "(removed)") : valueCell(f.value),
+      ])));
+    } else body.appendChild(h("p", "pf-muted", barrier.policy === "atomic" && barrier.discarded.length ? "Nothing: the atomic policy discarded every branch." : "No fields."));
+    if (barrier.discarded.length) {
+      body.appendChild(h("h3", "pf-subtitle", "Discarded"));
+      body.appendChild(table("pf-discarded-table", ["Branch", "Reason"], lazy(barrier.discarded, (d) => {
+        const path = barrier.branches[d.index];
+        return [pathLink(path, `${d.key} (${path})`), h("span", "", String(d.reason))];
+      })));
+    }
+  }
+  if (barrier.cancel) {
+    const body = sectionIn(parent, ctx, "cancel", "Cancellation", true, "pf-cancel");
+    body.appendChild(facts([
+      ["Reason", barrier.cancelReason ?? ""], ["Requested at", seqLink(barrier.cancel.seq)],
+      ["Told (running)", barrier.cancel.running.join(", ") || "—"],
+      ["Never started (queued)", barrier.cancel.queued.join(", ") || "—"],
+      ["Lost publication rights", barrier.cancel.closed.join(", ") || "—"],
+    ]));
+  }
+  const branches = sectionIn(parent, ctx, "branches", `Branches (${barrier.branches.length})`, barrier.branches.length <= 20);
+  branches.appendChild(table("pf-branch-table", ["#", "Key", "Step", "Status"], lazy(barrier.branches, (path, i) => {
+    const inv = view.invocations.get(path);
+    return [h("span", "pf-mono", String(i)), pathLink(path, inv?.key || path), h("span", "", inv?.step || ""), badge(inv?.status || "?", inv?.status || "muted")];
+  })));
+}
+
+// -- the turn -------------------------------------------------------------------------------
+
+/**
+ * @param {DocumentFragment} parent @param {Run} view @param {Invocation} inv
+ * @param {InspectorContext} ctx
+ */
+function rootInspector(parent, view, inv, ctx) {
+  parent.appendChild(heading(view.flow || "Turn", "the top level"));
+  const status = h("div", "pf-status-line");
+  append(status, badge(view.status, view.status), view.conflicts.length ? badge(`${view.conflicts.length} invalidated join${view.conflicts.length > 1 ? "s" : ""}`, "conflict") : null);
+  parent.appendChild(status);
+  parent.appendChild(facts([
+    ["Message", view.message ?? ""],
+    ["Cursor", view.cursor ?? "—"],
+    ["Tokens", `${view.tokens.total_tokens ?? 0} (${view.tokens.input_tokens ?? 0} in · ${view.tokens.output_tokens ?? 0} out)`],
+    ["Barriers", String(view.barriers.size)],
+    ["Branches", String(view.branchCount)],
+  ]));
+  if (view.reply) {
+    const body = sectionIn(parent, ctx, "reply", "Reply", true);
+    body.appendChild(h("p", "pf-reply-text", view.reply.message));
+  }
+  if (view.error) parent.appendChild(errorBox(view.error));
+  const body = sectionIn(parent, ctx, "canonical", ctx.pinned ? `Canonical state at seq ${view.lastSeq}` : "Canonical state", true, "pf-visibility");
+  const wrap = h("div", "pf-visible-state");
+  /** @type {[string, string, any][]} */
+  const rows = [];
+  for (const [step, fields] of Object.entries(view.state)) {
+    for (const [field, value] of Object.entries(fields)) rows.push([step, field, value]);
+  }
+  wrap.appendChild(rows.length
+    ? table("pf-state-table", ["Field", "Value"], lazy(rows, ([step, field, value]) => [h("code", "pf-mono", `${step}.${field}`), valueCell(value)]))
+    : h("p", "pf-muted", "Empty: no step state yet."));
+  body.appendChild(wrap);
+  if (view.trail.length) {
+    const trail = sectionIn(parent, ctx, "trail", `Steps entered (${view.trail.length})`, false);
+    trail.appendChild(table("pf-trail-table", ["Seq", "Step", "How", "Path"], lazy(view.trail, (t) => [
+      seqLink(t.seq), h("code", "pf-mono", t.step), h("span", "", t.how), t.path ? pathLink(t.path, t.path) : h("span", "pf-muted", "turn"),
+    ])));
+  }
+  if (view.anomalies.length || view.overflows.length) {
+    const warn = sectionIn(parent, ctx, "anomalies", "Stream problems", true);
+    for (const o of view.overflows) warn.appendChild(h("p", "pf-error-message", `A sink dropped events ${o.first}–${o.last} (${o.sink}).`));
+    for (const a of view.anomalies.slice(0, 50)) warn.appendChild(h("p", "pf-error-message", `#${a.seq}: ${a.message}`));
+  }
+  callsAndEvents(parent, view, inv, ctx);
+}

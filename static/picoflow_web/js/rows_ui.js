@@ -1,0 +1,266 @@
+// @ts-check
+/**
+ * The virtual list of tree rows with their lanes (DOM). Only the rows inside the scroll
+ * window exist; their elements are pooled and re-pointed by row key (Temporal's pooled
+ * rows), so scrolling through 10,000 branches creates no garbage per frame. A row's tree
+ * cell is rebuilt only when its signature changes; its lane's segments are moved in place.
+ *
+ * Hooks: `.pf-row` on every row; `.pf-branch[data-path][data-status]`,
+ * `.pf-barrier[data-barrier]`, `.pf-more[data-barrier]`, `.pf-root`; the lane cell of a
+ * branch row is `.pf-lane[data-path]`.
+ */
+
+import { append, h } from "./dom.js";
+import { preview } from "./format.js";
+import { ROW_HEIGHT, formatSeconds, lane, windowRange } from "./layout.js";
+
+/** @typedef {import("./layout.js").Row} Row */
+/** @typedef {import("./fold.js").Run} Run */
+
+const INDENT = 16;
+
+/**
+ * @typedef {{el: HTMLElement, tree: HTMLElement, lane: HTMLElement, sig: string | null,
+ *   laneSig: string | null, top: number}} Slot
+ */
+
+/**
+ * @param {HTMLElement} viewport  the scrolling element
+ * @param {HTMLElement} sizer  its child, as tall as all rows
+ */
+export function createRowsView(viewport, sizer) {
+  /** @type {Map<string, Slot>} */
+  const live = new Map();
+  /** @type {Slot[]} */
+  const spare = [];
+  let height = -1;
+
+  /** @returns {Slot} */
+  const makeSlot = () => {
+    const el = h("div", "pf-row");
+    el.setAttribute("role", "treeitem");
+    const tree = h("div", "pf-cell-tree");
+    const laneEl = h("div", "pf-cell-lane");
+    append(el, tree, laneEl);
+    sizer.appendChild(el);
+    return { el, tree, lane: laneEl, sig: null, laneSig: null, top: -1 };
+  };
+
+  /**
+   * Draw the rows in the window.
+   * @param {Row[]} rows @param {{scrollTop: number, viewport: number, run: Run,
+   *   bounds: {start: number, end: number}, now: number | null, selected: string | null,
+   *   selectedBarrier: string | null}} frame
+   */
+  const render = (rows, frame) => {
+    const range = windowRange(rows.length, frame.scrollTop, frame.viewport);
+    if (range.height !== height) {
+      height = range.height;
+      sizer.style.height = `${height}px`;
+    }
+    const wanted = new Set();
+    for (let i = range.start; i < range.end; i += 1) wanted.add(rows[i].rowKey);
+    for (const [key, slot] of live) {
+      if (!wanted.has(key)) {
+        live.delete(key);
+        park(slot);
+        spare.push(slot);
+      }
+    }
+    for (let i = range.start; i < range.end; i += 1) {
+      const row = rows[i];
+      let slot = live.get(row.rowKey);
+      if (!slot) {
+        slot = spare.pop() || makeSlot();
+        slot.sig = null;
+        slot.laneSig = null;
+        slot.el.hidden = false;
+        live.set(row.rowKey, slot);
+      }
+      const selected = isSelected(row, frame.selected, frame.selectedBarrier);
+      const sig = signature(row, selected);
+      if (sig !== slot.sig) {
+        fillRow(slot, row, selected);
+        slot.sig = sig;
+      }
+      const top = i * ROW_HEIGHT;
+      if (slot.top !== top) {
+        slot.el.style.transform = `translateY(${top}px)`;
+        slot.top = top;
+      }
+      slot.el.setAttribute("aria-rowindex", String(i + 1));
+      fillLane(slot, lane(row, frame.run, frame.bounds, frame.now));
+    }
+    return range;
+  };
+
+  return { render, viewport };
+}
+
+/**
+ * Hide a slot that left the window and strip its hooks, so selectors only ever match
+ * rows that are shown.
+ * @param {Slot} slot
+ */
+function park(slot) {
+  slot.el.hidden = true;
+  slot.el.className = "pf-row";
+  for (const name of ["data-path", "data-status", "data-barrier", "title", "aria-expanded"]) slot.el.removeAttribute(name);
+  slot.lane.className = "pf-cell-lane";
+  slot.lane.removeAttribute("data-path");
+  slot.sig = null;
+  slot.laneSig = null;
+}
+
+/** @param {Row} row @param {string | null} path @param {string | null} barrier */
+function isSelected(row, path, barrier) {
+  if (row.kind === "barrier") return barrier === row.id;
+  if (row.kind === "branch") return barrier === null && path === row.path;
+  if (row.kind === "root") return barrier === null && path === "";
+  return false;
+}
+
+/** @param {Row} row @param {boolean} selected */
+function signature(row, selected) {
+  switch (row.kind) {
+    case "root":
+      return `r|${row.flow}|${row.step}|${row.status}|${selected}`;
+    case "barrier": {
+      const b = row.barrier;
+      const c = b.counts;
+      return `b|${row.id}|${row.depth}|${b.outcome}|${c.queued},${c.running},${c.fulfilled},${c.rejected}|${row.collapsed}|${row.matched}|${b.checkpointRevision}|${b.checkpointFailed}|${b.cancelReason}|${selected}`;
+    }
+    case "branch": {
+      const inv = row.inv;
+      return `p|${row.path}|${row.depth}|${inv.status}|${inv.started}|${inv.finished}|${inv.cancelled}|${inv.lostRights}|${inv.cancelTold}|${inv.hasDirectResult}|${inv.barriers.length}|${selected}`;
+    }
+    default:
+      return `m|${row.id}|${row.depth}|${row.hidden}|${JSON.stringify(row.counts)}`;
+  }
+}
+
+/** @param {Slot} slot @param {Row} row @param {boolean} selected */
+function fillRow(slot, row, selected) {
+  const { el, tree } = slot;
+  for (const name of ["data-path", "data-status", "data-barrier", "title", "aria-expanded"]) el.removeAttribute(name);
+  slot.lane.removeAttribute("data-path");
+  slot.lane.className = "pf-cell-lane";
+  el.setAttribute("aria-level", String(row.depth + 1));
+  el.setAttribute("aria-selected", String(selected));
+  tree.replaceChildren();
+  tree.style.paddingLeft = `${8 + row.depth * INDENT}px`;
+  switch (row.kind) {
+    case "root": {
+      el.className = `pf-row pf-root pf-status-${row.status}${selected ? " pf-selected" : ""}`;
+      el.title = "The turn: canonical state, top-level model and tool calls";
+      append(tree,
+        h("span", "pf-twisty-space"),
+        h("span", `pf-dot pf-dot-${row.status}`),
+        h("span", "pf-row-key", row.flow || "turn"),
+        h("span", "pf-row-step", row.step ? `cursor ${row.step}` : ""),
+        h("span", "pf-row-path", "turn"));
+      slot.lane.classList.add("pf-lane-root");
+      break;
+    }
+    case "barrier": {
+      const b = row.barrier;
+      const conflict = b.outcome === "invalidated";
+      el.className = `pf-row pf-barrier pf-outcome-${b.outcome}${selected ? " pf-selected" : ""}`;
+      el.dataset.barrier = row.id;
+      el.setAttribute("aria-expanded", String(!row.collapsed));
+      const twisty = h("button", "pf-twisty", row.collapsed ? "▸" : "▾");
+      twisty.setAttribute("type", "button");
+      twisty.setAttribute("aria-label", row.collapsed ? "Expand" : "Collapse");
+      twisty.tabIndex = -1;
+      const counts = h("span", "pf-counts");
+      const c = b.counts;
+      append(counts,
+        c.fulfilled ? h("span", "pf-count pf-count-fulfilled", `✓ ${c.fulfilled}`) : null,
+        c.rejected ? h("span", "pf-count pf-count-rejected", `✗ ${c.rejected}`) : null,
+        c.running ? h("span", "pf-count pf-count-running", `● ${c.running}`) : null,
+        c.queued ? h("span", "pf-count pf-count-queued", `○ ${c.queued}`) : null);
+      el.title = `barrier ${row.id}: ${b.branches.length} ${b.branches.length === 1 ? "branch" : "branches"}, ${b.policy}, forked by ${b.callerStep}`;
+      append(tree,
+        twisty,
+        h("span", "pf-fork-icon"),
+        h("span", "pf-row-key pf-mono", row.id),
+        h("span", `pf-chip pf-chip-${b.policy}`, b.policy === "retain-successes" ? "retain" : b.policy),
+        b.checkpoint !== "none" ? h("span", "pf-chip", b.checkpointFailed ? "checkpoint failed" : b.checkpointRevision !== null ? `checkpoint r${b.checkpointRevision}` : "root-join") : null,
+        b.maxConcurrency !== null ? h("span", "pf-chip", `≤${b.maxConcurrency}`) : null,
+        b.cancelReason !== null ? h("span", "pf-chip pf-chip-cancel", "cancelled") : null,
+        counts,
+        h("span", `pf-badge pf-badge-${conflict ? "conflict" : b.outcome}`, conflict ? "invalidated" : b.outcome),
+        row.matched !== b.branches.length ? h("span", "pf-muted", `${row.matched} match`) : null);
+      break;
+    }
+    case "branch": {
+      const inv = row.inv;
+      el.className = `pf-row pf-branch pf-status-${inv.status}${selected ? " pf-selected" : ""}`;
+      el.title = `${inv.key || inv.step} (${inv.step}) · path ${inv.path} · ${inv.status}`;
+      el.dataset.path = row.path;
+      el.dataset.status = inv.status;
+      slot.lane.classList.add("pf-lane");
+      slot.lane.dataset.path = row.path;
+      const duration = inv.started !== null && inv.finished !== null ? formatSeconds(inv.finished - inv.started) : "";
+      append(tree,
+        h("span", "pf-twisty-space"),
+        h("span", `pf-dot pf-dot-${inv.status}`),
+        h("span", "pf-row-key", inv.key || inv.step),
+        inv.key && inv.key !== inv.step ? h("span", "pf-row-step", inv.step) : null,
+        h("span", "pf-row-path pf-mono", inv.path),
+        inv.hasDirectResult ? h("span", "pf-chip", "direct") : null,
+        inv.cancelled ? h("span", "pf-chip pf-chip-cancel", "cancelled") : null,
+        inv.lostRights ? h("span", "pf-chip pf-chip-cancel", "lost rights") : null,
+        inv.status === "rejected" && inv.error && !inv.cancelled ? h("span", "pf-chip pf-chip-error", preview(inv.error.code, 28, true)) : null,
+        h("span", "pf-row-time pf-mono", duration));
+      break;
+    }
+    default: {
+      el.className = "pf-row pf-more";
+      el.dataset.barrier = row.id;
+      const c = row.counts;
+      const detail = [
+        c.running ? `${c.running} running` : "", c.queued ? `${c.queued} queued` : "",
+        c.fulfilled ? `${c.fulfilled} fulfilled` : "", c.rejected ? `${c.rejected} rejected` : "",
+      ].filter(Boolean).join(" · ");
+      const more = h("button", "pf-button pf-button-small pf-more-button", `Show ${Math.min(500, row.hidden).toLocaleString("en-US")} more`);
+      more.setAttribute("type", "button");
+      more.dataset.more = "500";
+      const all = h("button", "pf-button pf-button-small pf-more-button", "Show all");
+      all.setAttribute("type", "button");
+      all.dataset.more = "all";
+      append(tree,
+        h("span", "pf-twisty-space"),
+        h("span", "pf-more-count", `+${row.hidden.toLocaleString("en-US")} more`),
+        h("span", "pf-muted", detail),
+        more, row.hidden > 500 ? all : null);
+      break;
+    }
+  }
+}
+
+/**
+ * Move the lane's segment elements into place (created or removed only when the number
+ * of segments changes).
+ * @param {Slot} slot @param {{segments: {kind: string, x0: number, x1: number}[],
+ *   marks: {kind: string, x: number}[]}} geometry
+ */
+function fillLane(slot, geometry) {
+  let sig = "";
+  for (const s of geometry.segments) sig += `${s.kind}${(s.x0 * 1000) | 0},${(s.x1 * 1000) | 0};`;
+  for (const m of geometry.marks) sig += `${m.kind}@${(m.x * 1000) | 0};`;
+  if (sig === slot.laneSig) return;
+  slot.laneSig = sig;
+  const items = [...geometry.segments.map((s) => ({ cls: `pf-seg pf-seg-${s.kind}`, left: s.x0, width: Math.max(0, s.x1 - s.x0) })),
+    ...geometry.marks.map((m) => ({ cls: `pf-mark pf-mark-${m.kind}`, left: m.x, width: -1 }))];
+  const children = slot.lane.children;
+  while (children.length > items.length) children[children.length - 1].remove();
+  while (children.length < items.length) slot.lane.appendChild(h("i"));
+  items.forEach((item, i) => {
+    const el = /** @type {HTMLElement} */ (children[i]);
+    if (el.className !== item.cls) el.className = item.cls;
+    el.style.left = `${(item.left * 100).toFixed(3)}%`;
+    if (item.width >= 0) el.style.width = `max(2px, ${(item.width * 100).toFixed(3)}%)`;
+    else el.style.removeProperty("width");
+  });
+}

@@ -1,0 +1,133 @@
+// @ts-check
+/**
+ * The page's one mutable state, and the render schedule. No DOM: the frame scheduler is
+ * injected (requestAnimationFrame in the browser), so node tests drive it.
+ *
+ * - `createStore`: get / set / subscribe (speedscope's atom idea). Any number of `set`s
+ *   and `touch`es between two frames cause ONE call of each subscriber, in the next frame.
+ * - `createRunStore`: a store whose state holds a run model; `applyBatch(events)` folds a
+ *   live batch in incrementally, and `view()` is the model the page draws: the live one,
+ *   or the fold stopped at the pinned seq (replay scrubber), cached per seq.
+ */
+
+import { applyEvents, createRun, fold } from "./fold.js";
+
+/**
+ * @template S
+ * @param {S} initial
+ * @param {{frame?: (fn: () => void) => any}} [options]
+ */
+export function createStore(initial, options = {}) {
+  const frame = options.frame ?? ((fn) => globalThis.requestAnimationFrame(fn));
+  let state = initial;
+  let scheduled = false;
+  let frames = 0;
+  /** @type {Set<(state: S) => void>} */
+  const subscribers = new Set();
+
+  const flush = () => {
+    scheduled = false;
+    frames += 1;
+    for (const fn of [...subscribers]) fn(state);
+  };
+  const schedule = () => {
+    if (scheduled) return;
+    scheduled = true;
+    frame(flush);
+  };
+
+  return {
+    get: () => state,
+    /** Merge `patch` into the state and schedule a render. @param {Partial<S>} patch */
+    set(patch) {
+      state = { ...state, ...patch };
+      schedule();
+    },
+    /** Schedule a render without changing anything (the model was mutated in place). */
+    touch: schedule,
+    /** @param {(state: S) => void} fn @returns {() => void} */
+    subscribe(fn) {
+      subscribers.add(fn);
+      return () => subscribers.delete(fn);
+    },
+    /** Render now if one is scheduled (tests, and before reading the DOM). */
+    flushNow() {
+      if (scheduled) flush();
+    },
+    /** How many renders ran so far. */
+    get frames() {
+      return frames;
+    },
+  };
+}
+
+/**
+ * @typedef {object} RunState
+ * @property {import("./fold.js").Run} run  the live fold of every event received
+ * @property {any} summary  the run summary the server sent last
+ * @property {{state: string, mode: string, retryIn?: number, reason?: string}} conn
+ * @property {string | null} selected  invocation path ("" is the turn itself)
+ * @property {string | null} selectedBarrier
+ * @property {number | null} seq  the pinned seq (null: follow the end)
+ * @property {Set<string>} collapsed
+ * @property {Map<string, number>} shown
+ * @property {string} query
+ * @property {string} status
+ * @property {number} receivedAt  local ms time when the last batch arrived
+ * @property {number} received  events received so far (duplicates included)
+ */
+
+/**
+ * @param {{frame?: (fn: () => void) => any, now?: () => number, summary?: any}} [options]
+ */
+export function createRunStore(options = {}) {
+  const now = options.now ?? (() => Date.now());
+  /** @type {RunState} */
+  const initial = {
+    run: createRun(),
+    summary: options.summary ?? null,
+    conn: { state: "connecting", mode: "ws" },
+    selected: null,
+    selectedBarrier: null,
+    seq: null,
+    collapsed: new Set(),
+    shown: new Map(),
+    query: "",
+    status: "",
+    receivedAt: now(),
+    received: 0,
+  };
+  const store = createStore(initial, options);
+  /** @type {{seq: number, version: number, run: import("./fold.js").Run} | null} */
+  let pinned = null;
+
+  return {
+    ...store,
+    /**
+     * Fold a batch into the live model; returns how many events were new. One render is
+     * scheduled however many batches arrive before the next frame.
+     * @param {any[]} events
+     */
+    applyBatch(events) {
+      const state = store.get();
+      const applied = applyEvents(state.run, events);
+      store.set({ receivedAt: now(), received: state.received + events.length });
+      return applied;
+    },
+    /** The model to draw: live, or stopped at the pinned seq. */
+    view() {
+      const state = store.get();
+      const live = state.run;
+      if (state.seq === null || state.seq >= live.lastSeq) return live;
+      if (!pinned || pinned.seq !== state.seq || pinned.version > live.version) {
+        pinned = { seq: state.seq, version: live.version, run: fold(live.events, state.seq) };
+      }
+      return pinned.run;
+    },
+    /** Seconds since the run started, by the local clock since the last batch (live runs). */
+    nowOffset() {
+      const state = store.get();
+      return state.run.endOffset + Math.max(0, (now() - state.receivedAt) / 1000);
+    },
+  };
+}

@@ -1,0 +1,184 @@
+"""The committed golden traces are valid, reproducible, and fold to what the runtime did.
+
+Each golden (``tests/golden/<name>.jsonl`` and ``.txt``, written by
+``tests/golden/regenerate.py``) is checked three ways: every line validates strictly; a
+fresh recording of the same definition gives the same normalised dump; and folding the
+committed events gives exactly the state the runtime published — canonically after each
+turn, and as each branch saw it when it finished. The browser's fold is checked against
+the same files, so the two folds cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from typing import Any
+
+import pytest
+
+from runtime import events as ev
+from runtime.bus import dump_event, read_jsonl
+from runtime.fold import comparable, fold, runs_of, view_at
+from tests.golden.goldens import BY_NAME, GOLDENS, Golden, Recorded, dump_text, record
+
+pytestmark = pytest.mark.anyio
+
+NAMES = [golden.name for golden in GOLDENS]
+WITH_BRANCHES = [name for name in NAMES if name != "hotel"]
+REGENERATE = ".venv/bin/python tests/golden/regenerate.py"
+
+_RECORDINGS: dict[str, Recorded] = {}
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """Goldens record asyncio's order of concurrent events: re-run them on asyncio only."""
+    return "asyncio"
+
+
+async def rerun(golden: Golden) -> Recorded:
+    """A fresh recording of ``golden``, made once per test session."""
+    if golden.name not in _RECORDINGS:
+        _RECORDINGS[golden.name] = await record(golden)
+    return _RECORDINGS[golden.name]
+
+
+def committed(golden: Golden) -> dict[str, list[ev.Event]]:
+    """The committed events of ``golden``, by run id."""
+    return runs_of(read_jsonl(golden.jsonl_path))
+
+
+def user_state(state: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """State as events can tell it: no framework fields, no steps left empty by that.
+
+    A session document lists a step with a model override even when its state is empty;
+    the fold only knows steps that have state.
+    """
+    return {step: fields for step, fields in comparable(state).items() if fields}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_committed_line_validates_strictly_and_round_trips(name: str) -> None:
+    golden = BY_NAME[name]
+    lines = golden.jsonl_path.read_text("utf-8").splitlines()
+    parsed = [ev.parse_event(line) for line in lines]
+    assert [dump_event(event) for event in parsed] == lines
+    assert [dump_event(event) for event in read_jsonl(golden.jsonl_path)] == lines
+    assert list(committed(golden)) == [golden.run_id(i) for i in range(1, len(golden.turns) + 1)]
+    assert {event.session_id for event in parsed} == {golden.session_id}
+
+
+@pytest.mark.parametrize("name", NAMES)
+async def test_a_fresh_recording_reproduces_the_committed_dump(name: str) -> None:
+    golden = BY_NAME[name]
+    recorded = await rerun(golden)
+    assert [reply.success for reply in recorded.replies] == [True] * len(golden.turns), [
+        reply.message for reply in recorded.replies]
+    expected = golden.txt_path.read_text("utf-8")
+    actual = dump_text(recorded.events)
+    diff = "".join(difflib.unified_diff(expected.splitlines(True), actual.splitlines(True),
+                                        f"committed {golden.txt_path.name}", "fresh run", n=1))
+    assert actual == expected, f"regenerate with `{REGENERATE} {name}` if intended:\n{diff}"
+
+
+@pytest.mark.parametrize("name", NAMES)
+async def test_folding_the_committed_events_gives_the_saved_state_of_every_turn(
+    name: str,
+) -> None:
+    golden = BY_NAME[name]
+    recorded = await rerun(golden)
+    runs = list(committed(golden).values())
+    assert len(runs) == len(recorded.docs)
+    for events, doc, reply in zip(runs, recorded.docs, recorded.replies, strict=True):
+        run = fold(events)
+        saved = {record.name: record.state for record in doc.flow.steps}
+        assert user_state(run.state) == user_state(saved), events[0].run_id
+        assert run.status == "finished"
+        assert run.reply is not None and run.reply["message"] == reply.message
+        assert run.cursor == doc.flow.current_step
+        assert run.tokens["total_tokens"] == doc.tokens.total_tokens
+
+
+@pytest.mark.parametrize("name", WITH_BRANCHES)
+async def test_every_branch_view_folds_to_what_the_branch_saw(name: str) -> None:
+    golden = BY_NAME[name]
+    recorded = await rerun(golden)
+    runs = committed(golden)
+    fulfilled = {(e.run_id, e.path): e.seq for events in runs.values() for e in events
+                 if isinstance(e, ev.BranchFulfilled)}
+    # The demos report every successful branch, and only those.
+    assert sorted((v.run_id, v.path) for v in recorded.views) == sorted(fulfilled)
+    folded = {run_id: fold(events) for run_id, events in runs.items()}
+    for view in recorded.views:
+        seen = view_at(folded[view.run_id], view.path, fulfilled[(view.run_id, view.path)])
+        assert user_state(seen["state"]) == user_state(view.state), (view.run_id, view.path)
+
+
+def _events(name: str, kind: type[Any]) -> list[Any]:
+    return [e for events in committed(BY_NAME[name]).values() for e in events
+            if isinstance(e, kind)]
+
+
+def test_nested_fanout_reduces_in_request_path_order_not_completion_order() -> None:
+    outer = next(e for e in _events("nested_fanout", ev.JoinReduced)
+                 if e.barrier == "b0" and e.field == "sources")
+    assert [item["path"] for item in outer.inputs] == ["0.0", "0.1", "1"]
+    assert outer.completion_order == ["1", "0"]  # the archive finder beat the planner
+    run = fold(next(iter(committed(BY_NAME["nested_fanout"]).values())))
+    assert run.barriers["0/b0"].base == "0"
+    # D and E inherit the planner's plan; C, forked beside the planner, cannot see it.
+    plan = run.state["Planner"]["plan"]
+    for path in ("0.0", "0.1"):
+        assert view_at(run, path)["state"]["Planner"]["plan"] == plan
+    assert "Planner" not in view_at(run, "1")["state"]
+    assert [e.tool for e in _events("nested_fanout", ev.BranchDirectResult)] == ["plan_queries"]
+
+
+def test_conflict_is_invalidated_with_the_provenance_of_both_writers() -> None:
+    (invalid,) = _events("conflict", ev.JoinInvalidated)
+    assert invalid.error.code == "parallel_state_conflict"
+    assert [(p["key"], p["kind"], p["field"]) for p in invalid.provenance] == [
+        ("north", "replace", "venue"), ("south", "replace", "venue")]
+    assert not _events("conflict", ev.JoinPublished)
+    (events,) = committed(BY_NAME["conflict"]).values()
+    assert "VenueScout" not in fold(events).state
+
+
+def test_atomic_failure_publishes_nothing_and_discards_every_branch() -> None:
+    (published,) = _events("atomic_failure", ev.JoinPublished)
+    assert published.fields == []
+    assert sorted(d["key"] for d in published.discarded) == ["car", "flight", "hotel"]
+    (rejected,) = _events("atomic_failure", ev.BranchRejected)
+    assert (rejected.key, rejected.cancelled) == ("car", False)
+
+
+def test_cancellation_tells_running_branches_and_never_starts_queued_ones() -> None:
+    (told,) = _events("cancellation", ev.CancelPropagated)
+    assert (told.running, told.queued) == (["0", "1"], ["2", "3"])
+    (expired,) = _events("cancellation", ev.CancelGraceExpired)
+    assert expired.closed == ["1"]
+    rejected = {e.key: (e.cancelled, e.started) for e in _events("cancellation",
+                                                                 ev.BranchRejected)}
+    assert rejected == {"legacy": (True, True), "south": (True, False), "east": (True, False)}
+    assert {e.key for e in _events("cancellation", ev.BranchStarted)} == {"north", "legacy"}
+
+
+def test_ab_timing_pipelines_workers_but_batches_wait_for_the_slowest() -> None:
+    first, second = committed(BY_NAME["ab_timing"]).values()
+    keys = [[e.key for e in events if isinstance(e, ev.BranchFulfilled) and e.key[1:].isdigit()]
+            for events in (first, second)]
+    assert keys == [["A1", "A2", "B1", "B2"], ["A1", "B1", "A2", "B2"]]
+    offsets = {(e.run_id, e.key): e.offset for events in (first, second) for e in events
+               if isinstance(e, ev.BranchFulfilled)}
+    # Pipelined, worker A is done long before B1 (10 units); batched, A2 waits for B1.
+    assert offsets[("ab_timing-1", "A")] < offsets[("ab_timing-1", "B1")]
+    assert offsets[("ab_timing-2", "A2")] > offsets[("ab_timing-2", "B1")]
+
+
+def test_the_hotel_golden_books_and_completes_the_session() -> None:
+    runs = list(committed(BY_NAME["hotel"]).values())
+    assert len(runs) == 14
+    last = fold(runs[-1])
+    assert last.reply is not None and last.reply["completed"] is True
+    assert last.state["PresentStep"]["hotel"]["hotelName"] == "Eastbank Esplanade Hotel"
+    assert json.loads(last.state["ExploreStep"]["json"])["roomType"] == ["two beds"]

@@ -1,0 +1,176 @@
+"""The golden runs: what each committed trace records, and how to record it again.
+
+Shared by ``regenerate.py`` (which writes ``<name>.jsonl`` and ``<name>.txt`` here) and by
+the contract tests (which re-run the same definitions and compare). Every run uses the
+asyncio backend, a fixed time unit, fixed run ids and a fixed session id, so two
+recordings differ only in wall-clock fields — which :func:`normalise` masks in the text
+dumps (the JSONL keeps the real clock: offsets are what a timing view replays).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from picoflow_web.demos.hotel.flow import HotelFlow
+from picoflow_web.demos.hotel.script import CURRENT_DATE, REFERENCE_TURNS, hotel_model
+from picoflow_web.demos.parallel import (
+    atomic_flow,
+    cancel_flow,
+    conflict_flow,
+    research_flow,
+    timing_flow,
+)
+from runtime import Flow, FlowEngine, RunReply, ScriptedModel, SessionDocument, Step
+from runtime.bus import MemorySink, dump_event
+from runtime.events import Event
+from runtime.fold import runs_of
+from runtime.trace import dump_trace
+
+GOLDEN_DIR = Path(__file__).resolve().parent
+GOLDEN_LATENCY = 0.05
+"""Seconds per demo time unit. Where the order of concurrent events depends on timing, the
+demos keep at least two units (100 ms) between the contenders — far more than scheduling
+jitter on a busy machine — so the order of events is fixed. (A grossly oversubscribed CPU
+can still reorder them: a mismatching dump is worth one re-run before it is believed.)"""
+
+Factory = Callable[[float], tuple[type[Flow], ScriptedModel | None]]
+
+
+def _hotel(latency: float) -> tuple[type[Flow], ScriptedModel | None]:
+    return HotelFlow, hotel_model(latency=latency)
+
+
+@dataclass(frozen=True)
+class Golden:
+    """One golden: a flow, its model and the turns played against one session."""
+
+    name: str
+    build: Factory
+    turns: tuple[str, ...]
+    config: dict[str, Any] | None = None
+    latency: float = GOLDEN_LATENCY
+    """The time unit it is recorded at."""
+
+    @property
+    def session_id(self) -> str:
+        """The fixed session id of the run."""
+        return f"golden-{self.name}"
+
+    def run_id(self, turn: int) -> str:
+        """The fixed run id of turn ``turn`` (from 1)."""
+        return f"{self.name}-{turn}"
+
+    @property
+    def jsonl_path(self) -> Path:
+        """The committed event log."""
+        return GOLDEN_DIR / f"{self.name}.jsonl"
+
+    @property
+    def txt_path(self) -> Path:
+        """The committed readable dump."""
+        return GOLDEN_DIR / f"{self.name}.txt"
+
+
+GOLDENS: tuple[Golden, ...] = (
+    # Sequential: its order of events does not depend on time, so it can play fast.
+    Golden("hotel", _hotel, REFERENCE_TURNS, {"current_date": CURRENT_DATE}, latency=0.005),
+    Golden("nested_fanout", research_flow, ("Research tide pools",)),
+    Golden("conflict", conflict_flow, ("Plan the team offsite",)),
+    Golden("atomic_failure", atomic_flow, ("Book the trip",)),
+    Golden("cancellation", cancel_flow, ("Watch prices until the deadline",)),
+    Golden("ab_timing", timing_flow, ("pipelined", "batched")),
+)
+BY_NAME = {golden.name: golden for golden in GOLDENS}
+
+
+@dataclass(frozen=True)
+class BranchView:
+    """What one branch could read as it finished, as the runtime had it."""
+
+    run_id: str
+    path: str
+    state: dict[str, dict[str, Any]]
+
+
+@dataclass
+class Recorded:
+    """One recording of a golden."""
+
+    events: list[Event]
+    replies: list[RunReply] = field(default_factory=list)
+    docs: list[SessionDocument] = field(default_factory=list)
+    """The stored session document after each turn."""
+    views: list[BranchView] = field(default_factory=list)
+
+
+def recording(flow: type[Flow], views: list[BranchView]) -> type[Flow]:
+    """``flow`` under the same id, capturing each demo branch's view as it finishes.
+
+    The demos call ``on_branch_exit`` at the end of every successful branch; the default
+    does nothing, so only recordings pay for the capture.
+    """
+
+    def on_branch_exit(self: Flow, step: Step) -> None:
+        assert self.bus is not None
+        views.append(BranchView(
+            run_id=self.bus.run_id,
+            path=step.parallel_invocation().path_str,
+            state={name: self.read_step_state(name) for name in self.steps},
+        ))
+
+    return type(flow.__name__, (flow,), {"id": flow.id, "on_branch_exit": on_branch_exit})
+
+
+async def record(golden: Golden) -> Recorded:
+    """Play ``golden``'s turns on a fresh engine and return everything observed.
+
+    Run it on asyncio: the committed order of concurrent events is asyncio's.
+    """
+    flow, model = golden.build(golden.latency)
+    views: list[BranchView] = []
+    sink = MemorySink()
+    engine = FlowEngine(flows=[recording(flow, views)], model_override=model, sinks=[sink])
+    recorded = Recorded(events=sink.events, views=views)
+    session_id = golden.session_id
+    for turn, message in enumerate(golden.turns, 1):
+        reply = await engine.run(flow.id, message, session_id, golden.config,
+                                 run_id=golden.run_id(turn))
+        session_id = reply.session_id
+        doc = await engine.store.load(session_id)
+        assert doc is not None, f"{golden.name}: turn {turn} left no session document"
+        recorded.replies.append(reply)
+        recorded.docs.append(doc)
+    return recorded
+
+
+_ISO_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})")
+_UUID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b")
+_MESSAGE_ID = re.compile(r"\|<time>\|\d{10}\b")
+
+
+def normalise(text: str) -> str:
+    """Mask what differs between two recordings of one golden: wall-clock stamps (the
+    ``_saveOn`` of ``session.loaded`` states), random uuids and message-id suffixes."""
+    text = _ISO_TIME.sub("<time>", text)
+    text = _UUID.sub("<uuid>", text)
+    return _MESSAGE_ID.sub("|<time>|<n>", text)
+
+
+def dump_text(events: Sequence[Event]) -> str:
+    """The normalised readable dump: each run's ``dump_trace``, separated by a blank line."""
+    return normalise("\n".join(dump_trace(run) for run in runs_of(events).values()))
+
+
+def dump_jsonl(events: Sequence[Event]) -> str:
+    """The event log as JSON Lines (one ``dump_event`` per line)."""
+    return "".join(dump_event(event) + "\n" for event in events)
+
+
+def write(golden: Golden, recorded: Recorded) -> None:
+    """Write ``golden``'s committed files from ``recorded``."""
+    golden.jsonl_path.write_text(dump_jsonl(recorded.events), encoding="utf-8")
+    golden.txt_path.write_text(dump_text(recorded.events), encoding="utf-8")
