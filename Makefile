@@ -48,7 +48,7 @@ run: $(VENV)/.installed-base
 	$(PY) manage.py collectstatic --noinput -v 0
 	$(PY) manage.py ensure_admin
 	@echo "PicoFlow Web on http://$(HOST):$(PORT)/  (Ctrl-C stops it)"
-	$(BIN)/daphne -b $(HOST) -p $(PORT) picoflow_web.asgi:application
+	$(BIN)/daphne -b $(HOST) -p $(PORT) --websocket-max-message-size 67108864 picoflow_web.asgi:application
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
@@ -58,7 +58,11 @@ lint: $(VENV)/.installed-dev
 		echo "mypy: skipped, runtime/ has no Python files yet"; \
 	fi
 
+# scripts/ensure_services.sh: as root, apt-get installs redis-server, postgresql and
+# chromium if missing; it also pip-installs the test-services extra (psycopg,
+# channels-redis, websockets, playwright). Quiet and quick when all is there.
 test: lint
+	@bash scripts/ensure_services.sh "$(PY)"
 	$(BIN)/pytest
 	@if ls tests/js/*.test.mjs >/dev/null 2>&1; then \
 		echo "node --test tests/js/*.test.mjs"; node --test tests/js/*.test.mjs; \

@@ -10,6 +10,7 @@ deliver that the store could not.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -18,6 +19,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from picoflow_web import selectors
 from picoflow_web.bridge import RUNS_GROUP, run_group
 
+MESSAGE_BYTES = 256 * 1024
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404
 
@@ -63,9 +65,31 @@ class RunConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
 
     async def _forward(self, events: list[dict[str, Any]]) -> None:
         fresh = [e for e in events if e["seq"] > self.last_seq]
-        if fresh:
-            self.last_seq = fresh[-1]["seq"]
-            await self.send_json({"type": "events", "events": fresh})
+        for chunk in _chunks(fresh):
+            self.last_seq = chunk[-1]["seq"]
+            await self.send_json({"type": "events", "events": chunk})
+
+
+def _chunks(events: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """Split events into messages of about ``MESSAGE_BYTES`` (a huge event travels alone).
+
+    Websocket servers cap message size (Daphne: 1 MiB unless
+    ``--websocket-max-message-size`` says otherwise), and smaller messages let the page
+    render while a long replay is still arriving.
+    """
+    chunks: list[list[dict[str, Any]]] = []
+    current: list[dict[str, Any]] = []
+    size = 0
+    for event in events:
+        weight = len(json.dumps(event, separators=(",", ":")))
+        if current and size + weight > MESSAGE_BYTES:
+            chunks.append(current)
+            current, size = [], 0
+        current.append(event)
+        size += weight
+    if current:
+        chunks.append(current)
+    return chunks
 
 
 class RunsConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]

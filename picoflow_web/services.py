@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import uuid
 from typing import Any
@@ -83,7 +84,9 @@ async def run_start(
         except Exception:
             logger.exception("Run %s failed outside the flow", run.id)
 
-    task = asyncio.get_running_loop().create_task(execute())
+    # A fresh context: the request's context points sync_to_async at the request's own
+    # thread executor, which is gone once the response is sent.
+    task = asyncio.get_running_loop().create_task(execute(), context=contextvars.Context())
     _BACKGROUND.add(task)
     task.add_done_callback(_BACKGROUND.discard)
     return run

@@ -7,6 +7,8 @@ websockets).
 
 from __future__ import annotations
 
+import json
+
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
@@ -47,8 +49,17 @@ def session_page(request: HttpRequest, session_id: str) -> HttpResponse:
     if session is None:
         raise Http404("No such session.")
     runs = list(Run.objects.filter(session_id=session_id).order_by("started_at"))
+    flow = session.doc.get("flow", {}) if isinstance(session.doc, dict) else {}
     return render(request, "picoflow_web/session.html", {
         "session": session, "doc": session.doc, "runs": runs,
+        "step_states": [
+            {"name": record.get("name", ""), "json": json.dumps(record.get("state", {}),
+                                                                indent=2, sort_keys=True,
+                                                                ensure_ascii=False)}
+            for record in flow.get("steps", [])
+        ],
+        "context_json": json.dumps(flow.get("context", {}), indent=2, sort_keys=True,
+                                   ensure_ascii=False),
     })
 
 
