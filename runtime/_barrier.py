@@ -20,6 +20,7 @@ publication rights (their scope closes, late writes are dropped) and are cancell
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
@@ -38,6 +39,7 @@ from .errors import (
     ParallelConfigurationError,
     ParallelDuplicateKeyError,
     ParallelLimitError,
+    StateValueError,
 )
 from .events import safe_value
 from .jsonutil import json_copy
@@ -102,6 +104,9 @@ def _normalise(flow: Flow, requests: Sequence[RunStepRequest | Mapping[str, Any]
     out = []
     seen: dict[str, int] = {}
     for index, (item, step) in enumerate(zip(items, steps, strict=True)):
+        if item.key is not None and not isinstance(item.key, str):
+            raise ParallelConfigurationError(
+                f"A branch key must be a string, got {type(item.key).__name__} {item.key!r}.")
         key = item.key.strip() if isinstance(item.key, str) else None
         if not key:
             if counts[step.name] > 1:
@@ -223,6 +228,16 @@ async def run_steps(
                       cancelled=isinstance(outcome.error, BranchCancelledError),
                       started=started)
 
+    def fulfil(index: int, output: Any) -> None:
+        # A branch that lost its publication rights (grace expired, budget spent) is not
+        # fulfilled even if it returned before noticing: its writes were dropped.
+        if not scopes[index].closed:
+            step, key, _, _ = plan[index]
+            with contextlib.suppress(StateValueError):  # the join reports non-JSON outputs
+                output = json_copy(output)  # plain JSON out, e.g. frozen params as dicts
+            outcomes[index] = BranchResult(index, key, step.name, scopes[index].path,
+                                           "fulfilled", output=output)
+
     def settle(index: int, error: BaseException, started: bool = True) -> None:
         step, key, _, _ = plan[index]
         outcomes[index] = BranchResult(index, key, step.name, scopes[index].path, "rejected",
@@ -251,13 +266,11 @@ async def run_steps(
                 cancel_scopes[index] = cs
                 if branch_timeout is None:
                     output = await flow.run_branch(step, scope, message)
-                    outcomes[index] = BranchResult(index, key, step.name, scope.path,
-                                                   "fulfilled", output=output)
+                    fulfil(index, output)
                 else:
                     with anyio.move_on_after(branch_timeout) as deadline:
                         output = await flow.run_branch(step, scope, message)
-                        outcomes[index] = BranchResult(index, key, step.name, scope.path,
-                                                       "fulfilled", output=output)
+                        fulfil(index, output)
                     if deadline.cancelled_caught:
                         scope.closed = True
                         reasons[index] = BranchTimeoutError(
@@ -340,8 +353,12 @@ async def _publish(
     fork_view: View,
 ) -> ParallelBatchResult:
     caller_path = parent.path_str if parent else ""
+    # A nested join reduces from its caller's fork-time view (the outer join re-reduces
+    # everything in request-path order); a root join from the canonical state as it is
+    # now, so concurrent root barriers of one caller keep each other's contributions.
     try:
-        result = join(branches, scopes, policy=policy, caller_view=fork_view,
+        result = join(branches, scopes, policy=policy,
+                      caller_view=fork_view if parent is not None else flow.live_view(),
                       channels_of=flow.channels_of)
     except BarrierInvalidError as exc:
         flow.emit(ev.JoinInvalidated, path=caller_path, barrier=barrier_id,

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from . import events as ev
-from .errors import FlowDefinitionError, ToolArgumentsError
+from .errors import FlowDefinitionError, ParallelOutputError, StateValueError, ToolArgumentsError
 from .events import safe_value
 from .jsonutil import json_copy
 from .messages import Message, ToolCall, human_message, tool_message
@@ -147,7 +147,14 @@ def _end_branch(
         raise FlowDefinitionError(
             f"Tool '{call.name}' returned a second direct_result() in one model response."
         )
-    scope.direct = DirectResult(json_copy(result.value, "direct_result() value"))
+    try:
+        value = json_copy(result.value, "direct_result() value")
+    except StateValueError as exc:  # like a non-JSON output: the barrier is invalid
+        error = ParallelOutputError(exc.message, extra={"provenance": [
+            {"path": scope.path_str, "key": scope.key, "step": step.name, "kind": "output"}]})
+        scope.violations.append(error)
+        raise error from None
+    scope.direct = DirectResult(value)
     outcome.ended = True
     flow.emit(ev.BranchDirectResult, barrier=scope.barrier_id, tool=call.name,
               value=safe_value(scope.direct.value))

@@ -53,6 +53,7 @@ Event types, ``<subject>.<past verb>``:
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
@@ -87,9 +88,9 @@ def safe_value(value: Any, limit: int = MAX_VALUE_CHARS) -> Any:
         return value if kind is not float or value == value else repr(value)
     try:
         text = json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError):  # not plain JSON: carry a readable stand-in
-        text = json.dumps(value, allow_nan=False, default=repr) if _dumpable(value) else (
-            json.dumps(repr(value)))
+    except (TypeError, ValueError):  # not plain JSON (or frozen params): a JSON stand-in
+        text = json.dumps(value, allow_nan=False, default=_plain_or_repr) if _dumpable(
+            value) else json.dumps(repr(value))
         if len(text) <= limit:
             return json.loads(text)
     else:
@@ -100,10 +101,14 @@ def safe_value(value: Any, limit: int = MAX_VALUE_CHARS) -> Any:
 
 def _dumpable(value: Any) -> bool:
     try:
-        json.dumps(value, allow_nan=False, default=repr)
+        json.dumps(value, allow_nan=False, default=_plain_or_repr)
     except (TypeError, ValueError):
         return False
     return True
+
+
+def _plain_or_repr(value: Any) -> Any:
+    return dict(value) if isinstance(value, Mapping) else repr(value)
 
 
 def build(cls: type[_E], fields: dict[str, Any]) -> _E:

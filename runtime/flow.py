@@ -313,6 +313,10 @@ class Flow:
 
     # -- state ---------------------------------------------------------------------------
 
+    def live_view(self) -> View:
+        """The canonical state as it is at each read (a root join validates against it)."""
+        return FrozenView(states=self._states, memory=self._memory)
+
     def fork_view(self) -> View:
         """The executing code's view, fixed now: what a new barrier's branches read."""
         scope = current_scope.get()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from .errors import StateValueError
@@ -21,9 +22,16 @@ def json_copy(value: Any, what: str = "value") -> Any:
     if kind is float and math.isfinite(value):
         return value
     try:
-        return json.loads(json.dumps(value, allow_nan=False))
+        return json.loads(json.dumps(value, allow_nan=False, default=_plain))
     except (TypeError, ValueError) as exc:
         raise StateValueError(f"{what} must be plain JSON: {exc}") from None
+
+
+def _plain(value: Any) -> Any:
+    # Frozen params (read-only mappings) are JSON in all but type.
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
 def is_json(value: Any) -> bool:

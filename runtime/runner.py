@@ -105,7 +105,9 @@ def build_request(flow: Flow, step: Step) -> ModelRequest:
     """Rewrite slot 0 with the step's prompt and snapshot the request."""
     history = step.get_memory()
     prompt = step.get_prompt() or ""
-    if history[0].type != "system" or history[0].content != prompt:
+    if not history or history[0].type != "system":
+        history.insert(0, system_message(prompt))  # never overwrite a real message
+    elif history[0].content != prompt:
         history[0] = system_message(prompt)
     schema = step.output_schema()
     return ModelRequest(

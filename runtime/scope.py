@@ -20,7 +20,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .channels import Channel, ContributionMeta
-from .errors import ParallelConfigurationError, ParallelMutationError, PicoFlowError
+from .errors import (
+    ParallelConfigurationError,
+    ParallelMutationError,
+    ParallelReducerError,
+    PicoFlowError,
+)
 from .parallel import BarrierUsage, CancelToken, DirectResult, InvocationPath, format_path
 
 if TYPE_CHECKING:
@@ -140,10 +145,22 @@ class Scope:
         for name, items in (contributions or {}).items():
             channel = self.channels_of(step)[name]
             ordered = sorted(items, key=lambda c: c.order)
-            out[name] = channel.reduce(
-                channel.initial(name in out, out.get(name)), [(c.meta, c.value) for c in ordered],
-                check=False,
-            )
+            try:
+                out[name] = channel.reduce(
+                    channel.initial(name in out, out.get(name)),
+                    [(c.meta, c.value) for c in ordered], check=False,
+                )
+            except Exception as exc:
+                # Recorded before raising: the barrier is invalid even if the branch
+                # catches this, exactly as when the join itself runs the reducer.
+                error = ParallelReducerError(
+                    f"The '{channel.kind}' reducer of {step}.{name} failed: {exc}",
+                    extra={"provenance": [c.provenance() for c in ordered]},
+                )
+                error.__cause__ = exc
+                if not self.closed:
+                    self.violations.append(error)
+                raise error from exc
         out.update(private or {})
         return out
 

@@ -1,0 +1,265 @@
+"""Cooperative cancellation of barriers through a :class:`CancelToken`.
+
+Queued branches never start; running ones are told and get the flow's grace period; after
+it they lose their publication rights. In-flight model calls stop at once, and cancelling
+an outer barrier reaches every nested one.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import anyio
+import pytest
+
+from runtime import (
+    BranchCancelledError,
+    CancelToken,
+    ParallelBatchResult,
+    ParallelConfig,
+    Rule,
+    Step,
+)
+from tests.runtime.barrier_helpers import U, branch_step, run_body, saving, wait
+
+pytestmark = pytest.mark.anyio
+
+
+async def _cancel_when(token: CancelToken, reason: str, *ready: anyio.Event) -> None:
+    for event in ready:
+        await wait(event)
+    token.cancel(reason)
+
+
+async def _cooperative(step: Step, message: str | None) -> Any:
+    """Wait to be told, then save and finish within the grace period."""
+    inv = step.parallel_invocation()
+    with anyio.fail_after(5):
+        await inv.cancel.wait()
+    step.save_state({"stopped": inv.cancel.reason})
+    return f"stopped: {inv.cancel.reason}"
+
+
+async def test_cancelling_a_barrier_means_its_queued_branches_never_start() -> None:
+    token = CancelToken()
+    started: list[str] = []
+
+    async def first(step: Step, message: str | None) -> Any:
+        started.append("first")
+        step.save_state({"first": True})
+        token.cancel("enough")
+        return "first"
+
+    async def queued(step: Step, message: str | None) -> Any:
+        started.append(step.parallel_invocation().key)
+
+    First, W = branch_step("First", first), branch_step("W", queued)
+
+    async def body(coord: Step) -> ParallelBatchResult:
+        return await coord.run_steps([{"step": First}, {"step": W, "key": "q1"},
+                                      {"step": W, "key": "q2"}],
+                                     max_concurrency=1, cancel=token)
+
+    out = await run_body(body, [First, W])
+    batch: ParallelBatchResult = out.value
+    assert started == ["first"]
+    assert batch.cancelled
+    assert [b.status for b in batch.branches] == ["fulfilled", "rejected", "rejected"]
+    assert [type(b.error) for b in batch.rejected] == [BranchCancelledError] * 2
+    assert all(str(b.error) == "Cancelled before it started: enough." for b in batch.rejected)
+    assert out.state("First") == {"first": True}  # it finished within the grace period
+
+
+async def test_a_token_cancelled_before_the_fork_starts_nothing() -> None:
+    token = CancelToken()
+    token.cancel("too late")
+    started: list[str] = []
+
+    async def record(step: Step, message: str | None) -> Any:
+        started.append(step.name)
+
+    W = branch_step("W", record)
+
+    async def body(coord: Step) -> ParallelBatchResult:
+        return await coord.run_steps([{"step": W}], cancel=token)
+
+    out = await run_body(body, [W])
+    assert started == []
+    assert out.value.cancelled
+    assert isinstance(out.value.branches[0].error, BranchCancelledError)
+
+
+async def test_running_cooperative_branches_see_the_cancellation_and_finish_within_grace(
+) -> None:
+    token = CancelToken()
+    entered = [anyio.Event(), anyio.Event()]
+
+    async def coop(step: Step, message: str | None) -> Any:
+        inv = step.parallel_invocation()
+        entered[inv.index].set()
+        while not inv.cancel.cancelled:  # polling works as well as awaiting the token
+            await anyio.sleep(U / 4)
+        step.save_state({inv.key: inv.cancel.reason})
+        return f"stopped: {inv.cancel.reason}"
+
+    Coop = branch_step("Coop", coop)
+
+    async def body(coord: Step) -> ParallelBatchResult:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_cancel_when, token, "user left", *entered)
+            return await coord.run_steps([{"step": Coop, "key": "a"}, {"step": Coop, "key": "b"}],
+                                         cancel=token)
+
+    out = await run_body(body, [Coop])
+    batch: ParallelBatchResult = out.value
+    assert batch.cancelled
+    assert [b.output for b in batch.fulfilled] == ["stopped: user left"] * 2
+    assert not batch.rejected
+    assert out.state("Coop") == {"a": "user left", "b": "user left"}
+
+
+async def test_a_non_cooperative_branch_past_the_grace_is_rejected_and_publishes_nothing(
+) -> None:
+    token = CancelToken()
+    entered = {"stubborn": anyio.Event(), "polite": anyio.Event()}
+
+    async def stubborn(step: Step, message: str | None) -> Any:
+        step.save_state({"early": 1})
+        entered["stubborn"].set()
+        await anyio.sleep(100 * U)  # ignores the token
+        step.save_state({"late": 1})
+        return "never"
+
+    async def polite(step: Step, message: str | None) -> Any:
+        entered["polite"].set()
+        return await _cooperative(step, message)
+
+    Stubborn, Polite = branch_step("Stubborn", stubborn), branch_step("Polite", polite)
+
+    async def body(coord: Step) -> ParallelBatchResult:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_cancel_when, token, "stop", *entered.values())
+            return await coord.run_steps([{"step": Stubborn}, {"step": Polite}], cancel=token)
+
+    out = await run_body(body, [Stubborn, Polite],
+                         config=ParallelConfig(cancellation_grace=2 * U))
+    batch: ParallelBatchResult = out.value
+    assert [b.status for b in batch.branches] == ["rejected", "fulfilled"]
+    error = batch.branches[0].error
+    assert isinstance(error, BranchCancelledError) and "grace period" in str(error)
+    assert (out.state("Stubborn"), out.state("Polite")) == ({}, {"stopped": "stop"})
+
+
+async def test_a_branch_that_finishes_past_the_grace_without_a_checkpoint_is_rejected() -> None:
+    token = CancelToken()
+    entered = anyio.Event()
+
+    async def blocking(step: Step, message: str | None) -> Any:
+        step.save_state({"early": 1})
+        entered.set()
+        await anyio.to_thread.run_sync(time.sleep, 6 * U)  # not cancellable
+        step.save_state({"late": 1})  # past the grace: dropped
+        return "thread done"
+
+    Blocking = branch_step("Blocking", blocking)
+
+    async def body(coord: Step) -> ParallelBatchResult:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_cancel_when, token, "stop", entered)
+            return await coord.run_steps([{"step": Blocking}], cancel=token)
+
+    out = await run_body(body, [Blocking], config=ParallelConfig(cancellation_grace=U))
+    branch = out.value.branches[0]
+    assert out.state("Blocking") == {}
+    assert branch.status == "rejected" and isinstance(branch.error, BranchCancelledError)
+
+
+async def test_an_in_flight_model_call_stops_at_once_when_its_branch_is_cancelled() -> None:
+    token = CancelToken()
+    entered = anyio.Event()
+    recovered: list[str] = []
+
+    async def on_enter(self: Step) -> None:
+        entered.set()
+
+    async def on_model_error(self: Step, error: Exception) -> str | None:
+        recovered.append(repr(error))
+        return "recovered"
+
+    Talker = branch_step("Talker", attrs={"on_enter": on_enter,
+                                          "on_model_error": on_model_error})
+
+    async def body(coord: Step) -> ParallelBatchResult:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_cancel_when, token, "stop", entered)
+            return await coord.run_steps([{"step": Talker}], cancel=token)
+
+    out = await run_body(body, [Talker], rules=[Rule(step="Talker", text="slow", latency=1.0)])
+    branch = out.value.branches[0]
+    assert branch.status == "rejected" and isinstance(branch.error, BranchCancelledError)
+    assert "during a model call" in str(branch.error)
+    assert recovered == []  # recovery hooks are bypassed when cancellation is the cause
+    assert (out.model.requests, out.doc.tokens.total_tokens) == ([], 0)
+
+
+async def test_cancelling_an_outer_token_reaches_nested_barriers() -> None:
+    token = CancelToken()
+    entered = anyio.Event()
+    seen: dict[str, Any] = {}
+
+    async def leaf(step: Step, message: str | None) -> Any:
+        entered.set()
+        return await _cooperative(step, message)
+
+    async def mid(step: Step, message: str | None) -> Any:
+        inner = await step.run_steps([{"step": Leaf}])  # no token of its own
+        seen["inner"] = inner
+        return inner.branches[0].output
+
+    Leaf, Mid = branch_step("Leaf", leaf), branch_step("Mid", mid)
+
+    async def body(coord: Step) -> ParallelBatchResult:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_cancel_when, token, "shutdown", entered)
+            return await coord.run_steps([{"step": Mid}], cancel=token)
+
+    out = await run_body(body, [Mid, Leaf])
+    assert seen["inner"].cancelled and out.value.cancelled
+    assert out.value.branches[0].output == "stopped: shutdown"
+    assert out.state("Leaf") == {"stopped": "shutdown"}
+
+
+async def test_a_branch_past_the_grace_loses_its_writes_and_cannot_fork() -> None:
+    token = CancelToken()
+    entered = anyio.Event()
+    seen: dict[str, Any] = {}
+    Leaf = branch_step("Leaf", saving({"leaf": 1}))
+
+    async def late(step: Step, message: str | None) -> Any:
+        step.save_state({"early": 1})
+        entered.set()
+        with anyio.CancelScope(shield=True):
+            await anyio.sleep(6 * U)  # past the grace period
+        step.save_state({"late": 1})
+        seen["own view"] = {k: v for k, v in step.get_state().items() if k != "_saveOn"}
+        try:
+            await step.run_steps([{"step": Leaf}])
+        except BranchCancelledError as exc:
+            seen["fork error"] = exc
+        await anyio.sleep(0)  # the pending cancellation ends the branch here
+        return "unreachable"
+
+    Late = branch_step("Late", late)
+
+    async def body(coord: Step) -> ParallelBatchResult:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_cancel_when, token, "stop", entered)
+            return await coord.run_steps([{"step": Late}], cancel=token)
+
+    out = await run_body(body, [Late, Leaf], config=ParallelConfig(cancellation_grace=U))
+    assert seen["own view"] == {"early": 1}  # the late write was dropped
+    assert "lost its publication rights" in str(seen["fork error"])
+    branch = out.value.branches[0]
+    assert branch.status == "rejected" and isinstance(branch.error, BranchCancelledError)
+    assert (out.state("Late"), out.state("Leaf")) == ({}, {})
