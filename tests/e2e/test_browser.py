@@ -1,0 +1,172 @@
+"""The dashboard in a real browser: Debian's chromium driven by Playwright.
+
+Daphne runs as a subprocess (``tests/livedaphne.py``) with slow-ish scripted models, so
+runs are visibly live. Screenshots go to ``test-artifacts/``.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.livedaphne import LiveDaphne, live_daphne, run_manage
+
+playwright_api = pytest.importorskip("playwright.async_api", reason="pip install playwright")
+
+pytestmark = [pytest.mark.browser, pytest.mark.anyio]
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+HOSTILE = "<img src=x onerror=window.__pwned=1><script>window.__pwned=2</script>"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """Playwright's async API and the page's server both run on asyncio."""
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[tuple[LiveDaphne, str]]:
+    if not CHROMIUM.exists():
+        pytest.fail("Debian's chromium is missing: apt-get install chromium (make test does)")
+    with live_daphne({"PICOFLOW_DEMO_LATENCY": "0.6"},
+                     extra_args=("--websocket-max-message-size", "67108864")) as live:
+        result = run_manage("ensure_admin", env=live.env)
+        assert result.returncode == 0, result.stderr
+        password = (live.data_dir / "admin_password").read_text().strip()
+        yield live, password
+
+
+@pytest.fixture
+async def page(server: tuple[LiveDaphne, str]) -> AsyncIterator[Any]:
+    live, password = server
+    async with playwright_api.async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        context = await browser.new_context(viewport={"width": 1400, "height": 900},
+                                            base_url=live.base_url)
+        page = await context.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        await page.goto("/login/")
+        await page.fill("#id_username", "admin")
+        await page.fill("#id_password", password)
+        await page.click("button[type=submit], input[type=submit]")
+        await page.wait_for_url(re.compile(r"/$"))
+        page.js_errors = errors
+        yield page
+        await browser.close()
+    assert not errors, f"JavaScript errors on the page: {errors}"
+
+
+async def start_run(page: Any, flow: str, message: str) -> str:
+    await page.goto("/")
+    await page.select_option("#pf-start-form select[name=flow]", flow)
+    await page.fill("#pf-start-form [name=message]", message)
+    await page.select_option("#pf-start-form select[name=session]", "")
+    await page.click("#pf-start-form button[type=submit]")
+    await page.wait_for_url(re.compile(r"/runs/[0-9a-f]+/"))
+    return str(re.search(r"/runs/([0-9a-f]+)/", page.url).group(1))  # type: ignore[union-attr]
+
+
+async def wait_finished(page: Any, timeout: float = 30_000) -> None:
+    await page.wait_for_selector("#pf-run[data-status=finished]", timeout=timeout)
+
+
+async def shot(page: Any, name: str) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    await page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+async def api_run(page: Any, run_id: str) -> dict[str, Any]:
+    return await page.evaluate(  # type: ignore[no-any-return]
+        "async id => (await (await fetch(`/api/runs/${id}`)).json()).run", run_id)
+
+
+async def test_login_is_required(server: tuple[LiveDaphne, str]) -> None:
+    live, _ = server
+    async with playwright_api.async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        page = await browser.new_page(base_url=live.base_url)
+        await page.goto("/")
+        assert "/login/" in page.url
+        await browser.close()
+
+
+async def test_nested_fan_out_grows_live_and_the_inspector_shows_what_a_branch_could_not_see(
+    page: Any,
+) -> None:
+    await start_run(page, "ResearchFlow", "research tide pools")
+    # Watch the tree grow while the run is live.
+    seen: list[tuple[int, bool]] = []
+    deadline = time.monotonic() + 40
+    while time.monotonic() < deadline:
+        rows = await page.locator(".pf-branch").count()
+        running = await page.locator('.pf-branch[data-status="running"]').count()
+        seen.append((rows, running > 0))
+        if await page.get_attribute("#pf-run", "data-status") == "finished":
+            break
+        await page.wait_for_timeout(60)
+    await wait_finished(page)
+    assert await page.get_attribute("#pf-status", "data-state") in ("open", "closed")
+    # B and C first, then B's own D and E appear: the tree grew while branches ran.
+    assert any(0 < rows < 4 and live for rows, live in seen), f"no partial live tree: {seen}"
+    assert await page.locator(".pf-branch").count() == 4
+    await shot(page, "research_live_finished")
+    # C (the archive finder, path 1) could not see B's plan (B is path 0) made before
+    # B forked its own finders: the inspector lists it as not visible.
+    await page.click('.pf-branch[data-path="1"]')
+    await page.wait_for_selector('#pf-inspector[data-path="1"]')
+    invisible = await page.locator("#pf-inspector .pf-invisible").inner_text()
+    assert "plan" in invisible
+    visible = await page.locator("#pf-inspector .pf-visible-state").inner_text()
+    assert "field studies of tide pools" not in visible
+    # D (path 0.0) forked from B's view and saw the plan.
+    await page.click('.pf-branch[data-path="0.0"]')
+    await page.wait_for_selector('#pf-inspector[data-path="0.0"]')
+    assert "field studies of tide pools" in await page.locator(
+        "#pf-inspector .pf-visible-state").inner_text()
+    await shot(page, "research_inspector")
+
+
+async def test_a_reload_mid_run_loses_and_repeats_no_event(page: Any) -> None:
+    run_id = await start_run(page, "TimingFlow", "pipelined")
+    await page.wait_for_function(
+        "() => Number(document.querySelector('#pf-last-seq')?.textContent) >= 5")
+    assert await page.get_attribute("#pf-run", "data-status") == "running"
+    await page.reload()
+    await wait_finished(page)
+    await page.wait_for_function(
+        "id => fetch(`/api/runs/${id}`).then(r => r.json()).then(j => "
+        "Number(document.querySelector('#pf-event-count').textContent) === j.run.event_count)",
+        arg=run_id)
+    stored = await api_run(page, run_id)
+    count = int(await page.locator("#pf-event-count").inner_text())
+    last = int(await page.locator("#pf-last-seq").inner_text())
+    assert count == stored["event_count"] == last + 1
+    statuses = await page.eval_on_selector_all(".pf-branch",
+                                               "rows => rows.map(r => r.dataset.status)")
+    assert statuses and set(statuses) == {"fulfilled"}
+    await shot(page, "timing_after_reload")
+
+
+async def test_hostile_strings_in_state_render_as_text(page: Any) -> None:
+    run_id = await start_run(page, "ResearchFlow", f"research {HOSTILE}")
+    await wait_finished(page)
+    await page.click('.pf-branch[data-path="0"]')
+    await page.wait_for_selector('#pf-inspector[data-path="0"]')
+    stored = await api_run(page, run_id)
+    for url in (f"/runs/{run_id}/", f"/sessions/{stored['session_id']}/", "/"):
+        await page.goto(url)
+        await page.wait_for_load_state("networkidle")
+        assert await page.evaluate("() => window.__pwned") is None
+        assert await page.locator("img[src=x]").count() == 0
+        assert "<img src=x onerror" in await page.locator("body").inner_text()
+    await shot(page, "hostile_session")
