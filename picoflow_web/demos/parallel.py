@@ -47,6 +47,7 @@ from runtime.step import Routable
 
 from .hotel.flow import HotelFlow
 from .hotel.script import hotel_model
+from .scale import FanOutFlow
 
 PROVIDER = "scripted"  # the demos' model provider (an engine may also override the model)
 DEFAULT_LATENCY = 0.3  # the time unit the dashboard plays the demos at, in seconds
@@ -495,4 +496,4 @@ def demo_flows(latency: float = DEFAULT_LATENCY) -> list[tuple[type[Flow], Scrip
     """Every demo flow with its scripted model: the hotel flow, then the parallel demos."""
     return [(HotelFlow, hotel_model(latency=latency)), research_flow(latency),
             conflict_flow(latency), atomic_flow(latency), cancel_flow(latency),
-            timing_flow(latency)]
+            timing_flow(latency), (FanOutFlow, None)]

@@ -30,9 +30,10 @@ def test_the_registry_lists_every_demo_once_with_its_model() -> None:
     flows = demo_flows(0.005)
     ids = [flow.id for flow, _ in flows]
     assert ids == ["HotelFlow", "ResearchFlow", "ConflictFlow", "AtomicFlow", "CancelFlow",
-                   "TimingFlow"]
-    assert sorted(ids) == sorted(GOLDEN_OF)
-    assert all(isinstance(model, Model) for _, model in flows)
+                   "TimingFlow", "FanOutFlow"]
+    assert sorted(ids[:-1]) == sorted(GOLDEN_OF)
+    # FanOutFlow calls no model; every other demo comes with its scripted model.
+    assert all(isinstance(model, Model) for flow, model in flows if flow.id != "FanOutFlow")
     assert all(flow.unit == 0.005 for flow, _ in flows if issubclass(flow, DemoFlow))
 
 
@@ -64,3 +65,18 @@ async def test_every_demo_succeeds_and_ends_in_its_golden_state_on_any_backend()
         saved = {record.name: record.state for record in doc.flow.steps}
         state = {step: fields for step, fields in comparable(saved).items() if fields}
         assert state == committed_final_state(golden), flow.id
+
+
+@pytest.mark.anyio
+async def test_fan_out_flow_joins_every_branch_and_reduces_them() -> None:
+    from picoflow_web.demos.scale import FanOutFlow
+    from runtime import FlowEngine
+
+    engine = FlowEngine(flows=[FanOutFlow])
+    reply = await engine.run("FanOutFlow", "go", config={"branches": 300, "concurrency": 7})
+    assert reply.success, reply.message
+    assert reply.message == "300 of 300 branches joined; total 300."
+    doc = await engine.store.load(reply.session_id)
+    assert doc is not None
+    by_key = doc.step_record("Tick").state["by_key"]  # type: ignore[union-attr]
+    assert by_key == {f"t{i}": i for i in range(300)}

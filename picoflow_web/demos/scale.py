@@ -1,0 +1,76 @@
+"""FanOutFlow: one barrier over many branches, for watching scale and steady streams.
+
+Config (``config`` of the first turn, all optional): ``branches`` (default 1,000, at most
+100,000), ``rate`` (branches finishing per second; 0 = as fast as possible) and
+``concurrency`` (branches running at once; default: all). Each branch contributes to a
+``sum`` and a ``keyed_by_branch`` channel, so the join has real reducing to do.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+
+from runtime import (
+    Channel,
+    Flow,
+    LogicStep,
+    ModelSelection,
+    ParallelConfig,
+    RunStepRequest,
+    Step,
+    StepChannels,
+)
+from runtime.step import Routable
+
+MAX_BRANCHES = 100_000
+
+
+class Tick(LogicStep):
+    """One branch: waits its turn, then contributes its index."""
+
+    def parallel_state_channels(self) -> dict[str, Channel]:
+        return {"total": StepChannels.sum(), "by_key": StepChannels.keyed_by_branch()}
+
+    async def run_logic(self) -> Routable:
+        invocation = self.parallel_invocation()
+        delay = invocation.params["delay"]
+        if delay:
+            await anyio.sleep(delay)
+        self.contribute_state("total", 1)
+        self.contribute_state("by_key", invocation.index)
+        return invocation.index
+
+
+class FanOut(LogicStep):
+    """Forks the configured number of branches and reports what the join published."""
+
+    async def run_logic(self) -> Routable:
+        config: dict[str, Any] = self.get_context("config") or {}
+        count = max(1, min(int(config.get("branches", 1000)), MAX_BRANCHES))
+        rate = float(config.get("rate", 0))
+        concurrency = config.get("concurrency")
+        concurrency = int(concurrency) if concurrency else None
+        # With `concurrency` branches at a time, each must take concurrency/rate seconds
+        # for `rate` branches to finish per second.
+        delay = (concurrency or count) / rate if rate > 0 else 0
+        batch = await self.run_steps(
+            [RunStepRequest(Tick, key=f"t{i}", params={"delay": delay}) for i in range(count)],
+            max_concurrency=concurrency,
+        )
+        total = self.flow.get_step_state(Tick, "total")
+        return f"{len(batch.fulfilled)} of {count} branches joined; total {total}."
+
+
+class FanOutFlow(Flow):
+    """Many branches under one barrier (no model calls)."""
+
+    def config_model(self) -> ModelSelection:
+        return ModelSelection(provider="scripted", name="none")
+
+    def define_steps(self) -> list[Step]:
+        return [FanOut(self), Tick(self)]
+
+    def config_parallel_execution(self) -> ParallelConfig:
+        return ParallelConfig(max_invocations=MAX_BRANCHES)
