@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from picoflow_web.models import EventRecord, Run
 from runtime.bus import dump_event
-from runtime.events import EVENT_ADAPTER, Event
+from runtime.events import Event
 
 logger = logging.getLogger("picoflow.web")
 
@@ -85,7 +85,7 @@ class RunRecorder:
                 return
 
     async def _flush(self, layer: Any, batch: list[Event]) -> None:
-        payloads = [EVENT_ADAPTER.dump_python(e, mode="json") for e in batch]
+        payloads = [e.model_dump(mode="json") for e in batch]
         await EventRecord.objects.abulk_create([
             EventRecord(run_id=self.run_id, seq=p["seq"], type=p["type"], path=p["path"],
                         payload=p)

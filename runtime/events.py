@@ -21,7 +21,7 @@ Event types, ``<subject>.<past verb>``:
 ``turn.failed``            the turn failed: error code and message
 ``session.loaded``         the state a turn starts from (cursor, step states, tokens)
 ``session.saved``          a compare-and-swap save: revision and why
-``step.entered``           a step became current, or was entered as a child or a branch
+``step.entered``           a step became current, or was entered as a sequential child
 ``step.exited``            it stopped being current
 ``cursor.moved``           the durable cursor moved (from, to)
 ``model.started``          a model attempt: selection, attempt, request messages, tools
@@ -86,6 +86,8 @@ def safe_value(value: Any, limit: int = MAX_VALUE_CHARS) -> Any:
             return value
     elif kind is int or kind is bool or value is None or kind is float:
         return value if kind is not float or value == value else repr(value)
+    elif _small_json(value, 3):
+        return value  # plain JSON and far below the limit: the common case, kept cheap
     try:
         text = json.dumps(value, allow_nan=False)
     except (TypeError, ValueError):  # not plain JSON (or frozen params): a JSON stand-in
@@ -97,6 +99,36 @@ def safe_value(value: Any, limit: int = MAX_VALUE_CHARS) -> Any:
         if len(text) <= limit:
             return value  # already plain JSON; events are read-only
     return {"truncated": True, "size": len(text), "preview": text[:200]}
+
+
+_SMALL_ITEMS = 16
+_SMALL_TEXT = 1024
+
+
+def _small_json(value: Any, depth: int) -> bool:
+    """Cheaply prove a small container is plain JSON (else the caller serialises it)."""
+    kind = type(value)
+    if kind is dict:
+        if len(value) > _SMALL_ITEMS or depth == 0:
+            return False
+        return all(type(k) is str and len(k) <= _SMALL_TEXT and _small_leaf(v, depth - 1)
+                   for k, v in value.items())
+    if kind is list:
+        if len(value) > _SMALL_ITEMS or depth == 0:
+            return False
+        return all(_small_leaf(v, depth - 1) for v in value)
+    return False
+
+
+def _small_leaf(value: Any, depth: int) -> bool:
+    kind = type(value)
+    if kind is str:
+        return len(value) <= _SMALL_TEXT
+    if kind is int or kind is bool or value is None:
+        return True
+    if kind is float:
+        return value == value and value not in (float("inf"), float("-inf"))
+    return _small_json(value, depth)
 
 
 def _dumpable(value: Any) -> bool:
@@ -114,25 +146,29 @@ def _plain_or_repr(value: Any) -> Any:
 def build(cls: type[_E], fields: dict[str, Any]) -> _E:
     """Construct an event (or nested record) without validation: the emit hot path.
 
-    ``fields`` must hold every field but ``v`` and ``type``; tests validate every event
-    type strictly, so a wrong field shows there.
+    Fields missing from ``fields`` take their defaults; the values are kept in declaration
+    order (the serialised order). Tests validate every event type strictly, so a wrong
+    field shows there.
     """
+    order = _ORDER.get(cls)
+    if order is None:
+        defaults = {name: None if info.is_required() else info.default
+                    for name, info in cls.model_fields.items()}
+        order = _ORDER[cls] = (tuple(defaults), defaults, set(defaults))
+    if tuple(fields) != order[0]:
+        fields = {name: fields.get(name, default) for name, default in order[1].items()}
     event = cls.__new__(cls)
-    defaults = _DEFAULTS.get(cls)
-    if defaults is None:  # field order matters: it is the serialised order
-        defaults = _DEFAULTS[cls] = {
-            name: None if info.is_required() else info.default
-            for name, info in cls.model_fields.items()
-        }
-    values = {name: fields.get(name, default) for name, default in defaults.items()}
-    object.__setattr__(event, "__dict__", values)
-    object.__setattr__(event, "__pydantic_fields_set__", set(values))
-    object.__setattr__(event, "__pydantic_extra__", None)
-    object.__setattr__(event, "__pydantic_private__", None)
+    _set(event, "__dict__", fields)
+    # Every field is set; one shared set per class (pydantic only reads it) saves an
+    # allocation per event.
+    _set(event, "__pydantic_fields_set__", order[2])
+    _set(event, "__pydantic_extra__", None)
+    _set(event, "__pydantic_private__", None)
     return event
 
 
-_DEFAULTS: dict[type[BaseModel], dict[str, Any]] = {}
+_ORDER: dict[type[BaseModel], tuple[tuple[str, ...], dict[str, Any], set[str]]] = {}
+_set = object.__setattr__
 
 
 class _Event(BaseModel):
@@ -225,12 +261,12 @@ class SessionSaved(_Event):
 
 
 class StepEntered(_Event):
-    """A step became current, or was entered as a child or as a branch."""
+    """A step became current, or was entered as a sequential child (``run_step``)."""
 
     type: Literal["step.entered"] = "step.entered"
     step: str
     level: int
-    how: Literal["start", "goto", "child", "branch"]
+    how: Literal["start", "goto", "child"]
 
 
 class StepExited(_Event):

@@ -168,7 +168,7 @@ class Flow:
         if path is None:
             scope = current_scope.get()
             path = scope.path_str if scope is not None else ""
-        bus.emit(cls, path, **fields)
+        bus.emit_fields(cls, path, fields)
 
     # -- steps and the cursor ------------------------------------------------------------
 
@@ -476,7 +476,7 @@ class Flow:
             self._doc().flow.sequence.append(  # no validation: hot path of every branch
                 SequenceEntry.model_construct(level=level, step_name=worker.name)
             )
-            self.emit(ev.StepEntered, step=worker.name, level=level, how="branch")
+            # No step.entered/exited for a branch: branch.started/fulfilled/rejected say it.
             await worker.on_enter()
             if worker.is_logic() and type(worker).run is Step.run:
                 # A logic branch's output is what run_logic() returns; it cannot route.
@@ -490,7 +490,6 @@ class Flow:
             if scope.direct is not None:
                 output = scope.direct.value
             await worker.on_exit()
-            self.emit(ev.StepExited, step=worker.name)
             return output
         finally:
             _frames.reset(frame_token)
