@@ -172,12 +172,17 @@ async def session_detail(request: HttpRequest, session_id: str) -> HttpResponse:
 
 @api_view("POST")
 async def ai_run(request: HttpRequest) -> HttpResponse:
-    """``POST /ai/run`` ``{flowName, message, config}``; session in ``CHAT_SESSION_ID``."""
+    """``POST /ai/run`` ``{flowName, message, config, session?}``.
+
+    The session comes from the ``Chat-Session-Id`` request header or the body's
+    ``session`` field. (PicoFlow spells the header ``CHAT_SESSION_ID``; servers drop
+    request headers with underscores, Daphne included, so send it hyphenated.)
+    """
     data = read_json(request)
     flow = data.get("flowName")
     if not isinstance(flow, str):
         raise services.InputError("flowName is required.")
-    session_id = request.headers.get("Chat-Session-Id") or None  # CHAT_SESSION_ID
+    session_id = _optional_str(data, "session") or request.headers.get("Chat-Session-Id")
     _, reply = await services.run_execute(
         flow=flow, message=_optional_str(data, "message"), session_id=session_id,
         config=_config(data), user=request.api_user,  # type: ignore[attr-defined]
@@ -189,6 +194,7 @@ async def ai_run(request: HttpRequest) -> HttpResponse:
     else:
         response = JsonResponse(body, status=200 if reply.success else 400)
     response["CHAT_SESSION_ID"] = reply.session_id
+    response["Chat-Session-Id"] = reply.session_id
     return response
 
 
@@ -200,10 +206,15 @@ async def ai_flows(request: HttpRequest) -> HttpResponse:
 
 @api_view("POST")
 async def ai_end(request: HttpRequest) -> HttpResponse:
-    """``POST /ai/end``: delete the session in ``CHAT_SESSION_ID`` (deletion ≠ completion)."""
-    session_id = request.headers.get("Chat-Session-Id")  # CHAT_SESSION_ID
+    """``POST /ai/end``: delete the session (``Chat-Session-Id`` header or body ``session``).
+
+    Deletion is not completion: the session's runs stay in the history.
+    """
+    data = read_json(request) if request.content_type == "application/json" else {}
+    session_id = _optional_str(data, "session") or request.headers.get("Chat-Session-Id")
     if not session_id:
-        raise services.InputError("The CHAT_SESSION_ID header is required.")
+        raise services.InputError(
+            "Name the session: a Chat-Session-Id header or a 'session' field.")
     deleted = await services.session_end(session_id)
     return JsonResponse({"success": deleted, "session": session_id},
                         status=200 if deleted else 404)

@@ -75,7 +75,10 @@ class RunRecorder:
             with contextlib.suppress(TimeoutError):  # a timeout just means "flush now"
                 await asyncio.wait_for(self._wake.wait(), self.batch_seconds)
             self._wake.clear()
-            batch, self._buffer = self._buffer, []
+            batch = self._buffer[: self.batch_events]
+            del self._buffer[: self.batch_events]
+            if self._buffer:
+                self._wake.set()  # more than one batch waiting: go round again at once
             if batch:
                 try:
                     await self._flush(layer, batch)

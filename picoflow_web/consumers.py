@@ -30,12 +30,12 @@ class RunConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     async def connect(self) -> None:
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
-            await self.close(code=CLOSE_UNAUTHENTICATED)
+            await self._refuse(CLOSE_UNAUTHENTICATED)
             return
         self.run_id: str = self.scope["url_route"]["kwargs"]["run_id"]
         run = await selectors.run_get(self.run_id)
         if run is None:
-            await self.close(code=CLOSE_NOT_FOUND)
+            await self._refuse(CLOSE_NOT_FOUND)
             return
         query = parse_qs(self.scope.get("query_string", b"").decode())
         try:
@@ -51,6 +51,9 @@ class RunConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             if not stored:
                 break
             await self._forward(stored)
+
+    async def _refuse(self, code: int) -> None:
+        await _refuse(self, code)
 
     async def disconnect(self, code: int) -> None:
         if hasattr(self, "group"):
@@ -68,6 +71,13 @@ class RunConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         for chunk in _chunks(fresh):
             self.last_seq = chunk[-1]["seq"]
             await self.send_json({"type": "events", "events": chunk})
+
+
+async def _refuse(consumer: AsyncJsonWebsocketConsumer, code: int) -> None:
+    """Accept, then close with ``code``: closing before accepting becomes an HTTP 403 at
+    the handshake, and the browser would only ever see 1006, never why."""
+    await consumer.accept()
+    await consumer.close(code=code)
 
 
 def _chunks(events: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
@@ -98,10 +108,13 @@ class RunsConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     async def connect(self) -> None:
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
-            await self.close(code=CLOSE_UNAUTHENTICATED)
+            await self._refuse(CLOSE_UNAUTHENTICATED)
             return
         await self.channel_layer.group_add(RUNS_GROUP, self.channel_name)
         await self.accept()
+
+    async def _refuse(self, code: int) -> None:
+        await _refuse(self, code)
 
     async def disconnect(self, code: int) -> None:
         await self.channel_layer.group_discard(RUNS_GROUP, self.channel_name)

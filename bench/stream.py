@@ -1,0 +1,443 @@
+"""Streaming benchmark: events stored and delivered per second to one websocket client.
+
+Measured in the same run, against the same Daphne process and the same events:
+
+* **raw**: :class:`RawPushConsumer` (defined here, mounted at ``/ws/bench/raw/``) holds
+  the N events of a finished turn in memory and pushes them with ``send_json``, in
+  frames of the bridge's batch size (``RunRecorder.batch_events``). No store, no
+  channel layer: the floor of Daphne + one websocket.
+* **ours**: a real turn of :class:`StreamBenchFlow` (a LogicStep fanning out no-op
+  branches; the events a branch adds are counted first) started with ``POST /ai/run``.
+  The bridge stores each batch (bulk insert) and broadcasts it (one ``group_send``), and
+  ``RunConsumer`` delivers it to a client on ``/ws/runs/<id>/``. The flow waits at a
+  gate until the client is connected; the clock runs from opening the gate to
+  receiving ``turn.finished``.
+
+Also printed for context: the same turn with no store and no socket (runtime alone).
+
+Daphne serves ``bench.stream:application`` (the real application plus the two bench
+routes) with its default settings. The client is this process (``websockets``, no
+receive limits).
+
+    .venv/bin/python bench/stream.py [--events 10000] [--reps 3]
+        [--database-url postgres://...] [--redis-url unix:///...redis.sock]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+ORIGIN_HOST = "127.0.0.1"
+
+_GATES: dict[str, asyncio.Event] = {}
+"""Open gates of StreamBenchFlow turns, by name (in the Daphne process)."""
+
+
+def _gate(name: str) -> asyncio.Event:
+    return _GATES.setdefault(name, asyncio.Event())
+
+
+# -- served by Daphne (bench.stream:application) -------------------------------------------
+
+
+def _flow_class() -> type[Any]:
+    """StreamBenchFlow, built on first use so that importing this module stays cheap."""
+    from runtime import Flow, LogicStep, ModelSelection, ParallelConfig, RunStepRequest
+
+    class Noop(LogicStep):
+        """A branch that does nothing."""
+
+        async def run_logic(self) -> Any:
+            return None
+
+    class Fan(LogicStep):
+        """Waits at its gate, then runs one barrier over the configured no-op branches."""
+
+        async def run_logic(self) -> Any:
+            gate = self.get_context("config.gate")
+            if gate:
+                await _gate(gate).wait()
+                _GATES.pop(gate, None)
+            branches = int(self.get_context("config.branches") or 0)
+            await self.run_steps([RunStepRequest(Noop, key=str(i)) for i in range(branches)])
+            return f"{branches} branches"
+
+    class StreamBenchFlow(Flow):
+        """Only logic steps: no model is called."""
+
+        id = "StreamBenchFlow"
+
+        def config_model(self) -> ModelSelection:
+            return ModelSelection(provider="none", name="none")
+
+        def define_steps(self) -> list[Any]:
+            return [Fan(self), Noop(self)]
+
+        def config_parallel_execution(self) -> ParallelConfig:
+            return ParallelConfig(max_invocations=1_000_000)
+
+    return StreamBenchFlow
+
+
+def _build_application() -> Any:
+    from picoflow_web.asgi import django_asgi_app  # sets Django up first
+
+    # isort: split
+    from channels.auth import AuthMiddlewareStack
+    from channels.generic.websocket import AsyncJsonWebsocketConsumer
+    from channels.routing import ProtocolTypeRouter, URLRouter
+    from channels.security.websocket import AllowedHostsOriginValidator
+    from django.urls import path
+
+    from picoflow_web import selectors
+    from picoflow_web.bridge import RunRecorder
+    from picoflow_web.engine import get_engine
+    from picoflow_web.routing import websocket_urlpatterns
+
+    engine = get_engine()
+    if "StreamBenchFlow" not in engine.get_flow_names():
+        engine.register_flow(_flow_class())
+    batch_size = RunRecorder("size").batch_events
+
+    class RawPushConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
+        """``load`` a stored run's events into memory, then ``go``: push them, timed."""
+
+        async def connect(self) -> None:
+            self.frames: list[dict[str, Any]] = []
+            await self.accept()
+
+        async def receive_json(self, content: Any, **kwargs: Any) -> None:
+            if content.get("cmd") == "load":
+                events: list[dict[str, Any]] = []
+                while page := await selectors.run_events_after(
+                        content["run"], events[-1]["seq"] if events else -1):
+                    events.extend(page)
+                size = int(content.get("batch") or batch_size)
+                self.frames = [{"type": "events", "events": events[i:i + size]}
+                               for i in range(0, len(events), size)]
+                await self.send_json({"type": "loaded", "events": len(events),
+                                      "frames": len(self.frames), "batch": size})
+            elif content.get("cmd") == "go":
+                for frame in self.frames:
+                    await self.send_json(frame)
+                await self.send_json({"type": "done"})
+
+    class GateConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
+        """Opens a waiting StreamBenchFlow turn's gate when told to."""
+
+        async def connect(self) -> None:
+            await self.accept()
+
+        async def receive_json(self, content: Any, **kwargs: Any) -> None:
+            _gate(self.scope["url_route"]["kwargs"]["gate"]).set()
+
+    routes = [
+        *websocket_urlpatterns,
+        path("ws/bench/raw/", RawPushConsumer.as_asgi()),
+        path("ws/bench/gate/<str:gate>/", GateConsumer.as_asgi()),
+    ]
+    return ProtocolTypeRouter({
+        "http": django_asgi_app,
+        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(routes))),
+    })
+
+
+_APPLICATION: Any = None
+
+
+def __getattr__(name: str) -> Any:
+    """``bench.stream:application`` for Daphne, built on first access."""
+    global _APPLICATION
+    if name == "application":
+        if _APPLICATION is None:
+            _APPLICATION = _build_application()
+        return _APPLICATION
+    raise AttributeError(name)
+
+
+# -- the bench client ------------------------------------------------------------------------
+
+
+def _env(data_dir: Path, args: argparse.Namespace) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({
+        "DJANGO_SETTINGS_MODULE": "picoflow_web.settings",
+        "PICOFLOW_DATA_DIR": str(data_dir),
+        "DATABASE_URL": args.database_url or f"sqlite:///{data_dir / 'bench.sqlite3'}",
+        "PICOFLOW_DEBUG": "1",
+        "PICOFLOW_LOG_LEVEL": "WARNING",
+        "PYTHONUNBUFFERED": "1",
+    })
+    if args.redis_url:
+        env["REDIS_URL"] = args.redis_url
+    else:
+        env.pop("REDIS_URL", None)
+    return env
+
+
+def _manage(env: dict[str, str], *argv: str) -> str:
+    result = subprocess.run([sys.executable, str(REPO_ROOT / "manage.py"), *argv], cwd=REPO_ROOT,
+                            env=env, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise SystemExit(f"manage.py {' '.join(argv)} failed:\n{result.stdout}{result.stderr}")
+    return result.stdout
+
+
+CREDENTIALS = """
+import json
+from django.contrib.auth import get_user_model
+from django.test import Client
+from picoflow_web.models import ApiToken
+user, _ = get_user_model().objects.get_or_create(username="bench")
+client = Client()
+client.force_login(user)
+print(json.dumps({"cookie": "sessionid=" + client.cookies["sessionid"].value,
+                  "token": ApiToken.issue(user, "bench")[1]}))
+"""
+
+
+class Server:
+    """Daphne on ``bench.stream:application``, listening on a socket bound here (--fd)."""
+
+    def __init__(self, env: dict[str, str], log: Path, extra: tuple[str, ...] = ()) -> None:
+        self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.listener.bind((ORIGIN_HOST, 0))
+        self.listener.listen(128)
+        self.port = self.listener.getsockname()[1]
+        self.base = f"http://{ORIGIN_HOST}:{self.port}"
+        self.ws = f"ws://{ORIGIN_HOST}:{self.port}"
+        self.log = log
+        with log.open("wb") as out:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "daphne", "--fd", str(self.listener.fileno()), *extra,
+                 "bench.stream:application"],
+                cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                stderr=subprocess.STDOUT, pass_fds=(self.listener.fileno(),))
+        self.listener.close()
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(self.base + "/healthz", timeout=2) as answer:
+                    if answer.status == 200:
+                        return
+            except OSError:
+                pass
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"Daphne did not start:\n{log.read_text(errors='replace')}")
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def _post(url: str, body: dict[str, Any], token: str) -> dict[str, Any]:
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json",
+                                              "Authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(request, timeout=600) as answer:
+        return json.loads(answer.read())  # type: ignore[no-any-return]
+
+
+async def _connect(server: Server, path: str, cookie: str) -> Any:
+    from websockets.asyncio.client import connect
+
+    return await connect(server.ws + path, origin=server.base,  # type: ignore[arg-type]
+                         additional_headers={"Cookie": cookie}, max_size=None,
+                         max_queue=None, open_timeout=30)
+
+
+async def run_ours(server: Server, cookie: str, token: str, branches: int,
+                   rep: int) -> dict[str, Any]:
+    """One bridged turn; returns its rate and the run id."""
+    gate = f"g{rep}-{time.monotonic_ns()}"
+    runs = await _connect(server, "/ws/runs/", cookie)
+    turn = asyncio.create_task(asyncio.to_thread(
+        _post, server.base + "/ai/run",
+        {"flowName": "StreamBenchFlow", "message": "go",
+         "config": {"gate": gate, "branches": branches}}, token))
+    while True:
+        summary = json.loads(await asyncio.wait_for(runs.recv(), 30))["run"]
+        if summary["flow"] == "StreamBenchFlow" and summary["status"] == "running":
+            run_id = summary["id"]
+            break
+    await runs.close()
+
+    feed = await _connect(server, f"/ws/runs/{run_id}/", cookie)
+    opener = await _connect(server, f"/ws/bench/gate/{gate}/", cookie)
+    seen: list[int] = []
+    while True:  # what the turn emitted before the gate: replayed, not timed
+        try:
+            message = json.loads(await asyncio.wait_for(feed.recv(), 0.3))
+        except TimeoutError:
+            break
+        if message["type"] == "events":
+            seen.extend(e["seq"] for e in message["events"])
+    before = len(seen)
+    frames: list[int] = []
+    largest = 0
+    start = time.perf_counter()
+    await opener.send(json.dumps({"open": True}))
+    while True:
+        text = await asyncio.wait_for(feed.recv(), 120)
+        message = json.loads(text)
+        if message["type"] != "events":
+            continue
+        frames.append(len(message["events"]))
+        largest = max(largest, len(text.encode()))
+        seen.extend(e["seq"] for e in message["events"])
+        if message["events"][-1]["type"] in ("turn.finished", "turn.failed"):
+            break
+    elapsed = time.perf_counter() - start
+    await feed.close()
+    await opener.close()
+    reply = await turn
+    if not reply.get("success"):
+        raise SystemExit(f"bench turn failed: {reply}")
+    if seen != list(range(len(seen))):
+        raise SystemExit(f"bridged stream had a gap or duplicate ({len(seen)} events)")
+    timed = len(seen) - before
+    return {"rate": timed / elapsed, "events": timed, "total": len(seen), "seconds": elapsed,
+            "frames": frames, "largest": largest, "run": run_id}
+
+
+async def run_raw(server: Server, cookie: str, run_id: str) -> dict[str, Any]:
+    """The same run's events pushed by RawPushConsumer."""
+    raw = await _connect(server, "/ws/bench/raw/", cookie)
+    await raw.send(json.dumps({"cmd": "load", "run": run_id}))
+    loaded = json.loads(await asyncio.wait_for(raw.recv(), 60))
+    received: list[int] = []
+    start = time.perf_counter()
+    await raw.send(json.dumps({"cmd": "go"}))
+    while True:
+        message = json.loads(await asyncio.wait_for(raw.recv(), 120))
+        if message["type"] == "done":
+            break
+        received.extend(e["seq"] for e in message["events"])
+        last = time.perf_counter()
+    await raw.close()
+    if received != list(range(loaded["events"])):
+        raise SystemExit("raw push lost or reordered events")
+    return {"rate": len(received) / (last - start), "events": len(received),
+            "frames": loaded["frames"], "batch": loaded["batch"]}
+
+
+async def runtime_alone(branches: int) -> float:
+    """Events per second of the same turn with no store and no socket (in this process)."""
+    from runtime import FlowEngine
+    from runtime.bus import MemorySink
+
+    sink = MemorySink()
+    engine = FlowEngine(flows=[_flow_class()], sinks=[sink])
+    start = time.perf_counter()
+    reply = await engine.run("StreamBenchFlow", "go", config={"branches": branches})
+    elapsed = time.perf_counter() - start
+    assert reply.success, reply.message
+    return len(sink.events) / elapsed
+
+
+def _spread(values: list[float]) -> str:
+    return (f"{statistics.median(values):>10,.0f}/s  [{min(values):,.0f}-{max(values):,.0f}]")
+
+
+async def events_per_branch() -> tuple[int, int]:
+    """How many events a no-op branch adds, and how many the turn has around them."""
+    from runtime import FlowEngine
+    from runtime.bus import MemorySink
+
+    counts = []
+    for branches in (10, 20):
+        sink = MemorySink()
+        engine = FlowEngine(flows=[_flow_class()], sinks=[sink])
+        await engine.run("StreamBenchFlow", "go", config={"branches": branches})
+        counts.append(len(sink.events))
+    per = (counts[1] - counts[0]) // 10
+    return per, counts[0] - 10 * per
+
+
+async def bench(args: argparse.Namespace, server: Server, cookie: str, token: str) -> None:
+    per, fixed = await events_per_branch()
+    branches = max(1, (args.events - fixed) // per)
+    ours, raw, alone = [], [], []
+    for rep in range(args.reps + 1):  # the first round warms up and is not counted
+        o = await run_ours(server, cookie, token, branches, rep)
+        r = await run_raw(server, cookie, o["run"])
+        a = await runtime_alone(branches)
+        if rep:
+            ours.append(o)
+            raw.append(r)
+            alone.append(a)
+            print(f"  rep {rep}: raw {r['rate']:,.0f}/s, bridge {o['rate']:,.0f}/s "
+                  f"({o['events']} events in {o['seconds']:.2f}s, {len(o['frames'])} frames), "
+                  f"runtime alone {a:,.0f}/s", flush=True)
+    raw_rates = [r["rate"] for r in raw]
+    our_rates = [o["rate"] for o in ours]
+    ratios = [o / r for o, r in zip(our_rates, raw_rates, strict=True)]
+    frames = [f for o in ours for f in o["frames"]]
+    layer = "RedisPubSubChannelLayer" if args.redis_url else "InMemoryChannelLayer"
+    database = "PostgreSQL" if args.database_url else "SQLite"
+    print()
+    print(f"stream benchmark: {ours[0]['total']} events per turn ({branches} no-op branches), "
+          f"one client, {args.reps} reps (median [min-max]); {database}, {layer}")
+    print(f"  raw Daphne push (send_json, {raw[0]['batch']}/frame)    {_spread(raw_rates)}")
+    print(f"  bridge: store + group_send + RunConsumer   {_spread(our_rates)}")
+    print(f"  runtime alone (no store, no socket)        {_spread(alone)}")
+    print(f"ratio bridge / raw push: {statistics.median(ratios):.3f} "
+          f"[{min(ratios):.3f}-{max(ratios):.3f}]")
+    largest = max(o["largest"] for o in ours)
+    print(f"bridge frames: {len(frames) // len(ours)} per turn, mean "
+          f"{statistics.mean(frames):.0f} and max {max(frames)} events per frame; "
+          f"largest {largest / 1e6:.2f} MB")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=10_000,
+                        help="events per turn (the branch count is derived from it)")
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--database-url", default="",
+                        help="DATABASE_URL of the server (default: a fresh SQLite file)")
+    parser.add_argument("--redis-url", default="",
+                        help="REDIS_URL: use the Redis channel layer (default: in-memory)")
+    args = parser.parse_args()
+    sys.path.insert(0, str(REPO_ROOT))
+
+    data_dir = Path(tempfile.mkdtemp(prefix="pf-bench-stream-"))
+    server = None
+    try:
+        env = _env(data_dir, args)
+        _manage(env, "migrate", "--noinput")
+        credentials = json.loads(_manage(env, "shell", "-c", CREDENTIALS).strip().splitlines()[-1])
+        server = Server(env, data_dir / "daphne.log")
+        asyncio.run(bench(args, server, credentials["cookie"], credentials["token"]))
+    except BaseException:
+        if server is not None:
+            tail = server.log.read_text(errors="replace").splitlines()[-80:]
+            print("--- Daphne log (last lines) ---", *tail, sep="\n", file=sys.stderr)
+        raise
+    finally:
+        if server is not None:
+            server.stop()
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
