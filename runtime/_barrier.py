@@ -41,7 +41,7 @@ from .errors import (
     ParallelLimitError,
     StateValueError,
 )
-from .events import safe_value
+from .events import safe_list, safe_value
 from .jsonutil import json_copy
 from .parallel import (
     BarrierUsage,
@@ -202,7 +202,8 @@ async def run_steps(
         flow.emit(ev.BarrierForked, path=caller_path, barrier=barrier_id, caller_step=caller.name,
                   requests=[ev.build(ev.BranchRequest, {
                       "index": i, "path": scopes[i].path_str, "step": step.name, "key": key,
-                      "params": safe_value(_thaw(params)), "user_message": message})
+                      "params": safe_value(_thaw(params)) if params else {},
+                      "user_message": message})
                       for i, (step, key, params, message) in enumerate(plan)],
                   policy=failure_policy, checkpoint=checkpoint, max_concurrency=max_concurrency,
                   branch_timeout=branch_timeout, token_budget=token_budget,
@@ -401,12 +402,16 @@ def _report_join(
     finished: list[str],
 ) -> None:
     for item in result.reductions:
-        contributing = {entry["path"] for entry in item.inputs}
+        # A branch contributed itself or through its descendants (bubbled up): its path
+        # or any prefix of a contributor's path.
+        contributing: set[str] = set()
+        for entry in item.inputs:
+            parts = entry["path"].split(".")
+            contributing.update(".".join(parts[:n]) for n in range(1, len(parts) + 1))
         flow.emit(ev.JoinReduced, path=caller_path, barrier=barrier_id, step=item.step,
                   field=item.field, channel=item.channel, initial=safe_value(item.initial),
-                  inputs=[safe_value(entry) for entry in item.inputs],
-                  completion_order=[p for p in finished if p in contributing
-                                    or any(c.startswith(p + ".") for c in contributing)],
+                  inputs=safe_list(list(item.inputs)),
+                  completion_order=[p for p in finished if p in contributing],
                   result=safe_value(item.result))
     writers = {(w.step, w.field): w.path for w in result.writes}
     published = [

@@ -106,17 +106,25 @@ _SMALL_TEXT = 1024
 
 
 def _small_json(value: Any, depth: int) -> bool:
-    """Cheaply prove a small container is plain JSON (else the caller serialises it)."""
+    """Cheaply prove a small container is plain JSON (else the caller serialises it).
+
+    Plain loops, not ``all(genexpr)``: this runs for most values of most events.
+    """
     kind = type(value)
     if kind is dict:
         if len(value) > _SMALL_ITEMS or depth == 0:
             return False
-        return all(type(k) is str and len(k) <= _SMALL_TEXT and _small_leaf(v, depth - 1)
-                   for k, v in value.items())
+        for key, item in value.items():
+            if type(key) is not str or len(key) > _SMALL_TEXT or not _small_leaf(item, depth):
+                return False
+        return True
     if kind is list:
         if len(value) > _SMALL_ITEMS or depth == 0:
             return False
-        return all(_small_leaf(v, depth - 1) for v in value)
+        for item in value:  # noqa: SIM110 - a loop is faster than all(genexpr) here
+            if not _small_leaf(item, depth):
+                return False
+        return True
     return False
 
 
@@ -127,8 +135,21 @@ def _small_leaf(value: Any, depth: int) -> bool:
     if kind is int or kind is bool or value is None:
         return True
     if kind is float:
-        return value == value and value not in (float("inf"), float("-inf"))
-    return _small_json(value, depth)
+        return value == value and value not in (_INF, -_INF)
+    return _small_json(value, depth - 1)
+
+
+_INF = float("inf")
+
+
+def safe_list(items: list[Any]) -> list[Any]:
+    """A list of JSON values for an event: whole if small enough, else item by item."""
+    try:
+        if len(json.dumps(items, allow_nan=False)) <= MAX_VALUE_CHARS:
+            return items
+    except (TypeError, ValueError):
+        pass
+    return [safe_value(item) for item in items]
 
 
 def _dumpable(value: Any) -> bool:

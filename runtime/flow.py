@@ -389,7 +389,7 @@ class Flow:
             scope.contribute(name, field, value)
             if self.observed and not scope.closed:
                 try:
-                    result = safe_value(scope.state_of(name).get(field))
+                    result = safe_value(scope.value_of(name, field))
                 except Exception as exc:  # observing must not change the outcome: the join
                     result = {"reducer_failed": str(exc)}  # reports the reducer's failure
                 self.emit(ev.StateContributed, step=name, field=field, value=safe_value(value),

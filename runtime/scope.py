@@ -164,6 +164,25 @@ class Scope:
         out.update(private or {})
         return out
 
+    def value_of(self, step: str, name: str) -> Any:
+        """One field of :meth:`state_of` (what a contribution's event reports), computed
+        without building the whole state."""
+        if step in self.private and name in self.private[step]:
+            return self.private[step][name]
+        items = self.contributions.get(step, {}).get(name)
+        write = self.writes.get(step, {}).get(name)
+        if write is not None:
+            present, value = not write.deleted, write.value
+        else:
+            base = self.base.state_of(step)
+            present, value = name in base, base.get(name)
+        if not items:
+            return value if present else None
+        channel = self.channels_of(step)[name]
+        ordered = items if len(items) == 1 else sorted(items, key=lambda c: c.order)
+        return channel.reduce(channel.initial(present, value),
+                              [(c.meta, c.value) for c in ordered], check=False)
+
     def memory_of(self, namespace: str) -> list[Message]:
         if namespace not in self.memory:
             self.memory[namespace] = list(self.base.memory_of(namespace))
