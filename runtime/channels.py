@@ -43,6 +43,9 @@ class Channel:
     reducer: Reducer
     empty: Callable[[], Any]
     single_writer: bool = False
+    fold: Callable[[Any, list[tuple[ContributionMeta, Any]]], Any] | None = None
+    """All contributions at once, for built-ins where one step at a time is quadratic
+    (appending to a copy per contribution); the same result as repeated ``reducer``."""
 
     def initial(self, present: bool, value: Any) -> Any:
         """The accumulator a join starts from: the caller-visible value, else empty."""
@@ -57,9 +60,12 @@ class Channel:
         ``check`` validates (and detaches) the result as plain JSON, as a join must; a
         branch's own reads skip it.
         """
-        acc = initial
-        for meta, value in contributions:
-            acc = self.reducer(acc, value, meta)
+        if self.fold is not None:
+            acc = self.fold(initial, contributions)
+        else:
+            acc = initial
+            for meta, value in contributions:
+                acc = self.reducer(acc, value, meta)
         return json_copy(acc, f"Result of the '{self.kind}' reducer") if check else acc
 
 
@@ -92,6 +98,34 @@ def _merge(acc: Any, value: Any, meta: ContributionMeta) -> Any:
     return {**acc, **value}
 
 
+def _fold_sum(acc: Any, items: list[tuple[ContributionMeta, Any]]) -> Any:
+    for operand in (acc, *(value for _, value in items)):
+        if isinstance(operand, bool) or not isinstance(operand, int | float):
+            raise TypeError(f"sum() channel needs numbers, got {type(operand).__name__}")
+    return acc + sum(value for _, value in items)
+
+
+def _fold_append(acc: Any, items: list[tuple[ContributionMeta, Any]]) -> Any:
+    if not isinstance(acc, list):
+        raise TypeError(f"append() channel needs a list, found {type(acc).__name__}")
+    return [*acc, *(value for _, value in items)]
+
+
+def _fold_keyed(acc: Any, items: list[tuple[ContributionMeta, Any]]) -> Any:
+    if not isinstance(acc, dict):
+        raise TypeError(f"keyed_by_branch() channel needs an object, found {type(acc).__name__}")
+    return {**acc, **{meta.key: value for meta, value in items}}
+
+
+def _fold_merge(acc: Any, items: list[tuple[ContributionMeta, Any]]) -> Any:
+    if not isinstance(acc, dict) or not all(isinstance(v, dict) for _, v in items):
+        raise TypeError("merge_record() channel merges objects only")
+    merged = dict(acc)
+    for _, value in items:
+        merged.update(value)
+    return merged
+
+
 def single_writer() -> Channel:
     """At most one branch may contribute; its (last) value replaces the field."""
     return Channel("single_writer", _replace, lambda: None, single_writer=True)
@@ -105,33 +139,41 @@ def reduced(fn: Reducer, initial: Any = None) -> Channel:
 
 def sum_() -> Channel:
     """Numeric sum (empty value 0)."""
-    return Channel("sum", _sum, lambda: 0)
+    return Channel("sum", _sum, lambda: 0, fold=_fold_sum)
 
 
 def append() -> Channel:
     """List append in request-path order (empty value ``[]``)."""
-    return Channel("append", _append, list)
+    return Channel("append", _append, list, fold=_fold_append)
 
 
 def append_unique_by(key: Callable[[Any], Any]) -> Channel:
     """Append, dropping a value whose ``key(value)`` is already in the list."""
 
     def unique(acc: Any, value: Any, meta: ContributionMeta) -> Any:
-        acc = _append(acc, value, meta)[:-1]
-        seen = {json_key(key(v)) for v in acc}
-        return acc if json_key(key(value)) in seen else [*acc, value]
+        return fold(acc, [(meta, value)])
 
-    return Channel("append_unique_by", unique, list)
+    def fold(acc: Any, items: list[tuple[ContributionMeta, Any]]) -> Any:
+        out = list(_fold_append(acc, []))
+        seen = {json_key(key(v)) for v in out}
+        for _, value in items:
+            marker = json_key(key(value))
+            if marker not in seen:
+                seen.add(marker)
+                out.append(value)
+        return out
+
+    return Channel("append_unique_by", unique, list, fold=fold)
 
 
 def keyed_by_branch() -> Channel:
     """An object ``{branch key: value}`` (empty value ``{}``)."""
-    return Channel("keyed_by_branch", _keyed, dict)
+    return Channel("keyed_by_branch", _keyed, dict, fold=_fold_keyed)
 
 
 def merge_record() -> Channel:
     """Shallow merge of object contributions; later in request-path order wins."""
-    return Channel("merge_record", _merge, dict)
+    return Channel("merge_record", _merge, dict, fold=_fold_merge)
 
 
 def json_key(value: Any) -> str:
