@@ -21,7 +21,6 @@ from channels.layers import get_channel_layer
 from django.utils import timezone
 
 from picoflow_web.models import EventRecord, Run
-from runtime.bus import dump_event
 from runtime.events import Event
 
 logger = logging.getLogger("picoflow.web")
@@ -123,5 +122,4 @@ async def finish_run(run_id: str, reply: dict[str, Any]) -> Run:
     return run
 
 
-__all__ = ["RUNS_GROUP", "RunRecorder", "broadcast_run", "dump_event", "finish_run",
-           "run_group"]
+__all__ = ["RUNS_GROUP", "RunRecorder", "broadcast_run", "finish_run", "run_group"]

@@ -24,6 +24,7 @@ from .errors import (
     FlowDefinitionError,
     ParallelLimitError,
     ParallelOutputError,
+    ParallelReducerError,
     StateValueError,
     TurnLimitError,
 )
@@ -390,8 +391,8 @@ class Flow:
             if self.observed and not scope.closed:
                 try:
                     result = safe_value(scope.value_of(name, field))
-                except Exception as exc:  # observing must not change the outcome: the join
-                    result = {"reducer_failed": str(exc)}  # reports the reducer's failure
+                except ParallelReducerError as exc:  # recorded in the scope: the join
+                    result = {"reducer_failed": str(exc)}  # reports it, as unobserved
                 self.emit(ev.StateContributed, step=name, field=field, value=safe_value(value),
                           order=scope._seq, draft=True, result=result)
             return

@@ -143,24 +143,7 @@ class Scope:
             else:
                 out[name] = write.value
         for name, items in (contributions or {}).items():
-            channel = self.channels_of(step)[name]
-            ordered = sorted(items, key=lambda c: c.order)
-            try:
-                out[name] = channel.reduce(
-                    channel.initial(name in out, out.get(name)),
-                    [(c.meta, c.value) for c in ordered], check=False,
-                )
-            except Exception as exc:
-                # Recorded before raising: the barrier is invalid even if the branch
-                # catches this, exactly as when the join itself runs the reducer.
-                error = ParallelReducerError(
-                    f"The '{channel.kind}' reducer of {step}.{name} failed: {exc}",
-                    extra={"provenance": [c.provenance() for c in ordered]},
-                )
-                error.__cause__ = exc
-                if not self.closed:
-                    self.violations.append(error)
-                raise error from exc
+            out[name] = self._reduce(step, name, items, name in out, out.get(name))
         out.update(private or {})
         return out
 
@@ -178,10 +161,27 @@ class Scope:
             present, value = name in base, base.get(name)
         if not items:
             return value if present else None
+        return self._reduce(step, name, items, present, value)
+
+    def _reduce(
+        self, step: str, name: str, items: list[Contribution], present: bool, value: Any
+    ) -> Any:
+        """The field's view: its visible value reduced with the contributions in
+        request-path order. A reducer that raises is recorded before it is raised: the
+        barrier is invalid even if the branch catches this, as when the join runs it."""
         channel = self.channels_of(step)[name]
         ordered = items if len(items) == 1 else sorted(items, key=lambda c: c.order)
-        return channel.reduce(channel.initial(present, value),
-                              [(c.meta, c.value) for c in ordered], check=False)
+        try:
+            return channel.reduce(channel.initial(present, value),
+                                  [(c.meta, c.value) for c in ordered], check=False)
+        except Exception as exc:
+            error = ParallelReducerError(
+                f"The '{channel.kind}' reducer of {step}.{name} failed: {exc}",
+                extra={"provenance": [c.provenance() for c in ordered]},
+            )
+            if not self.closed:
+                self.violations.append(error)
+            raise error from exc
 
     def memory_of(self, namespace: str) -> list[Message]:
         if namespace not in self.memory:
