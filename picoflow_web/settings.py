@@ -116,6 +116,10 @@ DATABASES: dict[str, dict[str, Any]] = {
         else {
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": str(DATA_DIR / "picoflow.sqlite3"),
+            # WAL: readers (replays, pages) do not wait for the event writer, and a commit
+            # is not an fsync of the whole journal — the event log writes often.
+            "OPTIONS": {"init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+                        "transaction_mode": "IMMEDIATE"},
         }
     )
 }
