@@ -51,6 +51,7 @@ from picoflow_web.conf import (
     load_or_create_secret_key,
     parse_database_url,
     resolve_path,
+    sqlite_database,
 )
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -113,14 +114,7 @@ DATABASES: dict[str, dict[str, Any]] = {
     "default": (
         parse_database_url(_DATABASE_URL, BASE_DIR)
         if _DATABASE_URL
-        else {
-            "ENGINE": "django.db.backends.sqlite3",
-            "NAME": str(DATA_DIR / "picoflow.sqlite3"),
-            # WAL: readers (replays, pages) do not wait for the event writer, and a commit
-            # is not an fsync of the whole journal — the event log writes often.
-            "OPTIONS": {"init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
-                        "transaction_mode": "IMMEDIATE"},
-        }
+        else sqlite_database(DATA_DIR / "picoflow.sqlite3")
     )
 }
 

@@ -47,10 +47,12 @@ def test_env_list() -> None:
 
 
 def test_sqlite_relative_and_absolute() -> None:
-    assert parse_database_url("sqlite:///var/db.sqlite3", BASE) == {
-        "ENGINE": "django.db.backends.sqlite3",
-        "NAME": "/srv/picoflow/var/db.sqlite3",
-    }
+    parsed = parse_database_url("sqlite:///var/db.sqlite3", BASE)
+    assert (parsed["ENGINE"], parsed["NAME"]) == ("django.db.backends.sqlite3",
+                                                  "/srv/picoflow/var/db.sqlite3")
+    # Same WAL settings as the default database: the event log writes often.
+    assert "journal_mode=WAL" in parsed["OPTIONS"]["init_command"]
+    assert parsed["OPTIONS"]["transaction_mode"] == "IMMEDIATE"
     assert parse_database_url("sqlite:////tmp/x/db.sqlite3", BASE)["NAME"] == "/tmp/x/db.sqlite3"
 
 
