@@ -6,7 +6,21 @@ web app, a script or a test — on asyncio or trio.
 
 from __future__ import annotations
 
-from .channels import Channel, ContributionMeta, StepChannels
+from .barrier import (
+    BarrierOptions,
+    BranchResult,
+    CancelToken,
+    Channel,
+    ContributionMeta,
+    DirectResult,
+    ParallelBatchResult,
+    ParallelConfig,
+    ParallelInvocation,
+    Publication,
+    RunStepRequest,
+    StepChannels,
+    direct_result,
+)
 from .engine import FlowEngine, RunReply
 from .errors import (
     BarrierInvalidError,
@@ -42,23 +56,12 @@ from .errors import (
     TurnLimitError,
 )
 from .flow import Flow
-from .messages import Message, ToolCall
+from .messages import Message, ToolCall, human_message, now_iso
 from .models import Model, ModelRequest, ModelResponse, ModelSelection, TokenUsage, ToolSchema
 from .openai_compat import OpenAICompatibleModel
-from .parallel import (
-    BranchResult,
-    CancelToken,
-    DirectResult,
-    ParallelBatchResult,
-    ParallelConfig,
-    ParallelInvocation,
-    Publication,
-    RunStepRequest,
-    direct_result,
-)
 from .scripted import Rule, ScriptedModel
 from .session import SessionDocument
-from .step import TERMINATE_SESSION_TOOL, LogicStep, Step
+from .step import TERMINATE_SESSION_TOOL, LogicStep, Routable, Step
 from .stores import MemorySessionStore, SessionStore, SQLiteSessionStore
 from .terminate import TerminateSessionStep
 from .tools import ToolSpec, define_tool, tool
@@ -67,6 +70,7 @@ from .transitions import Transition, direct, go, stay
 __all__ = [
     "TERMINATE_SESSION_TOOL",
     "BarrierInvalidError",
+    "BarrierOptions",
     "BranchBudgetError",
     "BranchCancelledError",
     "BranchError",
@@ -107,6 +111,7 @@ __all__ = [
     "ParallelStateConflictError",
     "PicoFlowError",
     "Publication",
+    "Routable",
     "Rule",
     "RunReply",
     "RunStepRequest",
@@ -135,6 +140,8 @@ __all__ = [
     "direct",
     "direct_result",
     "go",
+    "human_message",
+    "now_iso",
     "stay",
     "tool",
 ]

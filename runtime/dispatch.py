@@ -21,14 +21,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from . import events as ev
+from .barrier import DirectResult, current_view
 from .errors import FlowDefinitionError, ParallelOutputError, StateValueError, ToolArgumentsError
 from .events import safe_value
 from .jsonutil import json_copy
 from .messages import Message, ToolCall, human_message, tool_message
-from .parallel import DirectResult
-from .scope import current_scope
 from .tools import ToolHandler, handlers_of, takes_model
 from .transitions import DEFAULT_TOOL_FEEDBACK, ToolContext, Transition, go, tool_context
+from .turn import turn_of
 
 if TYPE_CHECKING:
     from .flow import Flow
@@ -70,7 +70,7 @@ def find_handler(step: Step, name: str) -> ToolHandler | None:
 
     method = getattr(type(step), name, None)
     if callable(method) and all(name not in vars(base) for base in (Step, LogicStep)):
-        spec = step.flow.tools.require(name)
+        spec = step.flow.require_tool(name)
         params = list(inspect.signature(method).parameters.values())[1:]
         return ToolHandler(spec, method, pass_model=takes_model(params, spec.args_model))
     return None
@@ -79,11 +79,12 @@ def find_handler(step: Step, name: str) -> ToolHandler | None:
 async def dispatch_tools(flow: Flow, step: Step, calls: list[ToolCall]) -> Outcome:
     """Run the handlers for one response's tool calls and apply their results."""
     outcome = Outcome()
+    turn = turn_of(flow)
     for call in calls:
-        flow.emit(ev.ToolStarted, step=step.name, name=call.name, call_id=call.id,
+        turn.emit(ev.ToolStarted, step=step.name, name=call.name, call_id=call.id,
                   args=safe_value(call.args))
         result = await _dispatch_one(flow, step, call, outcome)
-        flow.emit(ev.ToolFinished, step=step.name, name=call.name, call_id=call.id,
+        turn.emit(ev.ToolFinished, step=step.name, name=call.name, call_id=call.id,
                   status=result.status, result=safe_value(result.text),
                   transition=result.transition, outcome=result.outcome)
     return outcome
@@ -101,7 +102,7 @@ class _CallResult:
 
 async def _dispatch_one(flow: Flow, step: Step, call: ToolCall, outcome: Outcome) -> _CallResult:
     history = step.get_memory()
-    spec = flow.exposed_tools(step).get(call.name)
+    spec = turn_of(flow).exposed_tools(step).get(call.name)
     if spec is None:
         flow.warn(f"hallucinated tool: {call.name}", step=step.name)
         text = f"Tool '{call.name}' does not exist. Use only the tools you were given."
@@ -137,8 +138,8 @@ async def _dispatch_one(flow: Flow, step: Step, call: ToolCall, outcome: Outcome
 def _end_branch(
     flow: Flow, step: Step, call: ToolCall, result: DirectResult, outcome: Outcome
 ) -> None:
-    scope = current_scope.get()
-    if scope is None or scope.step != step.name:
+    view = current_view.get()
+    if view is None or view.step != step.name:
         raise FlowDefinitionError(
             "direct_result() is only for tool handlers of a run_steps() branch; use direct() "
             "to answer the user."
@@ -151,13 +152,13 @@ def _end_branch(
         value = json_copy(result.value, "direct_result() value")
     except StateValueError as exc:  # like a non-JSON output: the barrier is invalid
         error = ParallelOutputError(exc.message, extra={"provenance": [
-            {"path": scope.path_str, "key": scope.key, "step": step.name, "kind": "output"}]})
-        scope.violations.append(error)
+            {"path": view.path_str, "key": view.key, "step": step.name, "kind": "output"}]})
+        view.violations.append(error)
         raise error from None
-    scope.direct = DirectResult(value)
+    view.direct = DirectResult(value)
     outcome.ended = True
-    flow.emit(ev.BranchDirectResult, barrier=scope.barrier_id, tool=call.name,
-              value=safe_value(scope.direct.value))
+    turn_of(flow).emit(ev.BranchDirectResult, barrier=view.barrier_id, tool=call.name,
+                       value=safe_value(view.direct.value))
     step.get_memory().append(tool_message(step.name, call, DEFAULT_TOOL_FEEDBACK,
                                           status="success"))
 

@@ -30,6 +30,7 @@ from .flow import Flow
 from .models import Model, ModelSelection
 from .session import LogEntry
 from .stores import MemorySessionStore, SessionStore
+from .turn import turn_of
 
 logger = logging.getLogger("picoflow")
 
@@ -166,17 +167,18 @@ class FlowEngine:
         except PicoFlowError as exc:
             bus.emit(ev.TurnStarted, flow=flow_name, message=message)
             return self._failed(bus, _failure(exc, session_id or ""), exc)
-        flow.engine, flow.bus = self, bus
-        flow.emit(ev.TurnStarted, flow=flow_name, message=message)
+        turn = turn_of(flow)
+        turn.attach(self, bus)
+        turn.emit(ev.TurnStarted, flow=flow_name, message=message)
         try:
             await self._bootstrap(flow, session_id, config)
         except PicoFlowError as exc:
-            if flow.doc is None or isinstance(exc, _UNTOUCHED):
-                return self._failed(bus, _failure(exc, flow.doc.id if flow.doc else
+            if turn.doc is None or isinstance(exc, _UNTOUCHED):
+                return self._failed(bus, _failure(exc, turn.doc.id if turn.doc else
                                                   session_id or ""), exc)
             return await self._abort(flow, exc)
         except Exception as exc:
-            if flow.doc is None:
+            if turn.doc is None:
                 logger.exception("Turn of flow '%s' failed before its session", flow.id)
                 return self._failed(bus, _failure(exc, session_id or ""), exc)
             return await self._abort(flow, exc)
@@ -192,7 +194,7 @@ class FlowEngine:
             return self._failed(bus, _failure(exc, flow.session_id), exc)
         except Exception as exc:
             return await self._abort(flow, exc)
-        flow.emit(ev.TurnFinished, path="", success=True, completed=reply.completed,
+        turn.emit(ev.TurnFinished, path="", success=True, completed=reply.completed,
                   message=reply.message, content_type=reply.content_type)
         return reply
 
@@ -204,10 +206,11 @@ class FlowEngine:
     async def _bootstrap(
         self, flow: Flow, session_id: str | None, config: dict[str, Any] | None
     ) -> None:
+        turn = turn_of(flow)
         if config is not None:
             flow.add_context({"config": config})
         await flow.init()
-        flow.collect_steps()
+        turn.collect_steps()
         for step in flow.steps.values():
             if not step.is_logic():
                 self.resolve_model(flow.id, step.get_model_selection())
@@ -223,29 +226,30 @@ class FlowEngine:
                 raise SessionFlowInvariantError(f"Session '{stored.id}' has no current step.")
             restored = await flow.on_restore_session_doc(stored)
             if restored is not None:
-                flow.restore_document(restored)
+                turn.restore_document(restored)
                 await flow.save_session("restored")
                 await flow.require_current_step().on_restore()
-                flow.emit_loaded(new_session=False)
+                turn.emit_loaded(new_session=False)
                 return
         # New session: keep the chosen id unless a finished session already holds it.
-        fresh = flow.bus.session_id if flow.bus is not None and session_id is None else None
-        doc = flow.new_document((session_id or fresh) if stored is None else None)
+        fresh = turn.bus.session_id if turn.bus is not None and session_id is None else None
+        doc = turn.new_document((session_id or fresh) if stored is None else None)
         created = await self.store.create(doc)
         doc.revision = created.revision
-        flow.emit(ev.SessionSaved, path="", revision=created.revision, reason="created")
+        turn.emit(ev.SessionSaved, path="", revision=created.revision, reason="created")
         initial = flow.require_current_step()
-        flow.emit(ev.StepEntered, path="", step=initial.name, level=1, how="start")
+        turn.emit(ev.StepEntered, path="", step=initial.name, level=1, how="start")
         start = await initial.on_start()
         if start is not None:
             initial.get_memory().append(start)
         await flow.save_session("started")
-        flow.emit_loaded(new_session=True)
+        turn.emit_loaded(new_session=True)
 
     async def _abort(self, flow: Flow, exc: Exception) -> RunReply:
         if not isinstance(exc, PicoFlowError):
             logger.exception("Turn of flow '%s' failed", flow.id)
-        doc = flow.doc
+        turn = turn_of(flow)
+        doc = turn.doc
         if doc is None:
             return _failure(exc, "")
         message = str(exc)
@@ -254,10 +258,10 @@ class FlowEngine:
             {"level": "error", "message": message, "error_type": type(exc).__name__}
         ))
         try:
-            await flow.checkpoint_session("aborted")
+            await turn.checkpoint("aborted")
         except Exception as save_exc:  # the original failure stays the headline
             message = f"{message}; failed to persist aborted session: {save_exc}"
-        flow.emit(ev.TurnFailed, path="", error=error_info(exc))  # always the last event
+        turn.emit(ev.TurnFailed, path="", error=error_info(exc))  # always the last event
         return _failure(exc, doc.id, message)
 
     def _session_lock(self, session_id: str) -> _SessionLock:

@@ -617,3 +617,15 @@ def json_schema() -> dict[str, Any]:
     schema["title"] = "PicoFlow event"
     schema["$comment"] = f"Generated from runtime/events.py; schema version {SCHEMA_VERSION}."
     return schema
+
+
+class BarrierOptions(BaseModel):
+    """The options of one barrier (``run_steps`` keyword arguments)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    policy: Literal["retain-successes", "atomic"] = "retain-successes"
+    checkpoint: Literal["none", "root-join"] = "none"
+    max_concurrency: int | None = Field(default=None, ge=1)
+    branch_timeout: float | None = Field(default=None, gt=0)
+    token_budget: int | None = Field(default=None, ge=1)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from . import events as ev
+from .barrier import current_view
 from .dispatch import Outcome, apply_transition, dispatch_tools, to_transition
 from .errors import (
     BranchCancelledError,
@@ -34,7 +35,7 @@ from .errors import (
 from .events import safe_value
 from .messages import Message, ai_message, human_message, system_message
 from .models import Model, ModelRequest, ModelResponse
-from .scope import current_scope
+from .turn import turn_of
 
 if TYPE_CHECKING:
     from .flow import Flow
@@ -113,7 +114,7 @@ def build_request(flow: Flow, step: Step) -> ModelRequest:
     return ModelRequest(
         selection=step.get_model_selection(),
         messages=list(history),
-        tools=[spec.schema() for spec in flow.exposed_tools(step).values()],
+        tools=[spec.schema() for spec in turn_of(flow).exposed_tools(step).values()],
         flow=flow.id,
         step=step.name,
         output_schema=schema.model_json_schema() if schema is not None else None,
@@ -131,21 +132,21 @@ async def call_model(flow: Flow, step: Step) -> ModelResponse | str:
     supply the reply, else :class:`ModelCallError`. In a cancelled branch the call stops
     at once and no recovery hook runs.
     """
-    flow.count_model_call()
-    engine = flow.require_engine()
+    turn = turn_of(flow)
+    call = turn.count_model_call()
+    engine = turn.require_engine()
     selection = step.get_model_selection()
     model = engine.resolve_model(flow.id, selection)
     attempts = selection.retry_attempts or 3
     last_error: Exception | None = None
     reason = "error"
-    call = flow._model_calls
     for attempt in range(1, attempts + 1):
         if attempt > 1 and flow.retry_delay > 0:
             await anyio.sleep(flow.retry_delay)
         request = build_request(flow, step)
-        observed = flow.observed
+        observed = turn.observed
         if observed:
-            flow.emit(ev.ModelStarted, step=step.name, call=call, attempt=attempt,
+            turn.emit(ev.ModelStarted, step=step.name, call=call, attempt=attempt,
                       model=selection.public(),
                       messages=[_message_json(m) for m in request.messages],
                       tools=[t.name for t in request.tools])
@@ -177,10 +178,10 @@ async def call_model(flow: Flow, step: Step) -> ModelResponse | str:
         except Exception as exc:
             _model_failed(*attempt_of, exc, retrying=False)
             raise
-        flow.tally_tokens(response.usage)
+        turn.tally_tokens(response.usage)
         rejected = response.is_blank or step.check_response(response)
         if observed:
-            flow.emit(ev.ModelFinished, step=step.name, call=call, attempt=attempt,
+            turn.emit(ev.ModelFinished, step=step.name, call=call, attempt=attempt,
                       latency=round(time.monotonic() - started, 6),
                       content=safe_value(response.content),
                       tool_calls=[safe_value(c.model_dump()) for c in response.tool_calls],
@@ -211,18 +212,18 @@ async def _invoke(
 ) -> ModelResponse:
     """One attempt: under the turn's model-call quota, the timeout, and — in a branch —
     the cancel token, which stops an in-flight call at once."""
-    scope = current_scope.get()
-    if scope is not None and scope.cancel.cancelled:
-        raise BranchCancelledError(f"Branch {scope.path_str} was cancelled: {scope.cancel.reason}.")
-    async with flow.model_call_slot():
-        if scope is None:
+    view = current_view.get()
+    if view is not None and view.cancel.cancelled:
+        raise BranchCancelledError(f"Branch {view.path_str} was cancelled: {view.cancel.reason}.")
+    async with turn_of(flow).model_call_slot():
+        if view is None:
             with anyio.fail_after(timeout):
                 return await model.invoke(request)
         result: list[ModelResponse] = []
         async with anyio.create_task_group() as tg:
 
             async def stop_on_cancel() -> None:
-                await scope.cancel.wait()
+                await view.cancel.wait()
                 tg.cancel_scope.cancel()
 
             tg.start_soon(stop_on_cancel)
@@ -231,8 +232,8 @@ async def _invoke(
             tg.cancel_scope.cancel()
         if not result:
             raise BranchCancelledError(
-                f"Branch {scope.path_str} was cancelled during a model call: "
-                f"{scope.cancel.reason}.")
+                f"Branch {view.path_str} was cancelled during a model call: "
+                f"{view.cancel.reason}.")
         return result[0]
 
 
@@ -247,6 +248,6 @@ def _model_failed(
     flow: Flow, step: Step, call: int, attempt: int, started: float, exc: BaseException,
     *, retrying: bool,
 ) -> None:
-    flow.emit(ev.ModelFailed, step=step.name, call=call, attempt=attempt,
+    turn_of(flow).emit(ev.ModelFailed, step=step.name, call=call, attempt=attempt,
               latency=round(time.monotonic() - started, 6), error=ev.error_info(exc),
               retrying=retrying)

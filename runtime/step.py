@@ -17,20 +17,23 @@ from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 from pydantic import BaseModel
 
-from .channels import Channel
-from .errors import ExecutionFrameError, FlowDefinitionError
-from .jsonutil import deep_merge, get_path
-from .messages import Message, human_message, system_message
-from .models import ModelResponse, ModelSelection
-from .parallel import (
+from . import turn as _turn
+from .barrier import (
     CancelToken,
+    Channel,
     Checkpoint,
     FailurePolicy,
     ParallelBatchResult,
     ParallelInvocation,
     RunStepRequest,
+    barrier_options,
+    current_view,
+    run_barrier,
 )
-from .scope import current_scope
+from .errors import ExecutionFrameError, FlowDefinitionError
+from .jsonutil import deep_merge, get_path
+from .messages import Message, human_message, system_message
+from .models import ModelResponse, ModelSelection
 from .tools import ToolSpec, define_tool, tool
 from .transitions import Transition, go
 
@@ -205,7 +208,7 @@ class Step:
 
         In a parallel branch: its own drafts over the fork-time view.
         """
-        return copy.deepcopy(get_path(self.flow.peek_step_state(self.name), key))
+        return copy.deepcopy(get_path(_turn.turn_of(self.flow).peek_step_state(self.name), key))
 
     def save_state(self, data: dict[str, Any] | None) -> None:
         """Save state: the first key is replaced, the other keys deep-merged.
@@ -216,7 +219,7 @@ class Step:
         """
         if not data:
             return
-        current = self.flow.peek_step_state(self.name)
+        current = _turn.turn_of(self.flow).peek_step_state(self.name)
         first = next(iter(data))
         updates = {
             name: deep_merge(current[name], value)
@@ -224,17 +227,18 @@ class Step:
             else value
             for name, value in data.items()
         }
-        self.flow.write_step_fields(self.name, updates)
+        _turn.turn_of(self.flow).write_step_fields(self.name, updates)
 
     def remove_state(self, key: str) -> None:
         """Delete one top-level field of this step's state (in a branch: a proposal)."""
-        if key in self.flow.peek_step_state(self.name):
-            self.flow.write_step_fields(self.name, {}, (key,))
+        if key in _turn.turn_of(self.flow).peek_step_state(self.name):
+            _turn.turn_of(self.flow).write_step_fields(self.name, {}, (key,))
 
     def save_transient_state(self, data: dict[str, Any]) -> None:
         """Merge values that live for this turn only (never persisted, never published)."""
-        transient = deep_merge(self.flow.peek_step_state(self.name).get("_transient", {}), data)
-        self.flow.write_step_fields(self.name, {"_transient": transient})
+        turn = _turn.turn_of(self.flow)
+        transient = deep_merge(turn.peek_step_state(self.name).get("_transient", {}), data)
+        turn.write_step_fields(self.name, {"_transient": transient})
 
     def get_transient_state(self, key: str | None = None) -> Any:
         """This turn's transient state, or the value at ``key``."""
@@ -244,7 +248,7 @@ class Step:
         """Contribute ``value`` to a reduced channel declared in
         :meth:`parallel_state_channels`; contributions reduce at the join in request-path
         order. Outside a branch the reducer applies at once."""
-        self.flow.contribute_step_state(self.name, field, value)
+        _turn.turn_of(self.flow).contribute_step_state(self.name, field, value)
 
     # -- parallel ------------------------------------------------------------------------
 
@@ -262,14 +266,14 @@ class Step:
         Raises:
             ExecutionFrameError: outside a parallel branch.
         """
-        scope = current_scope.get()
-        if scope is None or scope.step != self.name:
+        view = current_view.get()
+        if view is None or view.step != self.name:
             raise ExecutionFrameError(
                 f"parallel_invocation() is only available inside a run_steps() branch "
                 f"(step '{self.name}')."
             )
-        return ParallelInvocation(params=scope.params, key=scope.key, index=scope.index,
-                                  path=scope.path, cancel=scope.cancel,
+        return ParallelInvocation(params=view.params, key=view.key, index=view.index,
+                                  path=view.path, cancel=view.cancel,
                                   session_id=self.flow.session_id)
 
     async def run_steps(
@@ -302,13 +306,10 @@ class Step:
             branch_timeout: seconds per branch; a late branch is rejected with a timeout.
             token_budget: tokens the whole barrier may spend; past it branches are cancelled.
         """
-        from ._barrier import run_steps
-
-        return await run_steps(
-            self, requests, failure_policy=failure_policy, checkpoint=checkpoint,
-            max_concurrency=max_concurrency, cancel=cancel, branch_timeout=branch_timeout,
-            token_budget=token_budget,
-        )
+        options = barrier_options(policy=failure_policy, checkpoint=checkpoint,
+                                  max_concurrency=max_concurrency,
+                                  branch_timeout=branch_timeout, token_budget=token_budget)
+        return await run_barrier(_turn.turn_of(self.flow), self.name, requests, options, cancel)
 
     def get_context(self, path: str | None = None) -> Any:
         """Read the flow context (``config.x``)."""
@@ -347,7 +348,7 @@ class Step:
         The child runs in a child execution frame: it must not route (``go`` raises), and
         its state writes go straight to the canonical state of this turn.
         """
-        return await self.flow.run_child(self, step, user_message)
+        return await _turn.turn_of(self.flow).run_child(self, step, user_message)
 
     def session_completed(self) -> None:
         """Mark the session completed."""

@@ -99,11 +99,11 @@ def _handler_context(helper: str) -> ToolContext:
         raise ExecutionFrameError(
             f"{helper}() can only be used while a tool handler is running."
         )
-    from .scope import current_scope
+    from .barrier import current_view
 
-    scope = current_scope.get()
-    if scope is not None:
-        raise scope.violate(f"route with {helper}() (use direct_result() in a branch)")
+    view = current_view.get()
+    if view is not None:
+        raise view.violate(f"route with {helper}() (use direct_result() in a branch)")
     return ctx
 
 

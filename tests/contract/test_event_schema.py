@@ -27,6 +27,7 @@ from runtime import (
     ModelSelection,
     ModelTransportError,
     ParallelCheckpointError,
+    Routable,
     Rule,
     RunStepRequest,
     ScriptedModel,
@@ -37,7 +38,6 @@ from runtime import (
 from runtime import events as ev
 from runtime.bus import BoundedSink, CallbackSink, EventSink, MemorySink, dump_event, read_jsonl
 from runtime.fold import runs_of
-from runtime.step import Routable
 from tests.golden.goldens import GOLDENS
 
 pytestmark = pytest.mark.anyio

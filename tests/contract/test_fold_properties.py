@@ -40,13 +40,14 @@ from runtime import (
     FlowEngine,
     LogicStep,
     ModelSelection,
+    Routable,
     SessionDocument,
     StepChannels,
 )
 from runtime.bus import MemorySink, dump_event
 from runtime.events import BranchFulfilled, Event, parse_event
 from runtime.fold import comparable, fold, view_at
-from runtime.step import Routable
+from runtime.turn import turn_of
 
 State = dict[str, dict[str, Any]]
 Program = dict[str, Any]
@@ -123,8 +124,9 @@ class Worker(LogicStep):
                 self.contribute_state(name, value)
             case ["read", str(other)]:
                 self.flow.read_step_state(other)
-                assert self.flow.bus is not None
-                READS.append((path, self.flow.bus.seq - 1, whole_view(self)))
+                bus = turn_of(self.flow).bus
+                assert bus is not None
+                READS.append((path, bus.seq - 1, whole_view(self)))
             case ["sleep", int(ms)]:
                 await anyio.sleep(ms / 1000)
             case ["fork", str(policy), list(branches)]:

@@ -29,6 +29,7 @@ from runtime.bus import MemorySink, dump_event
 from runtime.events import Event
 from runtime.fold import runs_of
 from runtime.trace import dump_trace
+from runtime.turn import turn_of
 
 GOLDEN_DIR = Path(__file__).resolve().parent
 GOLDEN_LATENCY = 0.05
@@ -115,9 +116,10 @@ def recording(flow: type[Flow], views: list[BranchView]) -> type[Flow]:
     """
 
     def on_branch_exit(self: Flow, step: Step) -> None:
-        assert self.bus is not None
+        bus = turn_of(self).bus
+        assert bus is not None
         views.append(BranchView(
-            run_id=self.bus.run_id,
+            run_id=bus.run_id,
             path=step.parallel_invocation().path_str,
             state={name: self.read_step_state(name) for name in self.steps},
         ))

@@ -41,8 +41,8 @@ def test_the_latency_scales_the_flow_and_its_limits() -> None:
     slow, _ = cancel_flow(0.3)
     fast, _ = cancel_flow(0.005)
     assert (slow.id, fast.id) == ("CancelFlow", "CancelFlow")
-    assert slow().parallel_config().cancellation_grace == pytest.approx(1.8)
-    assert fast().parallel_config().cancellation_grace == pytest.approx(0.03)
+    assert slow().config_parallel_execution().cancellation_grace == pytest.approx(1.8)
+    assert fast().config_parallel_execution().cancellation_grace == pytest.approx(0.03)
 
 
 async def test_every_demo_succeeds_and_ends_in_its_golden_state_on_any_backend() -> None:

@@ -24,13 +24,13 @@ from runtime import (
     ModelRequest,
     ModelResponse,
     ParallelConfig,
+    Routable,
     RunReply,
     ScriptedModel,
     SessionDocument,
     SessionStore,
     Step,
 )
-from runtime.step import Routable
 from tests.runtime.helpers import RecordingStore, ScriptedFlow, load, make_engine
 
 Body = Callable[[Step], Awaitable[Any]]

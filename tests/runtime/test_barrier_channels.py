@@ -14,6 +14,7 @@ import pytest
 
 from runtime import (
     Channel,
+    ContributionMeta,
     ParallelBatchResult,
     ParallelConfigurationError,
     ParallelReducerError,
@@ -21,8 +22,7 @@ from runtime import (
     Step,
     StepChannels,
 )
-from runtime.channels import ContributionMeta
-from runtime.parallel import format_path
+from runtime.barrier import format_path
 from tests.runtime.barrier_helpers import Chain, U, branch_step, run_body, saving, user_state
 
 pytestmark = pytest.mark.anyio

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from runtime import FlowDefinitionError, LogicStep, Rule, StateValueError, Step, go, tool
-from runtime.step import Routable
+from runtime import FlowDefinitionError, LogicStep, Routable, Rule, StateValueError, Step, go, tool
+from runtime.turn import turn_of
 from tests.runtime.helpers import ScriptedFlow, load, make_engine
 
 pytestmark = pytest.mark.anyio
@@ -79,8 +79,8 @@ async def test_a_non_json_state_value_fails_the_turn_with_state_value() -> None:
 
 def test_save_state_rejects_non_json_values_directly() -> None:
     flow = StateFlow()
-    flow.collect_steps()
-    flow.new_document()
+    turn_of(flow).collect_steps()
+    turn_of(flow).new_document()
     step = flow.require_step(Stateful)
     with pytest.raises(StateValueError):
         step.save_state({"bad": {1, 2}})
@@ -147,8 +147,8 @@ async def test_steps_selecting_one_namespace_share_its_history() -> None:
 def test_context_is_frozen_once_a_session_is_bound() -> None:
     flow = ChatFlow()
     flow.add_context({"config": {"a": 1}})
-    flow.collect_steps()
-    flow.new_document()
+    turn_of(flow).collect_steps()
+    turn_of(flow).new_document()
     with pytest.raises(FlowDefinitionError, match="frozen"):
         flow.add_context({"late": True})
     assert flow.get_context("config.a") == 1

@@ -12,6 +12,7 @@ from runtime import (
     FlowDefinitionError,
     LogicStep,
     Message,
+    Routable,
     Rule,
     Step,
     Transition,
@@ -20,7 +21,6 @@ from runtime import (
     stay,
     tool,
 )
-from runtime.step import Routable
 from tests.runtime.helpers import RecordingStore, ScriptedFlow, load, make_engine, memory
 
 pytestmark = pytest.mark.anyio

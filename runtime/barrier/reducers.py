@@ -1,4 +1,4 @@
-"""Channels: how contributions from parallel branches combine at a join.
+"""Reducers: how contributions from parallel branches combine at a join.
 
 A step declares reduced channels in ``parallel_state_channels()``; branches then call
 ``contribute_state(field, value)``. At the join every contribution to a field — including
@@ -12,12 +12,13 @@ make two replacements of one field compatible.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .jsonutil import json_copy
-from .parallel import InvocationPath
+from ..jsonutil import json_copy
+from .types import InvocationPath
 
 
 @dataclass(frozen=True)
@@ -178,8 +179,6 @@ def merge_record() -> Channel:
 
 def json_key(value: Any) -> str:
     """A hashable, order-stable form of a JSON value (for uniqueness keys)."""
-    import json
-
     return json.dumps(value, sort_keys=True)
 
 

@@ -1,4 +1,4 @@
-"""Invocation scopes: the private view of one parallel branch.
+"""Views and drafts: what one parallel branch can read, and what it has written.
 
 A branch reads through a chain of views: its own drafts over the view its caller had at
 the fork (for a root barrier, the canonical state; for a nested one, the calling branch's
@@ -7,7 +7,7 @@ its caller's current view. Forking is O(1) in the size of state: siblings share 
 caller's view by reference — it cannot change while they run, because the caller is
 awaiting the join — and a branch stores only the fields it writes (copy on write).
 
-A scope also collects what the join needs: replacements and contributions with their
+A branch's view also collects what the join needs: replacements and contributions with their
 provenance (writer path and key, base value seen), and any invalid shared mutation. A
 mutation is recorded *before* it is raised, so catching the error cannot hide it.
 """
@@ -17,19 +17,20 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-from .channels import Channel, ContributionMeta
-from .errors import (
+from ..errors import (
     ParallelConfigurationError,
     ParallelMutationError,
     ParallelReducerError,
     PicoFlowError,
 )
-from .parallel import BarrierUsage, CancelToken, DirectResult, InvocationPath, format_path
+from .reducers import Channel, ContributionMeta
+from .types import BarrierUsage, CancelToken, DirectResult, InvocationPath, format_path
 
-if TYPE_CHECKING:
-    from .messages import Message
+# Memory histories are lists of the core's Message records; the barrier only copies the
+# lists, so it does not need (or import) the type.
+Message = Any
 
 PRIVATE_FIELDS = frozenset({"_transient", "_saveOn"})
 """Framework fields a branch may write but that never publish."""
@@ -48,8 +49,9 @@ class View(Protocol):
 
 
 @dataclass(frozen=True)
-class Write:
-    """A proposed replacement (or removal) of one top-level field, with provenance."""
+class Draft:
+    """One draft write: a proposed replacement (or removal) of a top-level field, with
+    provenance."""
 
     step: str
     field: str
@@ -96,8 +98,9 @@ ChannelsOf = Callable[[str], Mapping[str, Channel]]
 
 
 @dataclass(eq=False)
-class Scope:
-    """The private world of one branch."""
+class BranchView:
+    """The private view of one branch: its fork-time base, its drafts and contributions,
+    and what the join will need to know about them."""
 
     base: View
     step: str
@@ -112,7 +115,7 @@ class Scope:
     depth: int
     barrier_id: str = ""
     """Id of the barrier this branch belongs to (events name it)."""
-    writes: dict[str, dict[str, Write]] = field(default_factory=dict)
+    writes: dict[str, dict[str, Draft]] = field(default_factory=dict)
     contributions: dict[str, dict[str, list[Contribution]]] = field(default_factory=dict)
     private: dict[str, dict[str, Any]] = field(default_factory=dict)
     violations: list[PicoFlowError] = field(default_factory=list)
@@ -218,10 +221,10 @@ class Scope:
             if name in PRIVATE_FIELDS:
                 self.private.setdefault(step, {})[name] = value
             else:
-                fields[name] = Write(step, name, value, False, self.path, self.key, base.get(name))
+                fields[name] = Draft(step, name, value, False, self.path, self.key, base.get(name))
                 self._override(step, name)
         for name in removals:
-            fields[name] = Write(step, name, None, True, self.path, self.key, base.get(name))
+            fields[name] = Draft(step, name, None, True, self.path, self.key, base.get(name))
             self._override(step, name)
 
     def _override(self, step: str, name: str) -> None:
@@ -230,10 +233,14 @@ class Scope:
         if earlier:
             self.overridden.extend(earlier)
 
-    def contribute(self, step: str, name: str, value: Any) -> None:
-        """Record a contribution to a declared channel of the branch's own step."""
+    def contribute(self, step: str, name: str, value: Any) -> Contribution | None:
+        """Record a contribution to a declared channel of the branch's own step.
+
+        Returns it (its ``meta.seq`` is its call order), or None once the branch lost its
+        publication rights and the write was dropped.
+        """
         if self.closed:
-            return
+            return None
         if step != self.step:
             raise self.violate(f"contribute to step '{step}'", target_step=step)
         if name not in self.channels_of(step):
@@ -248,11 +255,11 @@ class Scope:
         base = self.base.state_of(step).get(name)
         self._seq += 1
         meta = ContributionMeta(path=self.path, key=self.key, seq=self._seq)
-        self.contributions.setdefault(step, {}).setdefault(name, []).append(
-            Contribution(step, name, value, meta, base)
-        )
+        contribution = Contribution(step, name, value, meta, base)
+        self.contributions.setdefault(step, {}).setdefault(name, []).append(contribution)
+        return contribution
 
-    def absorb(self, writes: list[Write], contributions: list[Contribution]) -> None:
+    def absorb(self, writes: list[Draft], contributions: list[Contribution]) -> None:
         """Take a nested join's publication into this (the caller's) scope."""
         for write in writes:
             self.writes.setdefault(write.step, {})[write.field] = write
@@ -260,7 +267,7 @@ class Scope:
         for item in contributions:
             self.contributions.setdefault(item.step, {}).setdefault(item.field, []).append(item)
 
-    def all_writes(self) -> list[Write]:
+    def all_writes(self) -> list[Draft]:
         """Every proposed replacement, own and bubbled up."""
         return [w for fields in self.writes.values() for w in fields.values()]
 
@@ -271,7 +278,7 @@ class Scope:
 
 
 @dataclass(frozen=True, eq=False)
-class FrozenView:
+class Snapshot:
     """A view fixed at a fork: what every branch of one barrier reads through.
 
     Taking it costs O(steps + written fields + messages), once per barrier — never a copy
@@ -290,9 +297,9 @@ class FrozenView:
         return self.memory.get(namespace, [])
 
 
-def freeze_scope(scope: Scope) -> FrozenView:
+def snapshot_of(scope: BranchView) -> Snapshot:
     """The calling branch's view as of now (its later writes stay invisible to the fork)."""
-    frozen = Scope(base=scope.base, step=scope.step, index=scope.index, key=scope.key,
+    frozen = BranchView(base=scope.base, step=scope.step, index=scope.index, key=scope.key,
                    path=scope.path, params=scope.params, cancel=scope.cancel,
                    channels_of=scope.channels_of, usages=scope.usages, depth=scope.depth,
                    writes={k: dict(v) for k, v in scope.writes.items()},
@@ -300,7 +307,7 @@ def freeze_scope(scope: Scope) -> FrozenView:
                                   for k, v in scope.contributions.items()},
                    private={k: dict(v) for k, v in scope.private.items()})
     memory = {ns: list(history) for ns, history in scope.memory.items()}
-    return FrozenView(states=frozen, memory=_FallbackMemory(memory, scope.base))
+    return Snapshot(states=frozen, memory=_FallbackMemory(memory, scope.base))
 
 
 class _FallbackMemory(dict[str, list["Message"]]):
@@ -316,4 +323,5 @@ class _FallbackMemory(dict[str, list["Message"]]):
         return self._base.memory_of(key)
 
 
-current_scope: ContextVar[Scope | None] = ContextVar("picoflow_scope", default=None)
+current_view: ContextVar[BranchView | None] = ContextVar("picoflow_branch_view", default=None)
+"""The executing branch's view; None outside any branch (canonical state)."""

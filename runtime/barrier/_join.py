@@ -1,6 +1,19 @@
 """The join: validate the branches of a barrier, reduce, and decide what publishes.
 
-Pure: no anyio, no I/O; the driver (:mod:`runtime._barrier`) applies the result.
+Pure: no anyio, no I/O; the driver (:mod:`runtime.barrier._driver`) applies the result.
+
+Every other place a publication rule lives:
+
+- what a branch may write, and that a violation is recorded before it is raised (so
+  catching it cannot hide it): :class:`runtime.barrier.views.BranchView` (``write``,
+  ``contribute``, ``violate``); the core's state helpers route branch writes there;
+- what a branch reads (its drafts over the fork-time view, contributions reduced in
+  request-path order): ``BranchView.state_of`` and ``value_of``;
+- a branch past its grace period or budget loses publication rights: the driver closes
+  its view (``closed``), and a closed view drops every later write;
+- where a valid join publishes (the caller's view, or canonical state with the optional
+  root-join checkpoint and its rollback): ``_Barrier.publish`` in the driver;
+- how a channel combines values: :mod:`runtime.barrier.reducers`.
 
 Rules, in order:
 
@@ -26,15 +39,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .channels import Channel
-from .errors import (
+from ..errors import (
     ParallelOutputError,
     ParallelReducerError,
     ParallelStateConflictError,
 )
-from .jsonutil import is_json
-from .parallel import BranchResult, DiscardedBranch, FailurePolicy, format_path
-from .scope import ChannelsOf, Contribution, Scope, View, Write
+from ..jsonutil import is_json
+from .reducers import Channel
+from .types import BranchResult, DiscardedBranch, FailurePolicy, format_path
+from .views import BranchView, ChannelsOf, Contribution, Draft, View
 
 DELETED = object()
 """Marks a field a join removes."""
@@ -59,7 +72,7 @@ class JoinResult:
 
     values: dict[tuple[str, str], Any] = field(default_factory=dict)
     """New field values (``DELETED`` for removals), in publication order."""
-    writes: list[Write] = field(default_factory=list)
+    writes: list[Draft] = field(default_factory=list)
     contributions: list[Contribution] = field(default_factory=list)
     discarded: list[DiscardedBranch] = field(default_factory=list)
     reductions: list[Reduction] = field(default_factory=list)
@@ -67,17 +80,17 @@ class JoinResult:
 
 def join(
     branches: Sequence[BranchResult],
-    scopes: Sequence[Scope],
+    views: Sequence[BranchView],
     *,
     policy: FailurePolicy,
     caller_view: View,
     channels_of: ChannelsOf,
 ) -> JoinResult:
     """Apply the rules above; raise a ``BarrierInvalidError`` or return the result."""
-    for scope in scopes:
-        if scope.violations:
-            first = scope.violations[0]
-            raise type(first)(first.message, extra=_all_provenance(scopes)) from first
+    for view in views:
+        if view.violations:
+            first = view.violations[0]
+            raise type(first)(first.message, extra=_all_provenance(views)) from first
     for branch in branches:
         if branch.status == "fulfilled" and not is_json(branch.output):
             raise ParallelOutputError(
@@ -90,7 +103,7 @@ def join(
     rejected = [b for b in branches if b.status == "rejected"]
     for branch in rejected:
         result.discarded.append(DiscardedBranch(branch.index, branch.key, "rejected"))
-    candidates = [s for b, s in zip(branches, scopes, strict=True) if b.status == "fulfilled"]
+    candidates = [s for b, s in zip(branches, views, strict=True) if b.status == "fulfilled"]
     if policy == "atomic" and rejected:
         reason = f"atomic: branch {rejected[0].path_str} ({rejected[0].key}) was rejected"
         for branch in branches:
@@ -98,12 +111,12 @@ def join(
                 result.discarded.append(DiscardedBranch(branch.index, branch.key, reason))
         return result
 
-    writes: dict[tuple[str, str], list[Write]] = {}
+    writes: dict[tuple[str, str], list[Draft]] = {}
     contributions: dict[tuple[str, str], list[Contribution]] = {}
-    for scope in candidates:
-        for write in scope.all_writes():
+    for view in candidates:
+        for write in view.all_writes():
             writes.setdefault((write.step, write.field), []).append(write)
-        for item in scope.all_contributions():
+        for item in view.all_contributions():
             contributions.setdefault((item.step, item.field), []).append(item)
 
     for target, items in writes.items():
@@ -145,7 +158,7 @@ def _reduce(
 
 
 def _conflict(
-    target: tuple[str, str], writes: list[Write], contributions: list[Contribution]
+    target: tuple[str, str], writes: list[Draft], contributions: list[Contribution]
 ) -> ParallelStateConflictError:
     step, name = target
     writers = [w.provenance() for w in writes] + [c.provenance() for c in contributions]
@@ -158,10 +171,10 @@ def _conflict(
     )
 
 
-def _all_provenance(scopes: Sequence[Scope]) -> dict[str, Any]:
+def _all_provenance(views: Sequence[BranchView]) -> dict[str, Any]:
     items: list[Any] = []
-    for scope in scopes:
-        for error in scope.violations:
+    for view in views:
+        for error in view.violations:
             items.extend(error.extra.get("provenance", []))
     return {"provenance": items}
 

@@ -1,21 +1,39 @@
-"""The public types of ``run_steps()``: requests, results, options and the cancel token."""
+"""The public types of ``run_steps()``: requests, options, results and the cancel token.
+
+:class:`BarrierOptions` is the one definition of a barrier's options: ``run_steps``
+validates its keyword arguments by building one, the driver reads it, and the
+``barrier.forked`` event carries its fields (the event model inherits them, which is why
+it lives in :mod:`runtime.events`).
+"""
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import anyio
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-if TYPE_CHECKING:
-    from .step import Step
+from ..errors import ParallelConfigurationError
+from ..events import BarrierOptions as BarrierOptions
 
 FailurePolicy = Literal["retain-successes", "atomic"]
 Checkpoint = Literal["none", "root-join"]
 BranchStatus = Literal["fulfilled", "rejected"]
+
+
+def barrier_options(**options: Any) -> BarrierOptions:
+    """Validate ``run_steps`` options; a bad one is a configuration error, before any fork."""
+    try:
+        return BarrierOptions(**options)
+    except ValidationError as exc:
+        raise ParallelConfigurationError(
+            "Invalid run_steps() options: " + "; ".join(
+                f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()),
+            extra={"errors": exc.errors(include_url=False, include_context=False)},
+        ) from None
 
 
 InvocationPath = tuple[tuple[int, int], ...]
@@ -40,7 +58,8 @@ def format_path(path: InvocationPath) -> str:
 class RunStepRequest:
     """One branch to fork: a registered step class, an optional key, params and message."""
 
-    step: type[Step] | str
+    step: type[Any] | str
+    """A registered ``Step`` subclass, or its registered name."""
     key: str | None = None
     params: Mapping[str, Any] | None = None
     user_message: str | None = None
@@ -64,20 +83,23 @@ class ParallelConfig(BaseModel):
 class CancelToken:
     """Cooperative cancellation for a barrier and everything forked under it.
 
-    Create one, pass it as ``run_steps(..., cancel=token)`` and call :meth:`cancel`. Nested
-    barriers link their tokens to the calling branch's, so cancelling an outer barrier
-    reaches every descendant. Branches read :attr:`cancelled` or await :meth:`wait`; model
+    A token is linked to its ``parents``: cancelling any of them cancels it. Create one,
+    pass it as ``run_steps(..., cancel=token)`` and call :meth:`cancel`. Nested barriers
+    link their tokens to the calling branch's, so cancelling an outer barrier reaches
+    every descendant. Branches read :attr:`cancelled` or await :meth:`wait`; model
     calls in a cancelled branch stop at once.
     """
 
-    def __init__(self, parent: CancelToken | None = None) -> None:
+    def __init__(self, *parents: CancelToken | None) -> None:
         self._event: anyio.Event | None = None
         self._children: list[CancelToken] = []
         self.reason: str | None = None
         self.cancelled = False
-        if parent is not None:
+        for parent in parents:
+            if parent is None:
+                continue
             parent._children.append(self)
-            if parent.cancelled:
+            if parent.cancelled and not self.cancelled:
                 self.cancel(parent.reason or "cancelled")
 
     def cancel(self, reason: str = "cancelled") -> None:

@@ -1,0 +1,360 @@
+"""The barrier driver: fork branches onto an anyio task group, then join them.
+
+Theory of operation. :func:`run_barrier` validates the options and requests
+(:mod:`._plan`), gives each branch a :class:`~.views.BranchView` over the caller's current
+view, and starts branches **in request order** — the starting loop acquires the
+concurrency limiter itself, so the queue order does not depend on the backend's task
+scheduling. Each branch runs in its own cancel scope, with its view and execution frame
+set by the host. The pure join (:mod:`._join`) then decides what publishes, and
+:meth:`_Barrier.publish` applies it: to the canonical state for a root barrier (with an
+optional checkpoint save, rolled back if the save fails), or into the calling branch's
+view.
+
+Why each branch catches its own exceptions: an ordinary branch error is data (it lands in
+``rejected``), so the task group only ever sees cancellation; callers never have to
+untangle an exception group.
+
+Cancellation: a cancel token (linked to the caller's and to the calling branch's) is
+watched by one task. Queued branches never start; running branches are told through the
+token (model calls stop at once); after the flow's grace period, branches still running
+lose their publication rights (their view closes, late writes are dropped) and are
+cancelled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping, Sequence
+from typing import Any, final
+
+import anyio
+
+from .. import events as ev
+from ..errors import (
+    BarrierInvalidError,
+    BranchBudgetError,
+    BranchCancelledError,
+    BranchTimeoutError,
+    ParallelCheckpointError,
+    ParallelLimitError,
+    StateValueError,
+)
+from ..events import BarrierOptions, safe_list, safe_value
+from ..jsonutil import json_copy
+from ._host import BarrierHost
+from ._join import DELETED, JoinResult, join
+from ._plan import PlannedBranch, plan_branches, thaw
+from .types import (
+    BarrierUsage,
+    BranchResult,
+    CancelToken,
+    ParallelBatchResult,
+    Publication,
+    RunStepRequest,
+    format_path,
+)
+from .views import BranchView, View, current_view, snapshot_of
+
+
+async def run_barrier(
+    host: BarrierHost,
+    caller_step: str,
+    requests: Sequence[RunStepRequest | Mapping[str, Any]],
+    options: BarrierOptions,
+    cancel: CancelToken | None = None,
+) -> ParallelBatchResult:
+    """Fork, run and join one barrier. See :meth:`runtime.Step.run_steps`."""
+    barrier = _Barrier(host, caller_step, requests, options, cancel)
+    await barrier.run()
+    return await barrier.publish()
+
+
+@final
+class _Barrier:
+    """One barrier from fork to publication; used once, by :func:`run_barrier`."""
+
+    def __init__(
+        self,
+        host: BarrierHost,
+        caller_step: str,
+        requests: Sequence[RunStepRequest | Mapping[str, Any]],
+        options: BarrierOptions,
+        cancel: CancelToken | None,
+    ) -> None:
+        # Fork. Everything that can be wrong with the barrier raises here, before any
+        # branch starts: a closed caller, bad requests, depth and invocation limits.
+        parent = current_view.get()
+        if parent is not None and parent.closed:
+            raise BranchCancelledError("This branch lost its publication rights; it cannot fork.")
+        self.host, self.options, self.parent = host, options, parent
+        self.plan: list[PlannedBranch] = plan_branches(host, requests)
+        self.config = host.parallel_config()
+        depth = (parent.depth if parent else 0) + 1
+        if depth > self.config.max_depth:
+            raise ParallelLimitError(
+                f"Barrier nesting depth {depth} exceeds the flow's limit of "
+                f"{self.config.max_depth}."
+            )
+        host.count_invocations(len(self.plan), self.config.max_invocations)
+
+        self.token = CancelToken(parent.cancel if parent else None, cancel)
+        self.usage = BarrierUsage(budget=options.token_budget)
+        self.usage.on_exhausted.append(self._exhaust)
+        # A nested fork reads the calling branch's view as of now; a root fork the
+        # canonical state as of now. Either way later writes stay invisible to it.
+        self.fork_view: View = snapshot_of(parent) if parent is not None else host.snapshot()
+        if parent is None:
+            ordinal = host.next_root_ordinal()
+        else:
+            ordinal, parent.barriers = parent.barriers, parent.barriers + 1
+        self.caller_path = parent.path_str if parent else ""
+        self.id = f"{self.caller_path}/b{ordinal}" if parent else f"b{ordinal}"
+        prefix = parent.path if parent else ()
+        usages = (*(parent.usages if parent else ()), self.usage)
+        self.views = [
+            BranchView(base=self.fork_view, step=item.step.name, index=i, key=item.key,
+                       path=(*prefix, (ordinal, i)), params=item.params, cancel=self.token,
+                       channels_of=host.channels_of, usages=usages, depth=depth,
+                       barrier_id=self.id)
+            for i, item in enumerate(self.plan)
+        ]
+        self.outcomes: list[BranchResult | None] = [None] * len(self.plan)
+        self.running: dict[int, anyio.CancelScope] = {}
+        """Cancel scopes of the branches running now, by request index."""
+        self.reasons: dict[int, BaseException] = {}
+        """Why the driver stopped a branch (timeout, budget), when it did."""
+        self.finished: list[str] = []
+        """Branch paths in completion order (join.reduced reports it beside request order)."""
+        self.drained: anyio.Event | None = None
+        """Set once cancellation was requested and the last running branch ended."""
+        if host.observed:
+            self._report_fork(caller_step)
+
+    def _report_fork(self, caller_step: str) -> None:
+        requests = [
+            ev.build(ev.BranchRequest, {
+                "index": i, "path": self.views[i].path_str, "step": item.step.name,
+                "key": item.key, "params": safe_value(thaw(item.params)) if item.params else {},
+                "user_message": item.message})
+            for i, item in enumerate(self.plan)
+        ]
+        self.host.emit(ev.BarrierForked, path=self.caller_path, barrier=self.id,
+                       caller_step=caller_step, requests=requests, **dict(self.options),
+                       base=self.caller_path if self.parent else "canonical")
+
+    # -- run -----------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Start the branches in request order and wait for all of them."""
+        # Without a concurrency limit every branch starts at once; no limiter to pay for.
+        limit = self.options.max_concurrency
+        limiter = anyio.CapacityLimiter(limit) if limit else None
+        async with anyio.create_task_group() as outer:
+            outer.start_soon(self._watch_cancel)
+            async with anyio.create_task_group() as tg:
+                for index in range(len(self.plan)):
+                    if limiter is not None:
+                        await limiter.acquire_on_behalf_of(index)
+                    if self.token.cancelled:
+                        if limiter is not None:
+                            limiter.release_on_behalf_of(index)
+                        self._never_start(index)
+                        break
+                    tg.start_soon(self._run_branch, index, limiter)
+            outer.cancel_scope.cancel()
+        self.usage.on_exhausted.clear()
+
+    def _never_start(self, first: int) -> None:
+        """Reject the queued branches from ``first`` on: cancellation came before them."""
+        for index in range(first, len(self.plan)):
+            if self.usage.exhausted:
+                error: BaseException = BranchBudgetError(
+                    f"The barrier's token budget of {self.options.token_budget} ran out "
+                    "before this branch started.")
+            else:
+                error = BranchCancelledError(f"Cancelled before it started: {self.token.reason}.")
+            self._settle(index, error, started=False)
+            self._report_branch(index, started=False)
+
+    async def _run_branch(self, index: int, limiter: anyio.CapacityLimiter | None) -> None:
+        item, view = self.plan[index], self.views[index]
+        self.host.emit(ev.BranchStarted, path=view.path_str, barrier=self.id, index=index,
+                       key=item.key, step=item.step.name)
+        timeout = self.options.branch_timeout
+        try:
+            with anyio.CancelScope() as cs:
+                self.running[index] = cs
+                if timeout is None:
+                    self._fulfil(index, await self.host.run_branch(item.step, view, item.message))
+                else:
+                    with anyio.move_on_after(timeout) as deadline:
+                        output = await self.host.run_branch(item.step, view, item.message)
+                        self._fulfil(index, output)
+                    if deadline.cancelled_caught:
+                        view.closed = True
+                        self.reasons[index] = BranchTimeoutError(
+                            f"Branch {view.path_str} ({item.key}) ran longer than {timeout} s.")
+        except Exception as exc:  # ordinary branch errors are data, not task-group failures
+            self._settle(index, exc)
+        finally:
+            self.running.pop(index, None)
+            if limiter is not None:
+                limiter.release_on_behalf_of(index)
+            if self.drained is not None and not self.running:
+                self.drained.set()
+        if self.outcomes[index] is None:
+            # Stopped from outside (grace expired, budget spent, timeout): say why.
+            self._settle(index, self.reasons.get(index) or BranchCancelledError(
+                f"Branch {view.path_str} ({item.key}) did not finish within the cancellation "
+                "grace period; its writes were dropped."))
+        self.finished.append(view.path_str)
+        self._report_branch(index, started=True)
+
+    def _fulfil(self, index: int, output: Any) -> None:
+        # A branch that lost its publication rights (grace expired, budget spent) is not
+        # fulfilled even if it returned before noticing: its writes were dropped.
+        view = self.views[index]
+        if view.closed:
+            return
+        with contextlib.suppress(StateValueError):  # the join reports non-JSON outputs
+            output = json_copy(output)  # plain JSON out, e.g. frozen params as dicts
+        item = self.plan[index]
+        self.outcomes[index] = BranchResult(index, item.key, item.step.name, view.path,
+                                            "fulfilled", output=output)
+
+    def _settle(self, index: int, error: BaseException, started: bool = True) -> None:
+        item = self.plan[index]
+        self.outcomes[index] = BranchResult(index, item.key, item.step.name,
+                                            self.views[index].path, "rejected", error=error,
+                                            started=started)
+
+    def _report_branch(self, index: int, started: bool) -> None:
+        outcome = self.outcomes[index]
+        if outcome is None or not self.host.observed:
+            return
+        view = self.views[index]
+        if outcome.status == "fulfilled":
+            self.host.emit(ev.BranchFulfilled, path=view.path_str, barrier=self.id,
+                           index=index, key=view.key, output=safe_value(outcome.output))
+        else:
+            assert outcome.error is not None
+            self.host.emit(ev.BranchRejected, path=view.path_str, barrier=self.id, index=index,
+                           key=view.key, error=ev.error_info(outcome.error),
+                           cancelled=isinstance(outcome.error, BranchCancelledError),
+                           started=started)
+
+    # -- cancel --------------------------------------------------------------------------
+
+    def _exhaust(self) -> None:
+        """The token budget ran out: every running branch loses its publication rights at
+        once (no grace: spending more is what the budget forbids)."""
+        self.usage.exhausted = True
+        for index, cs in self.running.items():
+            self.reasons.setdefault(index, BranchBudgetError(
+                f"The barrier's token budget of {self.options.token_budget} ran out."))
+            self.views[index].closed = True
+            cs.cancel()
+        self.token.cancel("token budget exhausted")
+
+    async def _watch_cancel(self) -> None:
+        """Tell running branches, wait out the grace period, then close the late ones."""
+        await self.token.wait()
+        self.drained = anyio.Event()
+        host, token = self.host, self.token
+        host.emit(ev.CancelRequested, path=self.caller_path, barrier=self.id,
+                  reason=token.reason or "cancelled")
+        host.emit(ev.CancelPropagated, path=self.caller_path, barrier=self.id,
+                  running=[self.views[i].path_str for i in sorted(self.running)],
+                  queued=[v.path_str for v, o in zip(self.views, self.outcomes, strict=True)
+                          if o is None and v.index not in self.running])
+        if self.running:
+            with anyio.move_on_after(self.config.cancellation_grace):
+                await self.drained.wait()
+        late = sorted(self.running)
+        for index in late:
+            self.views[index].closed = True  # late writes are dropped from here on
+            self.running[index].cancel()
+        if late:
+            host.emit(ev.CancelGraceExpired, path=self.caller_path, barrier=self.id,
+                      closed=[self.views[i].path_str for i in late])
+
+    # -- join and publish ----------------------------------------------------------------
+
+    async def publish(self) -> ParallelBatchResult:
+        """Join (validate, reduce) and apply the publication where it belongs."""
+        host, parent = self.host, self.parent
+        branches = tuple(o for o in self.outcomes if o is not None)
+        # A nested join reduces from its caller's fork-time view (the outer join re-reduces
+        # everything in request-path order); a root join from the canonical state as it is
+        # now, so concurrent root barriers of one caller keep each other's contributions.
+        try:
+            result = join(branches, self.views, policy=self.options.policy,
+                          caller_view=self.fork_view if parent else host.live_view(),
+                          channels_of=host.channels_of)
+        except BarrierInvalidError as exc:
+            host.emit(ev.JoinInvalidated, path=self.caller_path, barrier=self.id,
+                      error=ev.error_info(exc),
+                      provenance=safe_value(exc.extra.get("provenance", [])))
+            raise
+        if host.observed:
+            self._report_join(result)
+        fields = tuple(result.values)
+        policy, checkpoint = self.options.policy, self.options.checkpoint
+        cancelled = self.token.cancelled
+        if parent is not None:
+            parent.absorb(result.writes, result.contributions)
+            publication = Publication(policy, bool(fields), "caller-scope", fields,
+                                      tuple(result.discarded), checkpoint)
+            return ParallelBatchResult(branches, publication, cancelled)
+        undo = host.apply_publication({k: (None if v is DELETED else v, v is DELETED)
+                                       for k, v in result.values.items()})
+        revision = None
+        if checkpoint == "root-join" and fields:
+            revision = await self._checkpoint(undo, fields)
+        publication = Publication(policy, bool(fields), "canonical", fields,
+                                  tuple(result.discarded), checkpoint, revision is not None,
+                                  revision)
+        return ParallelBatchResult(branches, publication, cancelled)
+
+    async def _checkpoint(self, undo: Any, fields: tuple[tuple[str, str], ...]) -> int:
+        """Save right after the root join; a failed save rolls the publication back, so the
+        session never holds state that was neither saved nor refused as a whole."""
+        try:
+            revision = await self.host.checkpoint()
+        except Exception as exc:
+            undo()
+            error = ParallelCheckpointError(
+                f"The root-join checkpoint failed and the join was rolled back: {exc}",
+                extra={"fields": [list(f) for f in fields]},
+            )
+            self.host.emit(ev.CheckpointFailed, path="", barrier=self.id,
+                           error=ev.error_info(error))
+            raise error from exc
+        self.host.emit(ev.CheckpointSaved, path="", barrier=self.id, revision=revision)
+        return revision
+
+    def _report_join(self, result: JoinResult) -> None:
+        for item in result.reductions:
+            # A branch contributed itself or through its descendants (bubbled up): its path
+            # or any prefix of a contributor's path.
+            contributing: set[str] = set()
+            for entry in item.inputs:
+                parts = entry["path"].split(".")
+                contributing.update(".".join(parts[:n]) for n in range(1, len(parts) + 1))
+            self.host.emit(ev.JoinReduced, path=self.caller_path, barrier=self.id,
+                           step=item.step, field=item.field, channel=item.channel,
+                           initial=safe_value(item.initial), inputs=safe_list(list(item.inputs)),
+                           completion_order=[p for p in self.finished if p in contributing],
+                           result=safe_value(item.result))
+        writers = {(w.step, w.field): w.path for w in result.writes}
+        published = [
+            ev.PublishedField(step=step, field=name, value=None if value is DELETED else
+                              safe_value(value), deleted=value is DELETED,
+                              writer=format_path(writers[(step, name)])
+                              if (step, name) in writers else None)
+            for (step, name), value in result.values.items()
+        ]
+        self.host.emit(ev.JoinPublished, path=self.caller_path, barrier=self.id,
+                       target="caller-scope" if self.parent else "canonical", fields=published,
+                       discarded=[{"index": d.index, "key": d.key, "reason": d.reason}
+                                  for d in result.discarded])

@@ -1,0 +1,131 @@
+"""The fork plan: requests checked and normalised into branches, before anything runs.
+
+Every configuration error — an unknown step, a repeated step class without keys, two
+requests with one key, params that are not JSON or fail the step's schema — raises here,
+so a bad barrier never starts a single branch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from pydantic import ValidationError
+
+from ..errors import ParallelConfigurationError, ParallelDuplicateKeyError
+from ..jsonutil import json_copy
+from ._host import BarrierHost, StepHost
+from .types import RunStepRequest
+
+_FIELDS = frozenset({"step", "key", "params", "user_message"})
+
+
+@dataclass(frozen=True)
+class PlannedBranch:
+    """One request, validated: the registered step, its key, frozen params and message."""
+
+    step: StepHost
+    key: str
+    params: Mapping[str, Any]
+    message: str | None
+
+
+def plan_branches(
+    host: BarrierHost, requests: Sequence[RunStepRequest | Mapping[str, Any]]
+) -> list[PlannedBranch]:
+    """The branches of a barrier in request order; configuration errors raise."""
+    if not requests:
+        raise ParallelConfigurationError("run_steps() needs at least one request.")
+    items = [_request(raw) for raw in requests]
+    steps = []
+    for item in items:
+        try:
+            steps.append(host.require_step(item.step))
+        except Exception as exc:
+            raise ParallelConfigurationError(str(exc)) from exc
+    counts: dict[str, int] = {}
+    for step in steps:
+        counts[step.name] = counts.get(step.name, 0) + 1
+    out = []
+    seen: dict[str, int] = {}
+    for index, (item, step) in enumerate(zip(items, steps, strict=True)):
+        key = _key(item, step, counts[step.name])
+        if key in seen:
+            raise ParallelDuplicateKeyError(
+                f"Requests {seen[key]} and {index} share the branch key '{key}'.",
+                extra={"key": key, "indices": [seen[key], index]},
+            )
+        seen[key] = index
+        params = _validate_params(step, key, item.params)
+        out.append(PlannedBranch(step, key, freeze(params), item.user_message))
+    return out
+
+
+def _request(raw: RunStepRequest | Mapping[str, Any]) -> RunStepRequest:
+    if isinstance(raw, RunStepRequest):
+        return raw
+    if isinstance(raw, Mapping):
+        if set(raw) - _FIELDS or "step" not in raw:
+            raise ParallelConfigurationError(
+                f"A run_steps() request takes step, key, params, user_message; got {sorted(raw)}."
+            )
+        return RunStepRequest(**raw)
+    raise ParallelConfigurationError(f"Not a run_steps() request: {raw!r}.")
+
+
+def _key(item: RunStepRequest, step: StepHost, repeats: int) -> str:
+    """The branch key: the request's (trimmed), else the step name when it is unique."""
+    if item.key is not None and not isinstance(item.key, str):
+        raise ParallelConfigurationError(
+            f"A branch key must be a string, got {type(item.key).__name__} {item.key!r}.")
+    key = item.key.strip() if isinstance(item.key, str) else None
+    if key:
+        return key
+    if repeats > 1:
+        raise ParallelConfigurationError(
+            f"Step '{step.name}' appears {repeats} times in one barrier: every request of a "
+            "repeated step needs a non-empty key."
+        )
+    return step.name
+
+
+def _validate_params(
+    step: StepHost, key: str, params: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    try:
+        data: dict[str, Any] = json_copy(dict(params or {}), f"params of branch '{key}'")
+    except Exception as exc:
+        raise ParallelConfigurationError(str(exc)) from exc
+    schema = step.parallel_params_schema()
+    if schema is None:
+        return data
+    try:
+        validated: dict[str, Any] = schema.model_validate(data).model_dump(mode="json")
+        return validated
+    except ValidationError as exc:
+        raise ParallelConfigurationError(
+            f"params of branch '{key}' ({step.name}) are invalid: {exc.error_count()} error(s): "
+            + "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()),
+            extra={"key": key, "errors": exc.errors(include_url=False)},
+        ) from None
+
+
+def freeze(value: Any) -> Any:
+    """A read-only copy: params are shared by reference with the branch, which may not
+    change them."""
+    if isinstance(value, dict):
+        return MappingProxyType({k: freeze(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return tuple(freeze(v) for v in value)
+    return value
+
+
+def thaw(value: Any) -> Any:
+    """Plain JSON again (for events and outputs)."""
+    if isinstance(value, Mapping):
+        return {k: thaw(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return [thaw(v) for v in value]
+    return value

@@ -1,0 +1,519 @@
+"""The engine-owned side of a flow: the live state of one turn.
+
+A :class:`~runtime.Flow` is what users subclass, so it carries only hooks and the helpers
+the docs teach. Everything the engine, the model loop, tool dispatch and the barrier need
+besides — the bound session, the event bus, canonical step state and memory, counters,
+the branch runner — lives on the :class:`Turn` of that flow instance, which no user class
+inherits from, so no subclass can override it by accident. :func:`turn_of` is how the
+core reaches it; the barrier sees it only through its host Protocol
+(:class:`runtime.barrier.BarrierHost`).
+"""
+
+from __future__ import annotations
+
+import copy
+import weakref
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any, final
+
+import anyio
+
+from . import events as ev
+from . import step as _step
+from .barrier import (
+    BranchView,
+    Channel,
+    ContributionMeta,
+    ParallelConfig,
+    PublishedValues,
+    RunStepRequest,
+    Snapshot,
+    StepHost,
+    View,
+    barrier_options,
+    current_view,
+    run_barrier,
+)
+from .bus import EventBus
+from .errors import (
+    FlowDefinitionError,
+    ParallelLimitError,
+    ParallelOutputError,
+    ParallelReducerError,
+    StateValueError,
+    TurnLimitError,
+)
+from .events import safe_value
+from .jsonutil import json_copy
+from .messages import Message, now_iso
+from .models import ModelSelection, TokenUsage
+from .session import (
+    SESSION_DOC_VERSION,
+    FlowRecord,
+    MemorySpace,
+    SequenceEntry,
+    SessionDocument,
+    StepRecord,
+)
+from .tools import ToolRegistry, ToolSpec, handlers_of
+from .transitions import Transition
+
+if TYPE_CHECKING:
+    from .engine import FlowEngine
+    from .flow import Flow
+    from .step import Step
+
+frames: ContextVar[tuple[Step, ...]] = ContextVar("picoflow_frames", default=())
+"""The stack of open child execution frames (``run_step``, branches). A contextvar, so
+concurrent tasks each see their own stack."""
+
+_TURNS: weakref.WeakKeyDictionary[Flow, Turn] = weakref.WeakKeyDictionary()
+
+
+def turn_of(flow: Flow) -> Turn:
+    """The turn of a flow instance (created on first use)."""
+    turn = _TURNS.get(flow)
+    if turn is None:
+        turn = _TURNS[flow] = Turn(flow)
+    return turn
+
+
+@final
+class Turn:
+    """The live state of one flow instance's turn. Construct through :func:`turn_of`."""
+
+    def __init__(self, flow: Flow) -> None:
+        self.flow = flow
+        self.engine: FlowEngine | None = None
+        self.bus: EventBus | None = None
+        """Where this turn's events go; None when nothing listens."""
+        self.doc: SessionDocument | None = None
+        self.tools = ToolRegistry(flow.id)
+        self.context: dict[str, Any] = {}
+        self.steps: dict[str, Step] = {}
+        self.states: dict[str, dict[str, Any]] = {}
+        """Canonical step state of this turn (what the session saves)."""
+        self.memory: dict[str, list[Message]] = {}
+        self.model_calls = 0
+        self.invocations = 0
+        self.root_barriers = 0
+        self._selection: ModelSelection | None = None
+        self._channels: dict[str, Mapping[str, Channel]] = {}
+        self._model_limiter: anyio.CapacityLimiter | None = None
+
+    def attach(self, engine: FlowEngine, bus: EventBus | None) -> None:
+        """Bind the engine running the turn and its event bus."""
+        self.engine, self.bus = engine, bus
+
+    def require_engine(self) -> FlowEngine:
+        if self.engine is None:
+            raise FlowDefinitionError(f"Flow '{self.flow.id}' is not bound to an engine.")
+        return self.engine
+
+    def require_doc(self) -> SessionDocument:
+        if self.doc is None:
+            raise FlowDefinitionError(f"Flow '{self.flow.id}' is not bound to a session yet.")
+        return self.doc
+
+    # -- events --------------------------------------------------------------------------
+
+    @property
+    def observed(self) -> bool:
+        """Whether anything listens to this turn's events (skip building them if not)."""
+        return self.bus is not None and bool(self.bus.sinks)
+
+    def emit(self, cls: type[Any], path: str | None = None, **fields: Any) -> None:
+        """Emit one event; ``path`` defaults to the executing invocation's."""
+        bus = self.bus
+        if bus is None or not bus.sinks:
+            return
+        if path is None:
+            view = current_view.get()
+            path = view.path_str if view is not None else ""
+        bus.emit_fields(cls, path, fields)
+
+    # -- steps and tools -----------------------------------------------------------------
+
+    def collect_steps(self) -> None:
+        """Instantiate and index the registry returned by ``define_steps()``."""
+        flow = self.flow
+        for entry in flow.define_steps():
+            step = entry(flow) if isinstance(entry, type) and issubclass(entry, _step.Step) \
+                else entry
+            if not isinstance(step, _step.Step):
+                raise FlowDefinitionError(
+                    f"define_steps() of flow '{flow.id}' returned {entry!r}, not a Step."
+                )
+            if step.flow is not flow:
+                raise FlowDefinitionError(f"Step '{step.name}' was built for another flow.")
+            if step.name in self.steps:
+                raise FlowDefinitionError(
+                    f"Step '{step.name}' is registered twice in flow '{flow.id}'."
+                )
+            self.steps[step.name] = step
+        if not self.steps:
+            raise FlowDefinitionError(f"Flow '{flow.id}' defines no steps.")
+        self.tools.add(flow.define_tools())
+        for step in self.steps.values():
+            self.tools.add(step.define_tools())
+            self.tools.add(h.spec for h in handlers_of(type(step)).values())
+        for step in self.steps.values():
+            self.exposed_tools(step)  # fail at bootstrap, not mid-turn, on unknown names
+
+    def require_step(self, target: type[Any] | str) -> Step:
+        """The registered step for a class or name."""
+        from .transitions import step_name_of
+
+        name = step_name_of(target)
+        try:
+            return self.steps[name]
+        except KeyError:
+            raise FlowDefinitionError(
+                f"Step '{name}' is not defined in flow '{self.flow.id}'."
+            ) from None
+
+    def exposed_tools(self, step: Step) -> dict[str, ToolSpec]:
+        """Tools the step offers its model: decorated handlers, then ``use_tools()``."""
+        exposed = {
+            name: self.tools.require(name)
+            for name, handler in handlers_of(type(step)).items()
+            if handler.expose
+        }
+        for name in step.use_tools():
+            exposed.setdefault(name, self.tools.require(name))
+        return exposed
+
+    async def run_child(
+        self, owner: Step, target: type[Step] | str, user_message: str | None
+    ) -> str:
+        """Run ``target`` as a sequential child of ``owner`` (see :meth:`Step.run_step`)."""
+        if current_view.get() is not None:
+            # Inside a branch a sequential child is a one-child atomic barrier.
+            batch = await run_barrier(self, owner.name,
+                                      [RunStepRequest(target, user_message=user_message)],
+                                      barrier_options(policy="atomic"))
+            (only,) = batch.branches
+            if only.error is not None:
+                raise only.error
+            return only.output  # type: ignore[no-any-return]
+        child = self.require_step(target)
+        level = len(frames.get()) + 2
+        token = frames.set((*frames.get(), child))
+        try:
+            self.require_doc().flow.sequence.append(
+                SequenceEntry(level=level, step_name=child.name))
+            self.emit(ev.StepEntered, step=child.name, level=level, how="child")
+            await child.on_enter()
+            try:
+                return await child.run(user_message)
+            finally:
+                await child.on_exit()
+                self.emit(ev.StepExited, step=child.name)
+        finally:
+            frames.reset(token)
+
+    def model_selection(self) -> ModelSelection:
+        """The flow's resolved default selection (validated once per turn)."""
+        if self._selection is None:
+            self._selection = ModelSelection.model_validate(self.flow.config_model())
+        return self._selection
+
+    # -- state ---------------------------------------------------------------------------
+
+    def snapshot(self) -> View:
+        """Canonical state fixed now: what a root barrier's branches read."""
+        return Snapshot(states=dict(self.states),
+                        memory={ns: list(h) for ns, h in self.memory.items()})
+
+    def live_view(self) -> View:
+        """The canonical state as it is at each read (a root join validates against it)."""
+        return Snapshot(states=self.states, memory=self.memory)
+
+    def peek_step_state(self, name: str) -> Mapping[str, Any]:
+        """A step's state as the executing code sees it. Shared: never mutate it."""
+        view = current_view.get()
+        if view is not None:
+            return view.state_of(name)
+        return self.states.get(name, {})
+
+    def write_step_fields(
+        self, name: str, updates: Mapping[str, Any], removals: tuple[str, ...] = ()
+    ) -> None:
+        """Replace (or remove) top-level fields of a step's state.
+
+        In a parallel branch this records drafts (own step only); elsewhere it writes the
+        turn's canonical state and stamps ``_saveOn``.
+        """
+        self.require_step(name)
+        view = current_view.get()
+        try:
+            values = json_copy(dict(updates), f"State of step '{name}'")
+        except StateValueError as exc:
+            if view is None:
+                raise
+            error = ParallelOutputError(exc.message, extra={"provenance": [
+                {"path": view.path_str, "key": view.key, "step": name, "kind": "state"}]})
+            view.violations.append(error)
+            raise error from None
+        if view is not None:
+            view.write(name, values, removals)
+            if self.observed and not view.closed:
+                self._emit_writes(name, values, removals, view.base.state_of(name), True)
+            return
+        before = self.states.get(name, {})
+        state = {k: v for k, v in before.items() if k not in removals}
+        state.update(values)
+        if set(values) - {"_transient"} or removals:  # transient scratch is not a save
+            state["_saveOn"] = now_iso()
+        self.states[name] = state
+        if self.observed:
+            self._emit_writes(name, values, removals, before, False)
+
+    def _emit_writes(
+        self, name: str, values: Mapping[str, Any], removals: tuple[str, ...],
+        base: Mapping[str, Any], draft: bool,
+    ) -> None:
+        for field, value in values.items():
+            self.emit(ev.StateReplaced, step=name, field=field, value=safe_value(value),
+                      base=safe_value(base.get(field)), draft=draft)
+        for field in removals:
+            self.emit(ev.StateRemoved, step=name, field=field,
+                      base=safe_value(base.get(field)), draft=draft)
+
+    def contribute_step_state(self, name: str, field: str, value: Any) -> None:
+        """Contribute to a declared channel (in a branch: recorded for the join)."""
+        channels = self.channels_of(name)
+        view = current_view.get()
+        value = json_copy(value, f"Contribution to {name}.{field}")
+        if view is not None:
+            contribution = view.contribute(name, field, value)
+            if self.observed and contribution is not None:
+                try:
+                    result = safe_value(view.value_of(name, field))
+                except ParallelReducerError as exc:  # recorded in the view: the join
+                    result = {"reducer_failed": str(exc)}  # reports it, as unobserved
+                self.emit(ev.StateContributed, step=name, field=field, value=safe_value(value),
+                          order=contribution.meta.seq, draft=True, result=result)
+            return
+        if field not in channels:
+            raise FlowDefinitionError(
+                f"Step '{name}' declares no channel '{field}' in parallel_state_channels()."
+            )
+        channel = channels[field]
+        state = self.states.get(name, {})
+        reduced = channel.reduce(channel.initial(field in state, state.get(field)),
+                                 [(ContributionMeta((), name, 1), value)])
+        self.write_step_fields(name, {field: reduced})
+
+    def channels_of(self, name: str) -> Mapping[str, Channel]:
+        """The reduced channels a registered step declares (cached per turn)."""
+        if name not in self._channels:
+            declared = self.require_step(name).parallel_state_channels()
+            bad = [k for k, v in declared.items() if not isinstance(v, Channel)]
+            if bad:
+                raise FlowDefinitionError(
+                    f"parallel_state_channels() of step '{name}' must map fields to channels "
+                    f"(StepChannels.*); {bad} are not."
+                )
+            self._channels[name] = dict(declared)
+        return self._channels[name]
+
+    def get_memory(self, namespace: str) -> list[Message]:
+        """The live history of a namespace (in a branch: a private clone)."""
+        view = current_view.get()
+        if view is not None:
+            history: list[Message] = view.memory_of(namespace)
+            return history
+        return self.memory.setdefault(namespace, [])
+
+    # -- the barrier's host --------------------------------------------------------------
+
+    def apply_publication(self, values: PublishedValues) -> Callable[[], None]:
+        """Apply a root join's field values; returns a function that undoes it."""
+        before = {step: self.states.get(step) for step, _ in values}
+        stamp = now_iso()
+        for (step, field), (value, deleted) in values.items():
+            state = dict(self.states.get(step, {}))
+            if deleted:
+                state.pop(field, None)
+            else:
+                state[field] = value
+            state["_saveOn"] = stamp
+            self.states[step] = state
+
+        def undo() -> None:
+            for step, state in before.items():
+                if state is None:
+                    self.states.pop(step, None)
+                else:
+                    self.states[step] = state
+
+        return undo
+
+    def parallel_config(self) -> ParallelConfig:
+        """The flow's validated parallel limits."""
+        return ParallelConfig.model_validate(self.flow.config_parallel_execution())
+
+    def count_invocations(self, count: int, limit: int) -> None:
+        """Reserve ``count`` branch invocations of this turn's budget."""
+        if self.invocations + count > limit:
+            raise ParallelLimitError(
+                f"Forking {count} more branches would exceed the flow's limit of {limit} "
+                f"invocations per turn ({self.invocations} used)."
+            )
+        self.invocations += count
+
+    def next_root_ordinal(self) -> int:
+        """The ordinal of a new root barrier among this turn's root barriers."""
+        self.root_barriers += 1
+        return self.root_barriers - 1
+
+    async def run_branch(self, registered: StepHost, view: BranchView, message: str | None) -> Any:
+        """Run one branch: a fresh step instance in its own view and execution frame."""
+        assert isinstance(registered, _step.Step)
+        worker = type(registered)(self.flow)
+        if registered.get_memory_space() != worker.get_memory_space():
+            worker.use_memory(registered.get_memory_space())
+        if registered.model_override is not None:
+            worker.use_model(registered.model_override)
+        view_token = current_view.set(view)
+        frame_token = frames.set((*frames.get(), worker))
+        try:
+            level = len(frames.get()) + 1
+            self.require_doc().flow.sequence.append(  # no validation: hot path of every branch
+                SequenceEntry.model_construct(level=level, step_name=worker.name)
+            )
+            # No step.entered/exited for a branch: branch.started/fulfilled/rejected say it.
+            await worker.on_enter()
+            if worker.is_logic() and type(worker).run is _step.Step.run:
+                # A logic branch's output is what run_logic() returns; it cannot route.
+                output = await worker.run_logic()  # type: ignore[attr-defined]
+                if isinstance(output, Transition) or (
+                    isinstance(output, type) and issubclass(output, _step.Step)
+                ):
+                    raise view.violate("route from run_logic() (return the output instead)")
+            else:
+                output = await worker.run(message)
+            if view.direct is not None:
+                output = view.direct.value
+            await worker.on_exit()
+            return output
+        finally:
+            frames.reset(frame_token)
+            current_view.reset(view_token)
+
+    async def checkpoint(self, reason: str = "checkpoint") -> int:
+        """Save now (also the root-join checkpoint); returns the new revision."""
+        engine = self.require_engine()
+        doc = self.sync_document()
+        doc.revision = await engine.store.save(doc, doc.revision)
+        self.emit(ev.SessionSaved, path="", revision=doc.revision, reason=reason)
+        return doc.revision
+
+    # -- model calls ---------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def model_call_slot(self) -> AsyncIterator[None]:
+        """Hold one of the turn's model-call slots (the provider quota), if limited."""
+        limit = self.parallel_config().model_call_limit
+        if limit is None:
+            yield
+            return
+        if self._model_limiter is None:
+            self._model_limiter = anyio.CapacityLimiter(limit)
+        async with self._model_limiter:
+            yield
+
+    def count_model_call(self) -> int:
+        """Count one model call of this turn (a loop guard); returns its number."""
+        self.model_calls += 1
+        limit = self.flow.max_model_calls_per_turn
+        if self.model_calls > limit:
+            raise TurnLimitError(
+                f"Turn exceeded {limit} model calls in flow '{self.flow.id}'; a transition "
+                "probably loops.",
+                extra={"calls": self.model_calls},
+            )
+        return self.model_calls
+
+    def tally_tokens(self, usage: TokenUsage) -> None:
+        """Add one model attempt's usage to the session totals (attempted work counts,
+        even when a branch's state is later discarded) and to enclosing barrier budgets."""
+        self.require_doc().tokens.add(usage)
+        view = current_view.get()
+        if view is not None:
+            for budget in view.usages:
+                budget.tokens += usage.total_tokens
+                if budget.budget is not None and budget.tokens > budget.budget \
+                        and not budget.exhausted:
+                    for callback in list(budget.on_exhausted):
+                        callback()
+
+    # -- session -------------------------------------------------------------------------
+
+    def new_document(self, session_id: str | None = None) -> SessionDocument:
+        """Bind a fresh session: empty state, cursor on the initial step, trail started."""
+        initial = self.flow.initial_step()
+        first = self.require_step(initial) if initial else next(iter(self.steps.values()))
+        record = FlowRecord(name=self.flow.id, current_step=first.name,
+                            sequence=[SequenceEntry(level=1, step_name=first.name)])
+        doc = SessionDocument(flow=record) if session_id is None else SessionDocument(
+            id=session_id, flow=record
+        )
+        doc.flow.context = json_copy(self.context)
+        self.doc = doc
+        if self.bus is not None:
+            self.bus.session_id = doc.id
+        return doc
+
+    def restore_document(self, doc: SessionDocument) -> None:
+        """Bind a stored session: state, memory, context and cursor come from ``doc``."""
+        self.doc = doc
+        if self.bus is not None:
+            self.bus.session_id = doc.id
+        self.context = copy.deepcopy(doc.flow.context)
+        self.memory = {ns: list(space.messages) for ns, space in doc.flow.memory.items()}
+        for record in doc.flow.steps:
+            if record.name in self.steps:
+                self.states[record.name] = copy.deepcopy(record.state)
+        if doc.flow.current_step not in self.steps:
+            raise FlowDefinitionError(
+                f"Session '{doc.id}' points at step '{doc.flow.current_step}', which flow "
+                f"'{self.flow.id}' does not define."
+            )
+
+    def emit_loaded(self, new_session: bool) -> None:
+        """Emit the state this turn starts from (the fold's starting point)."""
+        if not self.observed:
+            return
+        doc = self.require_doc()
+        self.emit(ev.SessionLoaded, path="", new_session=new_session, revision=doc.revision,
+                  current_step=doc.flow.current_step,
+                  steps={step: {name: safe_value(value) for name, value in fields.items()}
+                         for step, fields in self.states.items()},
+                  context=safe_value(self.context), tokens=doc.tokens.model_dump())
+
+    def sync_document(self) -> SessionDocument:
+        """Write the turn's live state into the bound document and return it."""
+        doc = self.require_doc()
+        doc.version = SESSION_DOC_VERSION
+        doc.flow.model = self.model_selection().public()
+        doc.flow.context = copy.deepcopy(self.context)
+        doc.flow.memory = {
+            ns: MemorySpace(messages=list(history),
+                            summary=doc.flow.memory[ns].summary if ns in doc.flow.memory else None)
+            for ns, history in self.memory.items()
+        }
+        doc.flow.steps = [
+            StepRecord(
+                name=name,
+                state={k: v for k, v in self.states.get(name, {}).items() if k != "_transient"},
+                model=step.model_override.public() if step.model_override else None,
+            )
+            for name, step in self.steps.items()
+            if name in self.states or step.model_override
+        ]
+        doc.save_on = now_iso()
+        return doc
