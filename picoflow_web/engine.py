@@ -12,8 +12,7 @@ from functools import cache
 
 from picoflow_web.demos.parallel import demo_flows
 from picoflow_web.store import DjangoSessionStore
-from runtime import FlowEngine, Model
-from runtime.openai_compat import OpenAICompatibleModel
+from runtime import FlowEngine, Model, OpenAICompatibleModel
 
 
 @cache

@@ -10,8 +10,7 @@ from __future__ import annotations
 from django.db import IntegrityError
 
 from picoflow_web.models import StoredSession
-from runtime import SessionConflictError, SessionDocument, SessionStoreError
-from runtime.messages import now_iso
+from runtime import SessionConflictError, SessionDocument, SessionStoreError, now_iso
 
 
 class DjangoSessionStore:

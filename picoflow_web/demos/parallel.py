@@ -32,6 +32,7 @@ from runtime import (
     ModelSelection,
     ParallelConfig,
     ParallelStateConflictError,
+    Routable,
     Rule,
     RunStepRequest,
     ScriptedModel,
@@ -43,7 +44,6 @@ from runtime import (
     stay,
     tool,
 )
-from runtime.step import Routable
 
 from .hotel.flow import HotelFlow
 from .hotel.script import hotel_model

@@ -18,11 +18,11 @@ from runtime import (
     LogicStep,
     ModelSelection,
     ParallelConfig,
+    Routable,
     RunStepRequest,
     Step,
     StepChannels,
 )
-from runtime.step import Routable
 
 MAX_BRANCHES = 100_000
 

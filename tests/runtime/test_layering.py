@@ -1,114 +1,242 @@
-"""Layering: runtime/ imports only the standard library, pydantic, anyio and itself.
+"""Layering: every import of the runtime and of the web app obeys ``runtime/LAYERS.toml``.
 
-The runtime must run anywhere (web app, script, test) on asyncio or trio, so it may not
-reach for the web stack or pick an event loop: no django, no channels, no asyncio, no trio.
+The rules file says which layer may import which; this test reads every import statement
+of every module (function-level and ``TYPE_CHECKING`` imports included, and
+``importlib.import_module("…")`` / ``__import__("…")`` calls with a literal name) and
+checks it against them. The scanner is tested on sources and on a copy of the tree with a
+deliberately forbidden module added, so a scanner that stopped finding imports would fail
+here too.
 """
 
 from __future__ import annotations
 
 import ast
+import shutil
 import subprocess
 import sys
+import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-RUNTIME = Path(__file__).resolve().parents[2] / "runtime"
-THIRD_PARTY_ALLOWED = frozenset({"pydantic", "anyio"})
-FORBIDDEN = frozenset({"django", "channels", "asyncio", "trio"})
+ROOT = Path(__file__).resolve().parents[2]
+RULES_FILE = ROOT / "runtime" / "LAYERS.toml"
 DYNAMIC_IMPORTERS = frozenset({"import_module", "__import__"})
 
 
-def _check(module: str, line: int, violations: list[str]) -> None:
-    top = module.split(".", 1)[0]
-    if top in FORBIDDEN:
-        violations.append(f"line {line}: forbidden import '{module}'")
-    elif top == "runtime":
-        violations.append(f"line {line}: absolute import '{module}' (use a relative import)")
-    elif top not in THIRD_PARTY_ALLOWED and top not in sys.stdlib_module_names:
-        violations.append(f"line {line}: non-stdlib import '{module}'")
+@dataclass(frozen=True)
+class Rules:
+    forbidden: frozenset[str]
+    layers: dict[str, tuple[frozenset[str], tuple[str, ...]]]
+    """layer -> (third-party packages, layers it uses)"""
+    consumers: dict[str, frozenset[str]]
+    """consumer package -> the runtime modules it may import"""
+
+    @classmethod
+    def load(cls, path: Path = RULES_FILE) -> Rules:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        return cls(
+            forbidden=frozenset(data["runtime"]["forbidden"]),
+            layers={name: (frozenset(spec["third_party"]), tuple(spec["uses"]))
+                    for name, spec in data["layer"].items()},
+            consumers={name: frozenset(spec["runtime"])
+                       for name, spec in data["consumers"].items()},
+        )
+
+    def layer_of(self, module: str) -> str | None:
+        return _most_specific(module, self.layers)
+
+    def consumer_of(self, module: str) -> str | None:
+        return _most_specific(module, self.consumers)
 
 
-def import_violations(source: str, filename: str = "<source>") -> list[str]:
-    """Every import in ``source`` that the runtime layer may not make, as readable lines.
+def _within(module: str, prefix: str) -> bool:
+    return module == prefix or module.startswith(prefix + ".")
 
-    Looks at every ``import``/``from … import`` anywhere in the module (functions and
-    ``TYPE_CHECKING`` blocks included) and at ``importlib.import_module("…")`` /
-    ``__import__("…")`` calls with a literal name.
+
+def _most_specific(module: str, names: object) -> str | None:
+    matches = [name for name in names if _within(module, name)]  # type: ignore[attr-defined]
+    return max(matches, key=len) if matches else None
+
+
+def imports_of(source: str, module: str, is_package: bool, tree_root: Path | None = None
+               ) -> list[tuple[int, str]]:
+    """Every module ``source`` (the module named ``module``) imports, as absolute names.
+
+    ``from pkg import name`` counts as importing ``pkg.name`` when that is a module in
+    ``tree_root`` (``from . import events``), else as importing ``pkg``.
     """
-    violations: list[str] = []
-    for node in ast.walk(ast.parse(source, filename)):
+    package = module if is_package else module.rpartition(".")[0]
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(source, module)):
         if isinstance(node, ast.Import):
-            for alias in node.names:
-                _check(alias.name, node.lineno, violations)
+            found.extend((node.lineno, alias.name) for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
-            if node.level == 0 and node.module:
-                _check(node.module, node.lineno, violations)
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1])
+                target = f"{base}.{node.module}" if node.module else base
+            else:
+                target = node.module or ""
+            for alias in node.names:
+                sub = f"{target}.{alias.name}"
+                found.append((node.lineno, sub if _is_module(sub, tree_root) else target))
         elif isinstance(node, ast.Call) and node.args:
             func = node.func
             name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
             first = node.args[0]
-            if (
-                name in DYNAMIC_IMPORTERS
-                and isinstance(first, ast.Constant)
-                and isinstance(first.value, str)
-            ):
-                _check(first.value, node.lineno, violations)
-    return violations
+            if (name in DYNAMIC_IMPORTERS and isinstance(first, ast.Constant)
+                    and isinstance(first.value, str)):
+                found.append((node.lineno, first.value))
+    return found
 
 
-def runtime_modules() -> list[Path]:
-    return sorted(RUNTIME.rglob("*.py"))
+def _is_module(name: str, tree_root: Path | None) -> bool:
+    if tree_root is None:
+        return False
+    path = tree_root.joinpath(*name.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
 
 
-def test_the_scan_finds_the_runtime_modules() -> None:
-    names = {path.name for path in runtime_modules()}
-    assert {"__init__.py", "engine.py", "flow.py", "runner.py", "stores.py"} <= names
+def violations(source: str, module: str, *, is_package: bool = False,
+               rules: Rules | None = None, tree_root: Path | None = None) -> list[str]:
+    """What ``source`` (module ``module``) imports that ``rules`` forbid, as readable lines."""
+    rules = rules or Rules.load()
+    out: list[str] = []
+    consumer = rules.consumer_of(module)
+    for line, target in imports_of(source, module, is_package, tree_root):
+        top = target.split(".", 1)[0]
+        if consumer is not None:
+            if top == "runtime" and target not in rules.consumers[consumer]:
+                allowed = sorted(rules.consumers[consumer]) or ["nothing"]
+                out.append(f"line {line}: '{target}' is not the runtime's public API for "
+                           f"{consumer} (it may import {', '.join(allowed)})")
+            continue
+        layer = rules.layer_of(module)
+        if layer is None:
+            continue
+        third_party, uses = rules.layers[layer]
+        if top in rules.forbidden:
+            out.append(f"line {line}: forbidden import '{target}'")
+        elif top == "runtime":
+            target_layer = rules.layer_of(target) or "runtime"
+            if not (_within(target_layer, layer) or target_layer in uses):
+                out.append(f"line {line}: layer {layer} may not import '{target}' "
+                           f"(layer {target_layer})")
+        elif top not in third_party and top not in sys.stdlib_module_names:
+            out.append(f"line {line}: layer {layer} may not import '{target}'")
+    return out
+
+
+def scan(tree_root: Path, packages: tuple[str, ...] = ("runtime", "picoflow_web"),
+         rules: Rules | None = None) -> dict[str, list[str]]:
+    """Violations per module of the named packages under ``tree_root``."""
+    found: dict[str, list[str]] = {}
+    for package in packages:
+        for path in sorted((tree_root / package).rglob("*.py")):
+            rel = path.relative_to(tree_root).with_suffix("")
+            is_package = rel.name == "__init__"
+            module = ".".join(rel.parent.parts if is_package else rel.parts)
+            bad = violations(path.read_text(encoding="utf-8"), module, is_package=is_package,
+                             rules=rules, tree_root=tree_root)
+            if bad:
+                found[module] = bad
+    return found
+
+
+def test_the_rules_file_names_every_runtime_package() -> None:
+    rules = Rules.load()
+    packages = {".".join(p.parent.relative_to(ROOT).parts)
+                for p in (ROOT / "runtime").rglob("__init__.py")}
+    assert packages <= set(rules.layers)
+    assert {"runtime.barrier", "runtime.events"} <= packages
+
+
+def test_the_tree_obeys_the_rules() -> None:
+    assert scan(ROOT) == {}
+
+
+def test_a_forbidden_module_added_to_a_copy_of_the_tree_fails_the_scan(tmp_path: Path) -> None:
+    for package in ("runtime", "picoflow_web"):
+        shutil.copytree(ROOT / package, tmp_path / package,
+                        ignore=shutil.ignore_patterns("__pycache__", "migrations"))
+    assert scan(tmp_path) == {}
+    (tmp_path / "runtime" / "barrier" / "_shortcut.py").write_text(
+        "from __future__ import annotations\n"
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n"
+        "    from ..flow import Flow\n"
+        "def reach() -> None:\n"
+        "    from .. import engine\n"
+    )
+    (tmp_path / "runtime" / "events" / "_peek.py").write_text("from ..barrier import views\n")
+    (tmp_path / "picoflow_web" / "_deep.py").write_text("from runtime.barrier import views\n")
+    assert scan(tmp_path) == {
+        "runtime.barrier._shortcut": [
+            "line 4: layer runtime.barrier may not import 'runtime.flow' (layer runtime)",
+            "line 6: layer runtime.barrier may not import 'runtime.engine' (layer runtime)",
+        ],
+        "runtime.events._peek": [
+            "line 1: layer runtime.events may not import 'runtime.barrier.views' "
+            "(layer runtime.barrier)",
+        ],
+        "picoflow_web._deep": [
+            "line 1: 'runtime.barrier.views' is not the runtime's public API for "
+            "picoflow_web (it may import runtime, runtime.events)",
+        ],
+    }
 
 
 @pytest.mark.parametrize(
-    "path", runtime_modules(), ids=lambda p: str(p.relative_to(RUNTIME))
-)
-def test_runtime_module_imports_only_stdlib_pydantic_anyio_and_itself(path: Path) -> None:
-    assert import_violations(path.read_text(encoding="utf-8"), str(path)) == []
-
-
-@pytest.mark.parametrize(
-    ("source", "expected"),
+    ("module", "source", "expected"),
     [
-        ("import django", "line 1: forbidden import 'django'"),
-        ("from channels.layers import get_channel_layer", "forbidden import 'channels.layers'"),
-        ("import asyncio", "forbidden import 'asyncio'"),
-        ("import os, trio.lowlevel", "forbidden import 'trio.lowlevel'"),
-        ("import requests", "non-stdlib import 'requests'"),
-        ("from pydantic_core import core_schema", "non-stdlib import 'pydantic_core'"),
-        ("from runtime.flow import Flow", "absolute import 'runtime.flow'"),
-        ("def f():\n    import django.db\n", "line 2: forbidden import 'django.db'"),
-        (
-            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from django.http import X\n",
-            "line 3: forbidden import 'django.http'",
-        ),
-        ("import importlib\nimportlib.import_module('django.conf')", "'django.conf'"),
-        ("__import__('trio')", "forbidden import 'trio'"),
+        ("runtime.flow", "import django", "line 1: forbidden import 'django'"),
+        ("runtime.flow", "from channels.layers import get_channel_layer",
+         "forbidden import 'channels.layers'"),
+        ("runtime.engine", "import asyncio", "forbidden import 'asyncio'"),
+        ("runtime.engine", "import os, trio.lowlevel", "forbidden import 'trio.lowlevel'"),
+        ("runtime.engine", "import requests", "may not import 'requests'"),
+        ("runtime.events.schema", "import anyio", "layer runtime.events may not import 'anyio'"),
+        ("runtime.events.fold", "from ..barrier import types", "'runtime.barrier'"),
+        ("runtime.barrier._driver", "from ..turn import Turn", "'runtime.turn'"),
+        ("runtime.barrier.views", "def f():\n    from ..step import Step\n",
+         "line 2: layer runtime.barrier may not import 'runtime.step'"),
+        ("runtime.barrier.types",
+         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..flow import Flow\n",
+         "line 3: layer runtime.barrier may not import 'runtime.flow'"),
+        ("runtime.errors", "from .jsonutil import json_copy", "'runtime.jsonutil'"),
+        ("runtime.flow", "import importlib\nimportlib.import_module('django.conf')",
+         "'django.conf'"),
+        ("runtime.flow", "__import__('trio')", "forbidden import 'trio'"),
+        ("picoflow_web.bridge", "from runtime.bus import MemorySink", "'runtime.bus'"),
+        ("picoflow_web.consumers", "from runtime.events import parse_event",
+         "'runtime.events' is not the runtime's public API for picoflow_web.consumers"),
     ],
 )
-def test_the_scanner_catches_forbidden_imports(source: str, expected: str) -> None:
-    violations = import_violations(source)
-    assert len(violations) == 1
-    assert expected in violations[0]
+def test_the_scanner_catches_forbidden_imports(module: str, source: str, expected: str) -> None:
+    found = violations(source, module)
+    assert len(found) == 1
+    assert expected in found[0]
 
 
-def test_the_scanner_accepts_what_the_runtime_may_import() -> None:
-    source = (
+def test_the_scanner_accepts_what_the_rules_allow() -> None:
+    assert violations(
         "from __future__ import annotations\n"
         "import json, sqlite3, contextvars\n"
         "import anyio.to_thread\n"
         "from pydantic import BaseModel\n"
         "from . import errors\n"
-        "from .flow import Flow\n"
-        "from ..runtime import x\n"
-    )
-    assert import_violations(source) == []
+        "from .barrier import run_barrier\n"
+        "from .events import EventBus\n",
+        "runtime.flow") == []
+    assert violations("from ..events import BarrierOptions\nfrom ..errors import X\n"
+                      "from .views import BranchView\nimport anyio\n",
+                      "runtime.barrier._driver") == []
+    assert violations("from .schema import Event\nfrom . import values\n",
+                      "runtime.events.fold") == []
+    assert violations("from runtime import Flow\nfrom runtime.events import parse_event\n",
+                      "picoflow_web.bridge") == []
 
 
 def test_importing_the_runtime_loads_no_web_stack() -> None:
@@ -117,7 +245,6 @@ def test_importing_the_runtime_loads_no_web_stack() -> None:
         "print(sorted(m for m in ('django', 'channels', 'trio') if m in sys.modules))\n"
     )
     result = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, check=True,
-        cwd=RUNTIME.parent,
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT,
     )
     assert result.stdout.strip() == "[]"

@@ -133,7 +133,7 @@ class PresentStep(Step):
     async def on_crossing(
         self, message: Message | None, prior_step: str | None
     ) -> Message | None:
-        from runtime.messages import human_message
+        from runtime import human_message
 
         return human_message(self.name, PRESENT_OPENING)
 
