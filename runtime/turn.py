@@ -12,7 +12,6 @@ core reaches it; the barrier sees it only through its host Protocol
 from __future__ import annotations
 
 import copy
-import weakref
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
@@ -69,14 +68,17 @@ frames: ContextVar[tuple[Step, ...]] = ContextVar("picoflow_frames", default=())
 """The stack of open child execution frames (``run_step``, branches). A contextvar, so
 concurrent tasks each see their own stack."""
 
-_TURNS: weakref.WeakKeyDictionary[Flow, Turn] = weakref.WeakKeyDictionary()
+_SLOT = "__picoflow_turn__"
+"""Where a flow instance keeps its turn: in its own ``__dict__``, under a dunder-style
+name no subclass would choose, so the turn lives and dies with the flow instance."""
 
 
 def turn_of(flow: Flow) -> Turn:
     """The turn of a flow instance (created on first use)."""
-    turn = _TURNS.get(flow)
+    state = flow.__dict__
+    turn: Turn | None = state.get(_SLOT)
     if turn is None:
-        turn = _TURNS[flow] = Turn(flow)
+        turn = state[_SLOT] = Turn(flow)
     return turn
 
 

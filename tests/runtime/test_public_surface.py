@@ -161,3 +161,25 @@ def test_the_private_access_check_finds_one(tmp_path: Path) -> None:
                      "    def link(self, other):\n        other._own.append(self)\n"
                      "def peek(token):\n    return token._children\n", encoding="utf-8")
     assert _private_accesses(probe, tmp_path) == ["peek.py:7: token._children"]
+
+
+@pytest.mark.anyio
+async def test_a_finished_turn_leaves_nothing_behind() -> None:
+    import gc
+    import weakref
+
+    engine = FlowEngine(flows=[_Probe])
+    seen: list[weakref.ref[Flow]] = []
+
+    class Watched(_Probe):
+        id = "Watched"
+
+        def define_steps(self) -> list[type[Step]]:
+            seen.append(weakref.ref(self))
+            return [_ProbeStep]
+
+    engine.register_flow(Watched)
+    reply = await engine.run("Watched", "hi")
+    gc.collect()
+    assert reply.success is False  # _ProbeStep has no run_logic: the turn fails, and
+    assert [ref() for ref in seen] == [None]  # still the flow and its turn are freed
