@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import anyio
 
 from . import events as ev
-from .bus import EventBus
 from .channels import Channel
 from .errors import (
     ExecutionFrameError,
@@ -28,7 +27,7 @@ from .errors import (
     StateValueError,
     TurnLimitError,
 )
-from .events import safe_value
+from .events import EventBus, safe_value
 from .jsonutil import deep_merge, get_path, json_copy
 from .messages import Message, now_iso
 from .models import ModelSelection, TokenUsage

@@ -35,8 +35,15 @@ from runtime import (
     Step,
 )
 from runtime import events as ev
-from runtime.bus import BoundedSink, CallbackSink, EventSink, MemorySink, dump_event, read_jsonl
-from runtime.fold import runs_of
+from runtime.events import (
+    BoundedSink,
+    CallbackSink,
+    EventSink,
+    MemorySink,
+    dump_event,
+    read_jsonl,
+    runs_of,
+)
 from runtime.step import Routable
 from tests.golden.goldens import GOLDENS
 

@@ -43,9 +43,16 @@ from runtime import (
     SessionDocument,
     StepChannels,
 )
-from runtime.bus import MemorySink, dump_event
-from runtime.events import BranchFulfilled, Event, parse_event
-from runtime.fold import comparable, fold, view_at
+from runtime.events import (
+    BranchFulfilled,
+    Event,
+    MemorySink,
+    comparable,
+    dump_event,
+    fold,
+    parse_event,
+    view_at,
+)
 from runtime.step import Routable
 
 State = dict[str, dict[str, Any]]

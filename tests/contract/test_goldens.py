@@ -17,8 +17,7 @@ from typing import Any
 import pytest
 
 from runtime import events as ev
-from runtime.bus import dump_event, read_jsonl
-from runtime.fold import comparable, fold, runs_of, view_at
+from runtime.events import comparable, dump_event, fold, read_jsonl, runs_of, view_at
 from tests.golden.goldens import BY_NAME, GOLDENS, Golden, Recorded, dump_text, record
 
 pytestmark = pytest.mark.anyio

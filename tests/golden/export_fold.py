@@ -1,7 +1,7 @@
 """Export the Python fold of every golden trace: ``.venv/bin/python tests/golden/export_fold.py``.
 
 For each ``tests/golden/<name>.jsonl`` this writes ``<name>.fold.json``: per run, what
-``runtime.fold`` makes of the committed events — the final canonical state, every branch
+``runtime.events.fold`` makes of the committed events — the final canonical state, every branch
 (status, output, what it could see as it finished and which sibling writes it could not),
 every barrier's outcome, and snapshots of the fold stopped at chosen sequence numbers.
 The browser's fold (``static/picoflow_web/js/fold.js``) must give the same answers:
@@ -24,8 +24,7 @@ if str(ROOT) not in sys.path:  # run as a script: the checkout is not on sys.pat
     sys.path.insert(0, str(ROOT))
 
 from runtime import events as ev  # noqa: E402
-from runtime.bus import read_jsonl  # noqa: E402
-from runtime.fold import RunModel, comparable, fold, runs_of, view_at  # noqa: E402
+from runtime.events import RunModel, comparable, fold, read_jsonl, runs_of, view_at  # noqa: E402
 
 GOLDEN_DIR = Path(__file__).resolve().parent
 SNAPSHOT_TYPES = frozenset({

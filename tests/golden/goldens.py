@@ -25,10 +25,7 @@ from picoflow_web.demos.parallel import (
     timing_flow,
 )
 from runtime import Flow, FlowEngine, RunReply, ScriptedModel, SessionDocument, Step
-from runtime.bus import MemorySink, dump_event
-from runtime.events import Event
-from runtime.fold import runs_of
-from runtime.trace import dump_trace
+from runtime.events import Event, MemorySink, dump_event, dump_trace, runs_of
 
 GOLDEN_DIR = Path(__file__).resolve().parent
 GOLDEN_LATENCY = 0.05

@@ -11,8 +11,7 @@ import pytest
 
 from picoflow_web.demos.parallel import DemoFlow, cancel_flow, demo_flows
 from runtime import Flow, FlowEngine, Model
-from runtime.bus import read_jsonl
-from runtime.fold import comparable, fold, runs_of
+from runtime.events import comparable, fold, read_jsonl, runs_of
 from tests.golden.goldens import GOLDENS, Golden
 
 pytestmark = pytest.mark.anyio

@@ -24,8 +24,7 @@ from picoflow_web.consumers import CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED, RunCo
 from picoflow_web.engine import get_engine
 from picoflow_web.models import EventRecord, Run
 from runtime import Flow, LogicStep, ModelSelection, Step
-from runtime.bus import EventBus
-from runtime.events import StepEntered
+from runtime.events import EventBus, StepEntered
 from tests.webhelpers import (
     TERMINAL_EVENTS,
     amake_user,

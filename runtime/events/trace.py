@@ -12,8 +12,9 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from . import events as ev
-from .fold import comparable, fold
+from . import schema as ev
+from .fold import comparable, fold, runs_of
+from .sinks import read_jsonl
 
 _ENVELOPE = {"v", "run_id", "session_id", "seq", "time", "offset", "path", "type"}
 _NOISY = {"messages", "latency"}
@@ -63,9 +64,6 @@ USAGE = """usage:
 
 def main(argv: Sequence[str]) -> int:
     """The ``python -m runtime`` command line."""
-    from .bus import read_jsonl
-    from .fold import runs_of
-
     if list(argv) == ["schema"]:
         print(json.dumps(ev.json_schema(), indent=2, sort_keys=True))
         return 0

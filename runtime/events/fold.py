@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import events as ev
+from . import schema as ev
 
 State = dict[str, dict[str, Any]]
 
