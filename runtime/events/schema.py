@@ -293,19 +293,46 @@ class BranchRequest(BaseModel):
     user_message: str | None = None
 
 
-class BarrierForked(_Event):
-    """A barrier began. ``path`` is the caller's path; branches are ``requests[i].path``."""
+class BarrierOptions(BaseModel):
+    """The options of one ``run_steps()`` barrier, as ``barrier.forked`` reports them.
+
+    The barrier driver validates its keyword arguments by constructing this model, so an
+    option is declared (with its constraint) in one place; :class:`BarrierForked` carries
+    the same fields.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    policy: Literal["retain-successes", "atomic"] = "retain-successes"
+    """``retain-successes``: the join publishes the fulfilled branches' writes; ``atomic``:
+    one rejected branch discards every branch's writes."""
+    checkpoint: Literal["none", "root-join"] = "none"
+    """``root-join``: a root barrier's join saves the session once it published, and is
+    rolled back when that save fails."""
+    max_concurrency: int | None = Field(None, ge=1)
+    """At most this many branches run at once (None: all of them)."""
+    branch_timeout: float | None = Field(None, gt=0)
+    """Seconds each branch may run before it is cancelled (None: no limit)."""
+    token_budget: int | None = Field(None, ge=1)
+    """Model tokens the barrier's branches may spend together (None: no budget)."""
+
+
+class _BarrierForkHead(_Event):
+    """The fields of ``barrier.forked`` that come before the options (serialised order)."""
 
     type: Literal["barrier.forked"] = "barrier.forked"
     barrier: str
     """Barrier id, unique in the run (the caller's path and the barrier's ordinal)."""
     caller_step: str
     requests: list[BranchRequest]
-    policy: Literal["retain-successes", "atomic"]
-    checkpoint: Literal["none", "root-join"]
-    max_concurrency: int | None
-    branch_timeout: float | None
-    token_budget: int | None
+
+
+# The options (policy … token_budget) are BarrierOptions' fields. Pydantic orders fields by
+# reversed MRO (_Event's, _BarrierForkHead's, BarrierOptions', then this class's own), so
+# they serialise after ``requests`` and before ``base``, as they always have.
+class BarrierForked(BarrierOptions, _BarrierForkHead):
+    """A barrier began. ``path`` is the caller's path; branches are ``requests[i].path``."""
+
     base: str
     """What the branches see: ``canonical`` (the session state as of this event), or the
     caller's invocation path (its view as of this event: its fork-time base, its drafts
