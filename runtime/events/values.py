@@ -176,13 +176,16 @@ def build_strict(cls: type[_E], fields: dict[str, Any]) -> _E:
     """
     declared = cls.model_fields
     problems: list[str] = []
+    missing = [name for name, info in declared.items()
+               if info.is_required() and name not in fields]
     for name in fields:
         if name not in declared:
-            close = difflib.get_close_matches(name, declared, n=1)
+            # A misspelling most likely meant a field that is missing.
+            close = (difflib.get_close_matches(name, missing, n=1)
+                     or difflib.get_close_matches(name, declared, n=1))
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             problems.append(f"unknown field {name!r}{hint}")
-    problems += [f"missing required field {name!r}" for name, info in declared.items()
-                 if info.is_required() and name not in fields]
+    problems += [f"missing required field {name!r}" for name in missing]
     if problems:
         raise EventBuildError(cls, problems)
     try:
@@ -192,12 +195,14 @@ def build_strict(cls: type[_E], fields: dict[str, Any]) -> _E:
             f"{'.'.join(map(str, error['loc'])) or '(event)'}: {error['msg']}"
             for error in exc.errors(include_url=False)]) from exc
     event = build_unchecked(cls, fields)
-    built, parsed = event.model_dump(mode="json"), validated.model_dump(mode="json")
-    if built != parsed or event.model_dump_json() != validated.model_dump_json():
+    # Serialised without pydantic's warnings: an unexpected type is reported here, by name.
+    if event.model_dump_json(warnings=False) != validated.model_dump_json(warnings=False):
+        built = event.model_dump(mode="json", warnings=False)
+        parsed = validated.model_dump(mode="json", warnings=False)
         raise EventBuildError(cls, [
-            f"{name!r} is emitted as {json.dumps(built.get(name))} but reads back as "
-            f"{json.dumps(parsed.get(name))}" for name in declared
-            if json.dumps(built.get(name)) != json.dumps(parsed.get(name))
+            f"{name!r} is emitted as {json.dumps(built[name])} but reads back as "
+            f"{json.dumps(parsed[name])}" for name in declared
+            if json.dumps(built[name]) != json.dumps(parsed[name])
         ] or ["the built event does not serialise as its validated copy"])
     return event
 

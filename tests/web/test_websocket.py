@@ -385,7 +385,7 @@ async def test_bridge_broadcasts_at_most_batch_events_per_message() -> None:
     recorder.start()
     bus = EventBus([recorder], run_id=run.id)
     for _ in range(1_000):  # a burst, as a fan-out emits it: no await in between
-        bus.emit(StepEntered, step="Burst", level=1, how="branch")
+        bus.emit(StepEntered, step="Burst", level=1, how="child")
     await recorder.close()
 
     sizes: list[int] = []
