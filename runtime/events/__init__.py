@@ -24,12 +24,16 @@ from __future__ import annotations
 
 from .bus import EventBus, EventSink
 from .fold import (
+    Anomaly,
     Barrier,
     Invocation,
+    Overflow,
     RunModel,
     State,
+    apply_event,
     comparable,
     fold,
+    new_run,
     runs_of,
     view_at,
 )
@@ -99,6 +103,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "STRICT",
     "STRICT_ENV",
+    "Anomaly",
     "Barrier",
     "BarrierForked",
     "BarrierOptions",
@@ -129,6 +134,7 @@ __all__ = [
     "ModelFailed",
     "ModelFinished",
     "ModelStarted",
+    "Overflow",
     "PublishedField",
     "RunModel",
     "SessionLoaded",
@@ -147,6 +153,7 @@ __all__ = [
     "TurnFinished",
     "TurnStarted",
     "_Event",
+    "apply_event",
     "build",
     "build_strict",
     "build_unchecked",
@@ -156,6 +163,7 @@ __all__ = [
     "error_info",
     "fold",
     "json_schema",
+    "new_run",
     "parse_event",
     "read_jsonl",
     "runs_of",

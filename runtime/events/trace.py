@@ -3,7 +3,8 @@
 One line per event, indented by invocation depth, without the envelope's clock and ids, so
 a dump of a deterministic run is stable enough to commit next to its trace (the golden
 files in ``tests/golden/``). After the events comes the folded summary: the barrier tree
-with each branch's status and the final canonical state.
+with each branch's status, the final canonical state, and what the fold could not place
+(its anomalies; a recorded run has none).
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ def dump_trace(events: Sequence[ev.Event]) -> str:
             lines.append(f"{indent}  [{inv.index}] {inv.step} key={inv.key} path={path} "
                          f"{inv.status} {detail}")
     lines.append(f"state {_short(comparable(run.state), 2000)}")
+    lines += [f"anomaly at {a.seq}: {a.message}" for a in run.anomalies]
     return "\n".join(lines) + "\n"
 
 

@@ -329,6 +329,7 @@ def check_run(events: list[Event], doc: SessionDocument) -> None:
 
     run = fold(events)
     assert run.status == "finished", run.error
+    assert run.anomalies == []
 
     # (a) the fold's final state is what the turn saved
     saved = {record.name: {k: v for k, v in record.state.items() if k != "_saveOn"}
