@@ -1,8 +1,10 @@
 """The event schema: one typed record for everything the runtime does.
 
-One pydantic discriminated union (:data:`Event`, on ``type``) is the only definition of an
-event. The runtime emits them, the web app stores and forwards them unchanged, and the
-browser reads them through the JSON Schema generated from this module
+The pydantic models only: building events (:func:`~runtime.events.values.build`), their
+values, emission and folding live in the package's other modules. One pydantic
+discriminated union (:data:`Event`, on ``type``) is the only definition of an event. The
+runtime emits them, the web app stores and forwards them unchanged, and the browser reads
+them through the JSON Schema generated from this module
 (``static/picoflow_web/schema/events.schema.json``).
 
 Every event carries the envelope: ``v`` (schema version), ``run_id``, ``session_id``,

@@ -171,7 +171,7 @@ def build_strict(cls: type[_E], fields: dict[str, Any]) -> _E:
     Raises :class:`EventBuildError` naming every unknown field (with the closest declared
     name), every missing required field, the values ``cls.model_validate`` rejects, and the
     fields whose built value serialises differently from the value a reader would parse
-    back (an int where a float is declared, say). Returns the same unvalidated instance the
+    back (a float where an int is declared, say). Returns the same unvalidated instance the
     unchecked builder makes, so strict mode changes no output.
     """
     declared = cls.model_fields
