@@ -36,7 +36,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 from fanout import TIMINGS, FanFlow  # noqa: E402
 
 from runtime import FlowEngine  # noqa: E402
-from runtime.bus import EventSink, JsonlSink, MemorySink  # noqa: E402
+from runtime.events import EventSink, JsonlSink, MemorySink  # noqa: E402
 
 TARGET = 0.30
 """Allowed MemorySink overhead over the no-sink per-branch cost."""

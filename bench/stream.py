@@ -343,7 +343,7 @@ async def run_raw(server: Server, cookie: str, run_id: str) -> dict[str, Any]:
 async def runtime_alone(branches: int) -> float:
     """Events per second of the same turn with no store and no socket (in this process)."""
     from runtime import FlowEngine
-    from runtime.bus import MemorySink
+    from runtime.events import MemorySink
 
     sink = MemorySink()
     engine = FlowEngine(flows=[_flow_class()], sinks=[sink])
@@ -361,7 +361,7 @@ def _spread(values: list[float]) -> str:
 async def events_per_branch() -> tuple[int, int]:
     """How many events a no-op branch adds, and how many the turn has around them."""
     from runtime import FlowEngine
-    from runtime.bus import MemorySink
+    from runtime.events import MemorySink
 
     counts = []
     for branches in (10, 20):

@@ -4,6 +4,6 @@ from __future__ import annotations
 
 import sys
 
-from .trace import main
+from .events.trace import main
 
 raise SystemExit(main(sys.argv[1:]))

@@ -16,7 +16,6 @@ import anyio
 from pydantic import BaseModel
 
 from . import events as ev
-from .bus import EventBus, EventSink
 from .errors import (
     FlowDefinitionError,
     FlowNotRegisteredError,
@@ -25,7 +24,7 @@ from .errors import (
     SessionFlowInvariantError,
     SessionFlowMismatchError,
 )
-from .events import error_info
+from .events import EventBus, EventSink, error_info
 from .flow import Flow
 from .models import Model, ModelSelection
 from .session import LogEntry
@@ -59,7 +58,7 @@ class FlowEngine:
         model_override: a model (or ``flow_name -> model`` function) that answers every
             call regardless of selection — how the embedded default plays scripted
             conversations against flows written for real providers.
-        sinks: event sinks receiving every turn's events (see :mod:`runtime.bus`).
+        sinks: event sinks receiving every turn's events (see :mod:`runtime.events`).
     """
 
     def __init__(

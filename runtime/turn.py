@@ -35,7 +35,6 @@ from .barrier import (
     current_view,
     run_barrier,
 )
-from .bus import EventBus
 from .errors import (
     FlowDefinitionError,
     ParallelLimitError,
@@ -44,7 +43,7 @@ from .errors import (
     StateValueError,
     TurnLimitError,
 )
-from .events import safe_value
+from .events import EventBus, safe_value
 from .jsonutil import json_copy
 from .messages import Message, now_iso
 from .models import ModelSelection, TokenUsage

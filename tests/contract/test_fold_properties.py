@@ -20,11 +20,15 @@ One turn runs the program with a :class:`MemorySink`; then:
 (b) every branch's own view — recorded just before it returned, and at each ``read`` —
     equals ``view_at`` of the fold at that moment;
 (c) every event validates strictly and round-trips through its JSON line.
+
+And the browser's fold (``static/picoflow_web/js/fold.js``, run through node) folds a
+share of the generated runs to exactly the Python fold's export.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -44,10 +48,18 @@ from runtime import (
     SessionDocument,
     StepChannels,
 )
-from runtime.bus import MemorySink, dump_event
-from runtime.events import BranchFulfilled, Event, parse_event
-from runtime.fold import comparable, fold, view_at
+from runtime.events import (
+    BranchFulfilled,
+    Event,
+    MemorySink,
+    comparable,
+    dump_event,
+    fold,
+    parse_event,
+    view_at,
+)
 from runtime.turn import turn_of
+from tests.contract.node_fold import first_difference, node_exports, python_export
 
 State = dict[str, dict[str, Any]]
 Program = dict[str, Any]
@@ -324,6 +336,7 @@ def check_run(events: list[Event], doc: SessionDocument) -> None:
 
     run = fold(events)
     assert run.status == "finished", run.error
+    assert run.anomalies == []
 
     # (a) the fold's final state is what the turn saved
     saved = {record.name: {k: v for k, v in record.state.items() if k != "_saveOn"}
@@ -356,6 +369,41 @@ def test_the_fold_agrees_with_the_runtime(anyio_backend: str) -> None:
         check_run(events, doc)
 
     check()
+
+
+BROWSER_EXAMPLES = 60
+"""Generated programs whose traces the browser's fold also folds (asyncio only; with the
+explicit examples and the regression programs, one node process: ~1.5 s in all)."""
+
+
+def test_the_browser_fold_agrees_with_the_python_fold_on_generated_runs() -> None:
+    """``static/picoflow_web/js/fold.js`` exports every generated run as the Python fold does.
+
+    The runs are collected first and folded by node all at once (one process for every
+    trace), then compared; a mismatch names the program and the first differing part.
+    """
+    collected: list[tuple[Program, list[Event]]] = []
+
+    @settings(max_examples=BROWSER_EXAMPLES, deadline=None,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @given(program=programs())
+    @example(program=SEED_B_C)
+    @example(program=SEED_B_FAILS)
+    @example(program=CONFLICTS)
+    @example(program=ATOMIC_FAILURE)
+    def collect(program: Program) -> None:
+        events, _ = anyio.run(run_program, program, backend="asyncio")
+        collected.append((program, events))
+
+    collect()
+    for program in REPLACE_AFTER_CONTRIBUTE.values():
+        collected.append((program, anyio.run(run_program, program, backend="asyncio")[0]))
+    python = [python_export(events) for _, events in collected]
+    browser = node_exports([(events, stops) for (_, events), (_, stops)
+                            in zip(collected, python, strict=True)])
+    for (program, _), (expected, _), got in zip(collected, python, browser, strict=True):
+        assert got == expected, (
+            f"{first_difference(expected, got)} folding program {json.dumps(program)}")
 
 
 @pytest.mark.parametrize("program", [SEED_B_C, SEED_B_FAILS, CONFLICTS, ATOMIC_FAILURE],

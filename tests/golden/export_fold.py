@@ -1,7 +1,7 @@
 """Export the Python fold of every golden trace: ``.venv/bin/python tests/golden/export_fold.py``.
 
 For each ``tests/golden/<name>.jsonl`` this writes ``<name>.fold.json``: per run, what
-``runtime.fold`` makes of the committed events — the final canonical state, every branch
+``runtime.events.fold`` makes of the committed events — the final canonical state, every branch
 (status, output, what it could see as it finished and which sibling writes it could not),
 every barrier's outcome, and snapshots of the fold stopped at chosen sequence numbers.
 The browser's fold (``static/picoflow_web/js/fold.js``) must give the same answers:
@@ -24,8 +24,7 @@ if str(ROOT) not in sys.path:  # run as a script: the checkout is not on sys.pat
     sys.path.insert(0, str(ROOT))
 
 from runtime import events as ev  # noqa: E402
-from runtime.bus import read_jsonl  # noqa: E402
-from runtime.fold import RunModel, comparable, fold, runs_of, view_at  # noqa: E402
+from runtime.events import RunModel, comparable, fold, read_jsonl, runs_of, view_at  # noqa: E402
 
 GOLDEN_DIR = Path(__file__).resolve().parent
 SNAPSHOT_TYPES = frozenset({
@@ -91,13 +90,32 @@ def _snapshot(events: list[ev.Event], upto: int) -> dict[str, Any]:
     }
 
 
-def export_run(events: list[ev.Event]) -> dict[str, Any]:
-    """The Python fold of one run, as the browser's fold must reproduce it."""
+def default_stops(events: list[ev.Event]) -> list[int]:
+    """Where an export snapshots the fold: after every event of the :data:`SNAPSHOT_TYPES`,
+    and at the middle event."""
+    return sorted({e.seq for e in events if e.type in SNAPSHOT_TYPES}
+                  | {events[len(events) // 2].seq})
+
+
+def export_run(events: list[ev.Event], stops: list[int] | None = None) -> dict[str, Any]:
+    """The Python fold of one run, as the browser's fold must reproduce it.
+
+    ``stops`` are the seqs to snapshot the fold at (default: after every event of the
+    :data:`SNAPSHOT_TYPES` and at the middle event). ``anomalies`` and ``overflows`` are
+    listed only when the fold recorded any, so the exports of runs that have none keep
+    their shape.
+    """
     run = fold(events)
     finished = _finish_seqs(events)
-    stops = sorted({e.seq for e in events if e.type in SNAPSHOT_TYPES}
-                   | {events[len(events) // 2].seq})
-    return {
+    if stops is None:
+        stops = default_stops(events)
+    extra: dict[str, Any] = {}
+    if run.anomalies:
+        extra["anomalies"] = [{"seq": a.seq, "message": a.message} for a in run.anomalies]
+    if run.overflows:
+        extra["overflows"] = [{"seq": o.seq, "sink": o.sink, "first": o.first, "last": o.last}
+                              for o in run.overflows]
+    return {**extra,
         "run_id": run.run_id, "session_id": run.session_id, "flow": run.flow,
         "status": run.status, "reply": run.reply, "error": run.error, "cursor": run.cursor,
         "tokens": run.tokens, "last_seq": run.last_seq, "conflicts": run.conflicts,

@@ -24,12 +24,24 @@ from picoflow_web.demos.parallel import (
     research_flow,
     timing_flow,
 )
-from runtime import Flow, FlowEngine, RunReply, ScriptedModel, SessionDocument, Step
-from runtime.bus import MemorySink, dump_event
-from runtime.events import Event
-from runtime.fold import runs_of
-from runtime.trace import dump_trace
+from runtime import (
+    Flow,
+    FlowEngine,
+    RunReply,
+    ScriptedModel,
+    SessionDocument,
+    SessionStore,
+    Step,
+)
+from runtime.events import Event, EventSink, MemorySink, dump_event, dump_trace, runs_of
 from runtime.turn import turn_of
+from tests.golden.flows import (
+    catalogue_flow,
+    outage_flow,
+    outage_store,
+    overflow_sinks,
+    tally_flow,
+)
 
 GOLDEN_DIR = Path(__file__).resolve().parent
 GOLDEN_LATENCY = 0.05
@@ -55,6 +67,13 @@ class Golden:
     config: dict[str, Any] | None = None
     latency: float = GOLDEN_LATENCY
     """The time unit it is recorded at."""
+    store: Callable[[], SessionStore] | None = None
+    """Makes the session store it runs against (default: a memory store)."""
+    sinks: Callable[[], list[EventSink]] | None = None
+    """Makes the sinks that watch it beside the recording one (their events are recorded:
+    a sink that overflows or breaks shows in the trace)."""
+    fails: frozenset[int] = frozenset()
+    """Turns (from 1) that are meant to fail."""
 
     @property
     def session_id(self) -> str:
@@ -76,7 +95,7 @@ class Golden:
         return GOLDEN_DIR / f"{self.name}.txt"
 
 
-GOLDENS: tuple[Golden, ...] = (
+DEMO_GOLDENS: tuple[Golden, ...] = (
     # Sequential: its order of events does not depend on time, so it can play fast.
     Golden("hotel", _hotel, REFERENCE_TURNS, {"current_date": CURRENT_DATE}, latency=0.005),
     Golden("nested_fanout", research_flow, ("Research tide pools",)),
@@ -85,6 +104,16 @@ GOLDENS: tuple[Golden, ...] = (
     Golden("cancellation", cancel_flow, ("Watch prices until the deadline",)),
     Golden("ab_timing", timing_flow, ("pipelined", "batched")),
 )
+"""The goldens of the dashboard's demo flows (``picoflow_web/demos/``)."""
+
+GOLDENS: tuple[Golden, ...] = (
+    *DEMO_GOLDENS,
+    # What the demos never do, so that every event type has a golden (tests/golden/flows.py).
+    Golden("checkpoints", catalogue_flow, ("Sync the catalogue",), store=outage_store),
+    Golden("turn_failure", outage_flow, ("Is breakfast included?",), fails=frozenset({1})),
+    Golden("sink_overflow", tally_flow, ("Count the shelves",), sinks=overflow_sinks),
+)
+"""Every golden: the demos', then those of ``tests/golden/flows.py``."""
 BY_NAME = {golden.name: golden for golden in GOLDENS}
 
 
@@ -134,8 +163,10 @@ async def record(golden: Golden) -> Recorded:
     """
     flow, model = golden.build(golden.latency)
     views: list[BranchView] = []
-    sink = MemorySink()
-    engine = FlowEngine(flows=[recording(flow, views)], model_override=model, sinks=[sink])
+    sink = MemorySink()  # first, so it has every event in emission order
+    extra = golden.sinks() if golden.sinks else []
+    engine = FlowEngine(flows=[recording(flow, views)], model_override=model,
+                        sinks=[sink, *extra], store=golden.store() if golden.store else None)
     recorded = Recorded(events=sink.events, views=views)
     session_id = golden.session_id
     for turn, message in enumerate(golden.turns, 1):

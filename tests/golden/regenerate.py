@@ -36,9 +36,10 @@ def main(argv: list[str]) -> int:
     stale = []
     for golden in chosen:
         recorded = anyio.run(record, golden, backend="asyncio")
-        failed = [i for i, reply in enumerate(recorded.replies, 1) if not reply.success]
-        if failed:
-            print(f"{golden.name}: turns {failed} failed", file=sys.stderr)
+        failed = {i for i, reply in enumerate(recorded.replies, 1) if not reply.success}
+        if failed != golden.fails:
+            print(f"{golden.name}: turns {sorted(failed)} failed, expected "
+                  f"{sorted(golden.fails)}", file=sys.stderr)
             return 1
         if args.check:
             committed = golden.txt_path.read_text("utf-8") if golden.txt_path.exists() else ""

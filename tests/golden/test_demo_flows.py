@@ -11,13 +11,12 @@ import pytest
 
 from picoflow_web.demos.parallel import DemoFlow, cancel_flow, demo_flows
 from runtime import Flow, FlowEngine, Model
-from runtime.bus import read_jsonl
-from runtime.fold import comparable, fold, runs_of
-from tests.golden.goldens import GOLDENS, Golden
+from runtime.events import comparable, fold, read_jsonl, runs_of
+from tests.golden.goldens import DEMO_GOLDENS, Golden
 
 pytestmark = pytest.mark.anyio
 
-GOLDEN_OF = {golden.build(golden.latency)[0].id: golden for golden in GOLDENS}
+GOLDEN_OF = {golden.build(golden.latency)[0].id: golden for golden in DEMO_GOLDENS}
 
 
 def committed_final_state(golden: Golden) -> dict[str, dict[str, object]]:
@@ -46,7 +45,7 @@ def test_the_latency_scales_the_flow_and_its_limits() -> None:
 
 
 async def test_every_demo_succeeds_and_ends_in_its_golden_state_on_any_backend() -> None:
-    flows = [golden.build(golden.latency) for golden in GOLDENS]
+    flows = [golden.build(golden.latency) for golden in DEMO_GOLDENS]
     models = {flow.id: model for flow, model in flows}
 
     def model_for(flow_id: str) -> Model | None:

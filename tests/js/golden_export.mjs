@@ -64,7 +64,12 @@ export function exportModel(run, events, stops) {
   for (const path of run.invocations.keys()) if (path) branches[path] = branch(run, path, finished);
   const barriers = {};
   for (const [id, b] of run.barriers) barriers[id] = barrier(b);
+  // Listed only when there are some, as tests/golden/export_fold.py does.
+  const extra = {};
+  if (run.anomalies.length) extra.anomalies = run.anomalies.map((a) => pick(a, ["seq", "message"]));
+  if (run.overflows.length) extra.overflows = run.overflows.map((o) => pick(o, ["seq", "sink", "first", "last"]));
   return {
+    ...extra,
     run_id: run.runId, session_id: run.sessionId, flow: run.flow, status: run.status,
     reply: run.reply, error: run.error, cursor: run.cursor, tokens: run.tokens,
     last_seq: run.lastSeq, conflicts: run.conflicts, state: comparable(run.state),

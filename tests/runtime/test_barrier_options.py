@@ -9,7 +9,7 @@ import pytest
 
 from runtime import BarrierOptions, ParallelConfigurationError, Step
 from runtime import events as ev
-from runtime.bus import MemorySink
+from runtime.events import MemorySink
 from tests.runtime.barrier_helpers import branch_step, returning, run_body
 from tests.runtime.helpers import make_engine
 

@@ -12,8 +12,7 @@ from typing import Any
 import anyio
 import pytest
 
-from runtime import ParallelBatchResult, Rule, Step
-from runtime.messages import human_message
+from runtime import ParallelBatchResult, Rule, Step, human_message
 from tests.runtime.barrier_helpers import (
     Outcome,
     branch_step,

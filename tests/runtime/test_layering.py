@@ -81,7 +81,9 @@ def imports_of(source: str, module: str, is_package: bool, tree_root: Path | Non
                 target = node.module or ""
             for alias in node.names:
                 sub = f"{target}.{alias.name}"
-                found.append((node.lineno, sub if _is_module(sub, tree_root) else target))
+                hit = (node.lineno, sub if _is_module(sub, tree_root) else target)
+                if hit not in found:
+                    found.append(hit)
         elif isinstance(node, ast.Call) and node.args:
             func = node.func
             name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
@@ -121,7 +123,7 @@ def violations(source: str, module: str, *, is_package: bool = False,
             out.append(f"line {line}: forbidden import '{target}'")
         elif top == "runtime":
             target_layer = rules.layer_of(target) or "runtime"
-            if not (_within(target_layer, layer) or target_layer in uses):
+            if not any(_within(target_layer, allowed) for allowed in (layer, *uses)):
                 out.append(f"line {line}: layer {layer} may not import '{target}' "
                            f"(layer {target_layer})")
         elif top not in third_party and top not in sys.stdlib_module_names:

@@ -24,8 +24,7 @@ from picoflow_web.consumers import CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED, RunCo
 from picoflow_web.engine import get_engine
 from picoflow_web.models import EventRecord, Run
 from runtime import Flow, LogicStep, ModelSelection, Step
-from runtime.bus import EventBus
-from runtime.events import StepEntered
+from runtime.events import EventBus, StepEntered
 from tests.webhelpers import (
     TERMINAL_EVENTS,
     amake_user,
@@ -386,7 +385,7 @@ async def test_bridge_broadcasts_at_most_batch_events_per_message() -> None:
     recorder.start()
     bus = EventBus([recorder], run_id=run.id)
     for _ in range(1_000):  # a burst, as a fan-out emits it: no await in between
-        bus.emit(StepEntered, step="Burst", level=1, how="branch")
+        bus.emit(StepEntered, step="Burst", level=1, how="child")
     await recorder.close()
 
     sizes: list[int] = []

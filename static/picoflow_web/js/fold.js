@@ -3,7 +3,7 @@
  * The browser fold: a run's events -> its run model, and any invocation's view at any
  * moment. Pure (no DOM): node imports it for the tests.
  *
- * Same rules as `runtime/fold.py`; both are checked against the committed golden traces
+ * Same rules as `runtime/events/fold.py`; both are checked against the committed golden traces
  * (`tests/golden/<name>.jsonl` folded by Python into `<name>.fold.json`), so they cannot
  * drift:
  *
@@ -15,6 +15,12 @@
  *   with its own drafts up to N (a contribution's event carries the resulting value) and
  *   the publications its inner joins made into its scope up to N. Siblings' drafts up to
  *   N are listed as invisible to it.
+ *
+ * Bad input never throws: what the fold cannot place (a gap in seq, a draft or fork on an
+ * unannounced invocation, a fork that reuses a barrier id or a path or whose base is not
+ * its caller, an event for an unknown branch or barrier) is recorded in
+ * `run.anomalies`, exactly as the Python fold records it; an event at or below the last
+ * applied seq is ignored.
  *
  * Beyond the Python fold, the model keeps what the page draws: per-invocation model and
  * tool calls, event seqs, timing, cancellation, per-barrier status counts.
@@ -263,6 +269,10 @@ export function applyEvent(run, event) {
     }
     case "barrier.forked": {
       const requests = event.requests || [];
+      if (run.barriers.has(event.barrier)) anomaly(run, event, `barrier ${event.barrier} forked again`);
+      if (!inv) anomaly(run, event, `fork from unknown invocation ${path}`);
+      const expected = path || "canonical";
+      if (event.base !== expected) anomaly(run, event, `barrier ${event.barrier} has base ${event.base}, not ${expected}`);
       /** @type {Barrier} */
       const barrier = {
         id: event.barrier, caller: path, callerStep: event.caller_step,
@@ -281,8 +291,8 @@ export function applyEvent(run, event) {
       };
       run.barriers.set(event.barrier, barrier);
       if (inv) inv.barriers.push(event.barrier);
-      else anomaly(run, event, `fork from unknown invocation ${path}`);
       for (const request of requests) {
+        if (run.invocations.has(request.path)) anomaly(run, event, `barrier ${event.barrier} reuses path ${request.path}`);
         const child = newInvocation(request.path, request.step, request.key, request.index, event.barrier);
         child.params = request.params ?? null;
         child.userMessage = request.user_message ?? null;
@@ -545,28 +555,38 @@ export function baseAt(run, path) {
   if (path === "") return copyState(run.state);
   const inv = mustGet(run.invocations, path, "invocation");
   const barrier = mustGet(run.barriers, /** @type {string} */ (inv.barrier), "barrier");
-  return baseState(run, barrier);
+  return baseState(run, barrier, new Set([path]));
 }
 
-/** @param {Run} run @param {Barrier} barrier @returns {State} */
-function baseState(run, barrier) {
+/**
+ * A fork-time base the events do not tell (a fork from an unknown invocation, or a cycle
+ * of bases in a corrupt trace) reads as empty, as in the Python fold.
+ * @param {Run} run @param {Barrier} barrier @param {Set<string>} seen @returns {State}
+ */
+function baseState(run, barrier, seen) {
   if (barrier.base === "canonical") return copyState(barrier.baseState || {});
-  return viewAt(run, barrier.base, barrier.forkedSeq).state;
+  if (seen.has(barrier.base) || (barrier.base !== "" && !run.invocations.has(barrier.base))) return {};
+  return viewAtSeen(run, barrier.base, barrier.forkedSeq, seen).state;
 }
 
 /**
  * What invocation `path` could read at `seq` (default: the end of the fold), exactly like
- * `view_at` in `runtime/fold.py`: `{state, own, invisible}` - the visible state, the
+ * `view_at` in `runtime/events/fold.py`: `{state, own, invisible}` - the visible state, the
  * changes that came from the invocation itself or its inner joins (`kind` says which),
  * and the drafts its siblings had made by then (which it could not see).
  * @param {Run} run @param {string} path @param {number | null} [seq]
  */
 export function viewAt(run, path, seq = null) {
+  return viewAtSeen(run, path, seq, new Set());
+}
+
+/** @param {Run} run @param {string} path @param {number | null} seq @param {Set<string>} seen */
+function viewAtSeen(run, path, seq, seen) {
   const limit = seq === null || seq === undefined ? run.lastSeq : seq;
   if (path === "") return { state: copyState(run.state), own: [], invisible: [] };
   const inv = mustGet(run.invocations, path, "invocation");
   const barrier = mustGet(run.barriers, /** @type {string} */ (inv.barrier), "barrier");
-  const state = baseState(run, barrier);
+  const state = baseState(run, barrier, new Set([...seen, path]));
   const own = inv.changes.filter((c) => c.seq <= limit);
   for (const c of own) setField(state, c.step, c.field, c.value, c.deleted);
   const invisible = [];

@@ -1,8 +1,10 @@
 """The event schema: one typed record for everything the runtime does.
 
-One pydantic discriminated union (:data:`Event`, on ``type``) is the only definition of an
-event. The runtime emits them, the web app stores and forwards them unchanged, and the
-browser reads them through the JSON Schema generated from this module
+The pydantic models only: building events (:func:`~runtime.events.values.build`), their
+values, emission and folding live in the package's other modules. One pydantic
+discriminated union (:data:`Event`, on ``type``) is the only definition of an event. The
+runtime emits them, the web app stores and forwards them unchanged, and the browser reads
+them through the JSON Schema generated from this module
 (``static/picoflow_web/schema/events.schema.json``).
 
 Every event carries the envelope: ``v`` (schema version), ``run_id``, ``session_id``,
@@ -52,17 +54,11 @@ Event types, ``<subject>.<past verb>``:
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-_E = TypeVar("_E", bound=BaseModel)
-
 SCHEMA_VERSION = 1
-MAX_VALUE_CHARS = 64_000
-"""A value whose JSON is longer than this is replaced by a :class:`Truncated` marker."""
 
 
 class Truncated(BaseModel):
@@ -75,121 +71,6 @@ class Truncated(BaseModel):
     """Length of the value's JSON, in characters."""
     preview: str
     """The first characters of that JSON."""
-
-
-def safe_value(value: Any, limit: int = MAX_VALUE_CHARS) -> Any:
-    """``value`` as plain JSON for an event: non-JSON objects become their ``repr``; a value
-    whose JSON exceeds ``limit`` characters becomes a :class:`Truncated` marker dict."""
-    kind = type(value)
-    if kind is str:
-        if len(value) <= limit:
-            return value
-    elif kind is int or kind is bool or value is None or kind is float:
-        return value if kind is not float or value == value else repr(value)
-    elif _small_json(value, 3):
-        return value  # plain JSON and far below the limit: the common case, kept cheap
-    try:
-        text = json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError):  # not plain JSON (or frozen params): a JSON stand-in
-        text = json.dumps(value, allow_nan=False, default=_plain_or_repr) if _dumpable(
-            value) else json.dumps(repr(value))
-        if len(text) <= limit:
-            return json.loads(text)
-    else:
-        if len(text) <= limit:
-            return value  # already plain JSON; events are read-only
-    return {"truncated": True, "size": len(text), "preview": text[:200]}
-
-
-_SMALL_ITEMS = 16
-_SMALL_TEXT = 1024
-
-
-def _small_json(value: Any, depth: int) -> bool:
-    """Cheaply prove a small container is plain JSON (else the caller serialises it).
-
-    Plain loops, not ``all(genexpr)``: this runs for most values of most events.
-    """
-    kind = type(value)
-    if kind is dict:
-        if len(value) > _SMALL_ITEMS or depth == 0:
-            return False
-        for key, item in value.items():
-            if type(key) is not str or len(key) > _SMALL_TEXT or not _small_leaf(item, depth):
-                return False
-        return True
-    if kind is list:
-        if len(value) > _SMALL_ITEMS or depth == 0:
-            return False
-        for item in value:  # noqa: SIM110 - a loop is faster than all(genexpr) here
-            if not _small_leaf(item, depth):
-                return False
-        return True
-    return False
-
-
-def _small_leaf(value: Any, depth: int) -> bool:
-    kind = type(value)
-    if kind is str:
-        return len(value) <= _SMALL_TEXT
-    if kind is int or kind is bool or value is None:
-        return True
-    if kind is float:
-        return value == value and value not in (_INF, -_INF)
-    return _small_json(value, depth - 1)
-
-
-_INF = float("inf")
-
-
-def safe_list(items: list[Any]) -> list[Any]:
-    """A list of JSON values for an event: whole if small enough, else item by item."""
-    try:
-        if len(json.dumps(items, allow_nan=False)) <= MAX_VALUE_CHARS:
-            return items
-    except (TypeError, ValueError):
-        pass
-    return [safe_value(item) for item in items]
-
-
-def _dumpable(value: Any) -> bool:
-    try:
-        json.dumps(value, allow_nan=False, default=_plain_or_repr)
-    except (TypeError, ValueError):
-        return False
-    return True
-
-
-def _plain_or_repr(value: Any) -> Any:
-    return dict(value) if isinstance(value, Mapping) else repr(value)
-
-
-def build(cls: type[_E], fields: dict[str, Any]) -> _E:
-    """Construct an event (or nested record) without validation: the emit hot path.
-
-    Fields missing from ``fields`` take their defaults; the values are kept in declaration
-    order (the serialised order). Tests validate every event type strictly, so a wrong
-    field shows there.
-    """
-    order = _ORDER.get(cls)
-    if order is None:
-        defaults = {name: None if info.is_required() else info.default
-                    for name, info in cls.model_fields.items()}
-        order = _ORDER[cls] = (tuple(defaults), defaults, set(defaults))
-    if tuple(fields) != order[0]:
-        fields = {name: fields.get(name, default) for name, default in order[1].items()}
-    event = cls.__new__(cls)
-    _set(event, "__dict__", fields)
-    # Every field is set; one shared set per class (pydantic only reads it) saves an
-    # allocation per event.
-    _set(event, "__pydantic_fields_set__", order[2])
-    _set(event, "__pydantic_extra__", None)
-    _set(event, "__pydantic_private__", None)
-    return event
-
-
-_ORDER: dict[type[BaseModel], tuple[tuple[str, ...], dict[str, Any], set[str]]] = {}
-_set = object.__setattr__
 
 
 class _Event(BaseModel):
@@ -220,18 +101,6 @@ class ErrorInfo(BaseModel):
     """PicoFlowError code, or ``internal``."""
     message: str
     extra: dict[str, Any] = Field(default_factory=dict)
-
-
-def error_info(exc: BaseException) -> ErrorInfo:
-    """An exception as events carry it."""
-    code = getattr(exc, "code", None)
-    extra = getattr(exc, "extra", None)
-    return ErrorInfo(
-        type=type(exc).__name__,
-        code=code if isinstance(code, str) else "internal",
-        message=str(getattr(exc, "message", exc)),
-        extra=safe_value(extra) if isinstance(extra, dict) else {},
-    )
 
 
 class TurnStarted(_Event):
@@ -426,19 +295,46 @@ class BranchRequest(BaseModel):
     user_message: str | None = None
 
 
-class BarrierForked(_Event):
-    """A barrier began. ``path`` is the caller's path; branches are ``requests[i].path``."""
+class BarrierOptions(BaseModel):
+    """The options of one ``run_steps()`` barrier, as ``barrier.forked`` reports them.
+
+    The barrier driver validates its keyword arguments by constructing this model, so an
+    option is declared (with its constraint) in one place; :class:`BarrierForked` carries
+    the same fields.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    policy: Literal["retain-successes", "atomic"] = "retain-successes"
+    """``retain-successes``: the join publishes the fulfilled branches' writes; ``atomic``:
+    one rejected branch discards every branch's writes."""
+    checkpoint: Literal["none", "root-join"] = "none"
+    """``root-join``: a root barrier's join saves the session once it published, and is
+    rolled back when that save fails."""
+    max_concurrency: int | None = Field(None, ge=1)
+    """At most this many branches run at once (None: all of them)."""
+    branch_timeout: float | None = Field(None, gt=0)
+    """Seconds each branch may run before it is cancelled (None: no limit)."""
+    token_budget: int | None = Field(None, ge=1)
+    """Model tokens the barrier's branches may spend together (None: no budget)."""
+
+
+class _BarrierForkHead(_Event):
+    """The fields of ``barrier.forked`` that come before the options (serialised order)."""
 
     type: Literal["barrier.forked"] = "barrier.forked"
     barrier: str
     """Barrier id, unique in the run (the caller's path and the barrier's ordinal)."""
     caller_step: str
     requests: list[BranchRequest]
-    policy: Literal["retain-successes", "atomic"]
-    checkpoint: Literal["none", "root-join"]
-    max_concurrency: int | None
-    branch_timeout: float | None
-    token_budget: int | None
+
+
+# The options (policy … token_budget) are BarrierOptions' fields. Pydantic orders fields by
+# reversed MRO (_Event's, _BarrierForkHead's, BarrierOptions', then this class's own), so
+# they serialise after ``requests`` and before ``base``, as they always have.
+class BarrierForked(BarrierOptions, _BarrierForkHead):
+    """A barrier began. ``path`` is the caller's path; branches are ``requests[i].path``."""
+
     base: str
     """What the branches see: ``canonical`` (the session state as of this event), or the
     caller's invocation path (its view as of this event: its fork-time base, its drafts
@@ -599,9 +495,9 @@ Event = Annotated[
 
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
 EVENT_TYPES: dict[str, type[_Event]] = {
-    cls.model_fields["type"].default: cls
-    for cls in _Event.__subclasses__()
+    cls.model_fields["type"].default: cls for cls in get_args(get_args(Event)[0])
 }
+"""Every event class by its ``type``, in the union's order."""
 
 
 def parse_event(data: str | bytes | dict[str, Any]) -> Event:
@@ -615,17 +511,7 @@ def json_schema() -> dict[str, Any]:
     """The JSON Schema of :data:`Event`, for the browser."""
     schema = EVENT_ADAPTER.json_schema()
     schema["title"] = "PicoFlow event"
-    schema["$comment"] = f"Generated from runtime/events.py; schema version {SCHEMA_VERSION}."
+    schema["$comment"] = (
+        f"Generated from runtime/events/schema.py; schema version {SCHEMA_VERSION}.")
     return schema
 
-
-class BarrierOptions(BaseModel):
-    """The options of one barrier (``run_steps`` keyword arguments)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    policy: Literal["retain-successes", "atomic"] = "retain-successes"
-    checkpoint: Literal["none", "root-join"] = "none"
-    max_concurrency: int | None = Field(default=None, ge=1)
-    branch_timeout: float | None = Field(default=None, gt=0)
-    token_budget: int | None = Field(default=None, ge=1)

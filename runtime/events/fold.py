@@ -14,6 +14,14 @@ Rules (mirroring the runtime, so folding never needs the runtime's code or reduc
   with its own drafts up to N (a contribution's event carries the resulting field value)
   and the publications its inner joins made into its scope up to N. Siblings' drafts up to
   N are listed as invisible to it.
+
+Bad input never raises: like the browser's fold, this one records what it cannot place as
+an :class:`Anomaly` in :attr:`RunModel.anomalies` and goes on. An event at or below the
+last applied ``seq`` (a duplicate, or out of order) is ignored; a jump in ``seq`` is
+recorded as the events missing; so are a draft or a fork on an invocation no fork
+announced, a fork that reuses a barrier id or an invocation path or whose base is not its
+caller, a branch event for an unknown branch, and an event naming an unknown barrier.
+``sink.overflowed`` is recorded in :attr:`RunModel.overflows`.
 """
 
 from __future__ import annotations
@@ -23,7 +31,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import events as ev
+from . import schema as ev
 
 State = dict[str, dict[str, Any]]
 
@@ -83,6 +91,24 @@ class Barrier:
 
 
 @dataclass
+class Anomaly:
+    """An event the fold could not place (it was applied as far as it could be)."""
+
+    seq: int
+    message: str
+
+
+@dataclass
+class Overflow:
+    """A ``sink.overflowed`` event: a sink dropped the events ``first`` .. ``last``."""
+
+    seq: int
+    sink: str
+    first: int
+    last: int
+
+
+@dataclass
 class RunModel:
     """Everything a view needs to draw one run."""
 
@@ -100,17 +126,48 @@ class RunModel:
     conflicts: list[str] = field(default_factory=list)
     """Ids of barriers whose join was invalidated."""
     last_seq: int = -1
+    anomalies: list[Anomaly] = field(default_factory=list)
+    """Events the fold could not place, in the order met."""
+    overflows: list[Overflow] = field(default_factory=list)
+    """Where sinks dropped events."""
+
+
+def new_run() -> RunModel:
+    """An empty run model, ready for :func:`apply_event`."""
+    return RunModel(invocations={"": Invocation(path="", step="", status="running")})
 
 
 def fold(events: Iterable[ev.Event], upto: int | None = None) -> RunModel:
     """Fold one run's events (in ``seq`` order) up to and including ``upto``."""
-    run = RunModel(invocations={"": Invocation(path="", step="", status="running")})
+    run = new_run()
     for event in events:
         if upto is not None and event.seq > upto:
             break
-        _apply(run, event)
-        run.last_seq = event.seq
+        apply_event(run, event)
     return run
+
+
+def apply_event(run: RunModel, event: ev.Event) -> bool:
+    """Apply one event to ``run``; returns False when it was ignored (``seq`` not after the
+    last applied one: a resent or out-of-order event)."""
+    if event.seq <= run.last_seq:
+        return False
+    if event.seq != run.last_seq + 1 and run.last_seq >= 0:
+        _anomaly(run, event, f"events {run.last_seq + 1}..{event.seq - 1} missing")
+    _apply(run, event)
+    run.last_seq = event.seq
+    return True
+
+
+def _anomaly(run: RunModel, event: ev.Event, message: str) -> None:
+    run.anomalies.append(Anomaly(event.seq, message))
+
+
+def _barrier_of(run: RunModel, event: ev.Event, barrier_id: str) -> Barrier | None:
+    barrier = run.barriers.get(barrier_id)
+    if barrier is None:
+        _anomaly(run, event, f"{event.type} for unknown barrier {barrier_id}")
+    return barrier
 
 
 def _set(state: State, step: str, name: str, value: Any, deleted: bool) -> None:
@@ -147,7 +204,17 @@ def _apply(run: RunModel, event: ev.Event) -> None:
                 change = (event.seq, event.step, event.field, value, deleted)
                 inv.changes.append(change)
                 inv.drafts.append(change)
+            else:
+                _anomaly(run, event, f"draft on unknown invocation {event.path}")
         case ev.BarrierForked():
+            if event.barrier in run.barriers:
+                _anomaly(run, event, f"barrier {event.barrier} forked again")
+            if inv is None:
+                _anomaly(run, event, f"fork from unknown invocation {event.path}")
+            expected = event.path or "canonical"
+            if event.base != expected:
+                _anomaly(run, event, f"barrier {event.barrier} has base {event.base}, "
+                                     f"not {expected}")
             run.barriers[event.barrier] = Barrier(
                 id=event.barrier, caller=event.path, caller_step=event.caller_step,
                 policy=event.policy, checkpoint=event.checkpoint, base=event.base,
@@ -158,29 +225,32 @@ def _apply(run: RunModel, event: ev.Event) -> None:
             if inv is not None:
                 inv.barriers.append(event.barrier)
             for request in event.requests:
+                if request.path in run.invocations:
+                    _anomaly(run, event, f"barrier {event.barrier} reuses path {request.path}")
                 run.invocations[request.path] = Invocation(
                     path=request.path, step=request.step, key=request.key,
                     index=request.index, barrier=event.barrier)
-        case ev.BranchStarted():
-            if inv is not None:
-                inv.status, inv.started = "running", event.offset
-        case ev.BranchFulfilled():
-            if inv is not None:
-                inv.status, inv.finished, inv.output = "fulfilled", event.offset, event.output
-        case ev.BranchRejected():
-            if inv is not None:
-                inv.status, inv.finished = "rejected", event.offset
-                inv.error, inv.cancelled = event.error.model_dump(), event.cancelled
+        case ev.BranchStarted() | ev.BranchFulfilled() | ev.BranchRejected() if inv is None:
+            _anomaly(run, event, f"unknown branch {event.path}")
+        case ev.BranchStarted() if inv is not None:
+            inv.status, inv.started = "running", event.offset
+        case ev.BranchFulfilled() if inv is not None:
+            inv.status, inv.finished, inv.output = "fulfilled", event.offset, event.output
+        case ev.BranchRejected() if inv is not None:
+            inv.status, inv.finished = "rejected", event.offset
+            inv.error, inv.cancelled = event.error.model_dump(), event.cancelled
         case ev.BranchDirectResult():
             if inv is not None:
                 inv.output = event.value
         case ev.JoinReduced():
-            run.barriers[event.barrier].reductions.append(
-                {"step": event.step, "field": event.field, "channel": event.channel,
-                 "inputs": event.inputs, "completion_order": event.completion_order,
-                 "result": event.result})
+            if (barrier := _barrier_of(run, event, event.barrier)) is not None:
+                barrier.reductions.append(
+                    {"step": event.step, "field": event.field, "channel": event.channel,
+                     "inputs": event.inputs, "completion_order": event.completion_order,
+                     "result": event.result})
         case ev.JoinPublished():
-            barrier = run.barriers[event.barrier]
+            if (barrier := _barrier_of(run, event, event.barrier)) is None:
+                return
             barrier.outcome, barrier.joined_at = "published", event.offset
             barrier.published = [f.model_dump() for f in event.fields]
             barrier.discarded = list(event.discarded)
@@ -194,20 +264,26 @@ def _apply(run: RunModel, event: ev.Event) -> None:
                     inv.changes.append((event.seq, item.step, item.field, item.value,
                                         item.deleted))
         case ev.JoinInvalidated():
-            barrier = run.barriers[event.barrier]
+            if (barrier := _barrier_of(run, event, event.barrier)) is None:
+                return
             barrier.outcome, barrier.joined_at = "invalidated", event.offset
             barrier.error, barrier.provenance = event.error.model_dump(), list(event.provenance)
             run.conflicts.append(event.barrier)
         case ev.CheckpointSaved():
-            run.barriers[event.barrier].checkpoint_revision = event.revision
+            if (barrier := _barrier_of(run, event, event.barrier)) is not None:
+                barrier.checkpoint_revision = event.revision
         case ev.CheckpointFailed():
-            barrier = run.barriers[event.barrier]
+            if (barrier := _barrier_of(run, event, event.barrier)) is None:
+                return
             for (step, name), (present, value) in barrier.undo.items():
                 _set(run.state, step, name, value, not present)
             barrier.outcome, barrier.error = "invalidated", event.error.model_dump()
             run.conflicts.append(event.barrier)
         case ev.CancelRequested():
-            run.barriers[event.barrier].cancel_reason = event.reason
+            if (barrier := _barrier_of(run, event, event.barrier)) is not None:
+                barrier.cancel_reason = event.reason
+        case ev.CancelPropagated() | ev.CancelGraceExpired():
+            _barrier_of(run, event, event.barrier)
         case ev.ModelFinished():
             run.tokens = {k: run.tokens.get(k, 0) + n for k, n in (
                 ("input_tokens", event.input_tokens), ("output_tokens", event.output_tokens),
@@ -220,6 +296,9 @@ def _apply(run: RunModel, event: ev.Event) -> None:
                          "message": event.message, "content_type": event.content_type}
         case ev.TurnFailed():
             run.status, run.error = "failed", event.error.model_dump()
+        case ev.SinkOverflowed():
+            run.overflows.append(Overflow(event.seq, event.sink, event.first_seq,
+                                          event.last_seq))
         case _:
             pass
 
@@ -229,21 +308,27 @@ def view_at(run: RunModel, path: str, seq: int | None = None) -> dict[str, Any]:
 
     Returns ``{"state": {step: {field: value}}, "own": [...], "invisible": [...]}``: the
     visible state, the changes that came from the invocation itself or its inner joins,
-    and the drafts its siblings had made by then (which it could not see).
+    and the drafts its siblings had made by then (which it could not see). Raises
+    ``KeyError`` for a path the run never announced. A fork-time base the events do not
+    tell (a fork from an unknown invocation, recorded as an anomaly) reads as empty.
     """
+    return _view(run, path, seq, frozenset())
+
+
+def _view(run: RunModel, path: str, seq: int | None, seen: frozenset[str]) -> dict[str, Any]:
     limit = run.last_seq if seq is None else seq
     if path == "":
         return {"state": copy.deepcopy(run.state), "own": [], "invisible": []}
     inv = run.invocations[path]
     assert inv.barrier is not None
     barrier = run.barriers[inv.barrier]
-    state = _base_state(run, barrier)
+    state = _base_state(run, barrier, seen | {path})
     own = [c for c in inv.changes if c[0] <= limit]
     for _, step, name, value, deleted in own:
         _set(state, step, name, value, deleted)
     invisible = [
         {"path": other, "step": step, "field": name, "value": value, "deleted": deleted}
-        for other in barrier.branches if other != path
+        for other in barrier.branches if other != path and other in run.invocations
         for seq_, step, name, value, deleted in run.invocations[other].drafts if seq_ <= limit
     ]
     return {
@@ -254,10 +339,12 @@ def view_at(run: RunModel, path: str, seq: int | None = None) -> dict[str, Any]:
     }
 
 
-def _base_state(run: RunModel, barrier: Barrier) -> State:
+def _base_state(run: RunModel, barrier: Barrier, seen: frozenset[str]) -> State:
     if barrier.base == "canonical":
         return copy.deepcopy(barrier.base_state or {})
-    return view_at(run, barrier.base, barrier.forked_seq)["state"]  # type: ignore[no-any-return]
+    if barrier.base in seen or (barrier.base and barrier.base not in run.invocations):
+        return {}  # the events do not tell this base (unknown caller, or a cycle)
+    return _view(run, barrier.base, barrier.forked_seq, seen)["state"]  # type: ignore[no-any-return]
 
 
 def comparable(state: State) -> State:

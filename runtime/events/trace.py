@@ -3,7 +3,8 @@
 One line per event, indented by invocation depth, without the envelope's clock and ids, so
 a dump of a deterministic run is stable enough to commit next to its trace (the golden
 files in ``tests/golden/``). After the events comes the folded summary: the barrier tree
-with each branch's status and the final canonical state.
+with each branch's status, the final canonical state, and what the fold could not place
+(its anomalies; a recorded run has none).
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from . import events as ev
-from .fold import comparable, fold
+from . import schema as ev
+from .fold import comparable, fold, runs_of
+from .sinks import read_jsonl
 
 _ENVELOPE = {"v", "run_id", "session_id", "seq", "time", "offset", "path", "type"}
 _NOISY = {"messages", "latency"}
@@ -53,6 +55,7 @@ def dump_trace(events: Sequence[ev.Event]) -> str:
             lines.append(f"{indent}  [{inv.index}] {inv.step} key={inv.key} path={path} "
                          f"{inv.status} {detail}")
     lines.append(f"state {_short(comparable(run.state), 2000)}")
+    lines += [f"anomaly at {a.seq}: {a.message}" for a in run.anomalies]
     return "\n".join(lines) + "\n"
 
 
@@ -63,9 +66,6 @@ USAGE = """usage:
 
 def main(argv: Sequence[str]) -> int:
     """The ``python -m runtime`` command line."""
-    from .bus import read_jsonl
-    from .fold import runs_of
-
     if list(argv) == ["schema"]:
         print(json.dumps(ev.json_schema(), indent=2, sort_keys=True))
         return 0

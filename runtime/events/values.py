@@ -1,0 +1,224 @@
+"""Values as events carry them, and the builder the runtime emits events with.
+
+* :func:`safe_value` / :func:`safe_list` turn any value into plain JSON for an event: a
+  non-JSON object becomes its ``repr``, a value whose JSON is longer than
+  :data:`MAX_VALUE_CHARS` becomes a :class:`~runtime.events.schema.Truncated` marker.
+* :func:`error_info` is an exception as events carry it.
+* :func:`build` constructs an event from a dict of its fields. By default it is
+  :func:`build_unchecked`, the hot path: no validation at all. With the environment
+  variable ``PICOFLOW_STRICT_EVENTS=1`` (read once, when this module is imported; the test
+  suite sets it) it is :func:`build_strict`, which raises :class:`EventBuildError` on an
+  unknown or missing field and on any value the event's model rejects.
+
+Imports only the standard library, pydantic and the schema.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from .schema import ErrorInfo
+
+_E = TypeVar("_E", bound=BaseModel)
+
+MAX_VALUE_CHARS = 64_000
+"""A value whose JSON is longer than this is replaced by a :class:`Truncated` marker."""
+
+STRICT_ENV = "PICOFLOW_STRICT_EVENTS"
+STRICT: bool = os.environ.get(STRICT_ENV, "").strip().lower() not in ("", "0", "false", "no")
+"""Whether :func:`build` checks every event (``PICOFLOW_STRICT_EVENTS=1``)."""
+
+
+def safe_value(value: Any, limit: int = MAX_VALUE_CHARS) -> Any:
+    """``value`` as plain JSON for an event: non-JSON objects become their ``repr``; a value
+    whose JSON exceeds ``limit`` characters becomes a :class:`Truncated` marker dict."""
+    kind = type(value)
+    if kind is str:
+        if len(value) <= limit:
+            return value
+    elif kind is int or kind is bool or value is None or kind is float:
+        return value if kind is not float or value == value else repr(value)
+    elif _small_json(value, 3):
+        return value  # plain JSON and far below the limit: the common case, kept cheap
+    try:
+        text = json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError):  # not plain JSON (or frozen params): a JSON stand-in
+        text = json.dumps(value, allow_nan=False, default=_plain_or_repr) if _dumpable(
+            value) else json.dumps(repr(value))
+        if len(text) <= limit:
+            return json.loads(text)
+    else:
+        if len(text) <= limit:
+            return value  # already plain JSON; events are read-only
+    return {"truncated": True, "size": len(text), "preview": text[:200]}
+
+
+_SMALL_ITEMS = 16
+_SMALL_TEXT = 1024
+
+
+def _small_json(value: Any, depth: int) -> bool:
+    """Cheaply prove a small container is plain JSON (else the caller serialises it).
+
+    Plain loops, not ``all(genexpr)``: this runs for most values of most events.
+    """
+    kind = type(value)
+    if kind is dict:
+        if len(value) > _SMALL_ITEMS or depth == 0:
+            return False
+        for key, item in value.items():
+            if type(key) is not str or len(key) > _SMALL_TEXT or not _small_leaf(item, depth):
+                return False
+        return True
+    if kind is list:
+        if len(value) > _SMALL_ITEMS or depth == 0:
+            return False
+        for item in value:  # noqa: SIM110 - a loop is faster than all(genexpr) here
+            if not _small_leaf(item, depth):
+                return False
+        return True
+    return False
+
+
+def _small_leaf(value: Any, depth: int) -> bool:
+    kind = type(value)
+    if kind is str:
+        return len(value) <= _SMALL_TEXT
+    if kind is int or kind is bool or value is None:
+        return True
+    if kind is float:
+        return value == value and value not in (_INF, -_INF)
+    return _small_json(value, depth - 1)
+
+
+_INF = float("inf")
+
+
+def safe_list(items: list[Any]) -> list[Any]:
+    """A list of JSON values for an event: whole if small enough, else item by item."""
+    try:
+        if len(json.dumps(items, allow_nan=False)) <= MAX_VALUE_CHARS:
+            return items
+    except (TypeError, ValueError):
+        pass
+    return [safe_value(item) for item in items]
+
+
+def _dumpable(value: Any) -> bool:
+    try:
+        json.dumps(value, allow_nan=False, default=_plain_or_repr)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _plain_or_repr(value: Any) -> Any:
+    return dict(value) if isinstance(value, Mapping) else repr(value)
+
+
+def build_unchecked(cls: type[_E], fields: dict[str, Any]) -> _E:
+    """Construct an event (or nested record) without validation: the emit hot path.
+
+    Fields missing from ``fields`` take their defaults (a required one: None) and unknown
+    names are dropped; the values are kept in declaration order (the serialised order).
+    :func:`build_strict` is the checked variant that :data:`STRICT` selects.
+    """
+    order = _ORDER.get(cls)
+    if order is None:
+        defaults = {name: None if info.is_required() else info.default
+                    for name, info in cls.model_fields.items()}
+        order = _ORDER[cls] = (tuple(defaults), defaults, set(defaults))
+    if tuple(fields) != order[0]:
+        fields = {name: fields.get(name, default) for name, default in order[1].items()}
+    event = cls.__new__(cls)
+    _set(event, "__dict__", fields)
+    # Every field is set; one shared set per class (pydantic only reads it) saves an
+    # allocation per event.
+    _set(event, "__pydantic_fields_set__", order[2])
+    _set(event, "__pydantic_extra__", None)
+    _set(event, "__pydantic_private__", None)
+    return event
+
+
+_ORDER: dict[type[BaseModel], tuple[tuple[str, ...], dict[str, Any], set[str]]] = {}
+_set = object.__setattr__
+
+
+class EventBuildError(ValueError):
+    """An event (or nested record) was built with a wrong field, in strict mode.
+
+    Raised by :func:`build_strict` (:func:`build` under ``PICOFLOW_STRICT_EVENTS=1``): a
+    field name the model does not declare (a misspelling the unchecked builder would
+    silently drop), a required field left out (which it would set to None), or a value
+    the model rejects or would read back differently.
+    """
+
+    def __init__(self, cls: type[BaseModel], problems: list[str]) -> None:
+        self.model = cls
+        self.problems = problems
+        super().__init__(f"{cls.__name__}: " + "; ".join(problems))
+
+
+def build_strict(cls: type[_E], fields: dict[str, Any]) -> _E:
+    """:func:`build_unchecked`, after checking that ``fields`` make a valid ``cls``.
+
+    Raises :class:`EventBuildError` naming every unknown field (with the closest declared
+    name), every missing required field, the values ``cls.model_validate`` rejects, and the
+    fields whose built value serialises differently from the value a reader would parse
+    back (a float where an int is declared, say). Returns the same unvalidated instance the
+    unchecked builder makes, so strict mode changes no output.
+    """
+    declared = cls.model_fields
+    problems: list[str] = []
+    missing = [name for name, info in declared.items()
+               if info.is_required() and name not in fields]
+    for name in fields:
+        if name not in declared:
+            # A misspelling most likely meant a field that is missing.
+            close = (difflib.get_close_matches(name, missing, n=1)
+                     or difflib.get_close_matches(name, declared, n=1))
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            problems.append(f"unknown field {name!r}{hint}")
+    problems += [f"missing required field {name!r}" for name in missing]
+    if problems:
+        raise EventBuildError(cls, problems)
+    try:
+        validated = cls.model_validate(fields)
+    except ValidationError as exc:
+        raise EventBuildError(cls, [
+            f"{'.'.join(map(str, error['loc'])) or '(event)'}: {error['msg']}"
+            for error in exc.errors(include_url=False)]) from exc
+    event = build_unchecked(cls, fields)
+    # Serialised without pydantic's warnings: an unexpected type is reported here, by name.
+    if event.model_dump_json(warnings=False) != validated.model_dump_json(warnings=False):
+        built = event.model_dump(mode="json", warnings=False)
+        parsed = validated.model_dump(mode="json", warnings=False)
+        raise EventBuildError(cls, [
+            f"{name!r} is emitted as {json.dumps(built[name])} but reads back as "
+            f"{json.dumps(parsed[name])}" for name in declared
+            if json.dumps(built[name]) != json.dumps(parsed[name])
+        ] or ["the built event does not serialise as its validated copy"])
+    return event
+
+
+build = build_strict if STRICT else build_unchecked
+"""Construct an event (or nested record) from a dict of its fields: the emit hot path,
+:func:`build_unchecked`, or :func:`build_strict` under ``PICOFLOW_STRICT_EVENTS=1``."""
+
+
+def error_info(exc: BaseException) -> ErrorInfo:
+    """An exception as events carry it."""
+    code = getattr(exc, "code", None)
+    extra = getattr(exc, "extra", None)
+    return ErrorInfo(
+        type=type(exc).__name__,
+        code=code if isinstance(code, str) else "internal",
+        message=str(getattr(exc, "message", exc)),
+        extra=safe_value(extra) if isinstance(extra, dict) else {},
+    )

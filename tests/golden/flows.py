@@ -1,0 +1,267 @@
+"""Flows recorded only as goldens: what the demos never do, so every event type has a trace.
+
+* :class:`CatalogueFlow` (golden ``checkpoints``) — a model attempt that fails with a
+  transport error and is retried; then a tool runs root-join checkpointed barriers: one
+  saves, the next meets a store outage and is rolled back; removals, canonical and in a
+  branch.
+* :class:`OutageFlow` (golden ``turn_failure``) — the model is down: every attempt fails,
+  the last one is not retried, and the turn fails.
+* :class:`TallyFlow` (golden ``sink_overflow``) — two barriers watched by a bounded sink
+  whose consumer catches up only after each join (so it drops events and says which), and
+  by a sink that breaks at the first fulfilled branch (so the bus drops it and says so).
+
+Each ``xxx_flow(latency)`` returns ``(flow_class, model)`` like the demo factories;
+:func:`outage_store` and :func:`overflow_sinks` make the store and the extra sinks a
+recording uses.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, cast
+
+from runtime import (
+    Channel,
+    Flow,
+    LogicStep,
+    MemorySessionStore,
+    ModelRequest,
+    ModelResponse,
+    ModelSelection,
+    ModelTransportError,
+    ParallelCheckpointError,
+    Routable,
+    Rule,
+    RunStepRequest,
+    ScriptedModel,
+    SessionDocument,
+    SessionStoreError,
+    Step,
+    StepChannels,
+    Transition,
+    stay,
+    tool,
+)
+from runtime.events import BoundedSink, CallbackSink, Event, EventSink
+
+
+class GoldenFlow(Flow):
+    """Base of these flows: a scripted selection, no pause between model attempts."""
+
+    retry_delay = 0.0
+    unit: ClassVar[float] = 0.05
+
+    def config_model(self) -> ModelSelection:
+        return ModelSelection(provider="scripted", name="golden-model")
+
+    def on_branch_exit(self, step: Step) -> None:
+        """A branch succeeded (called in its private view); the recordings hook in."""
+
+
+class GoldenBranch(Step):
+    """A step that runs as a branch: reports its end to the flow's hook."""
+
+    async def on_exit(self) -> None:
+        await super().on_exit()
+        cast(GoldenFlow, self.flow).on_branch_exit(self)
+
+
+def _scaled(flow: type[GoldenFlow], latency: float) -> type[GoldenFlow]:
+    return type(flow.__name__, (flow,), {"id": flow.id, "unit": latency,
+                                         "__doc__": flow.__doc__})
+
+
+# -- checkpoints ---------------------------------------------------------------------------
+
+
+class OutageStore(MemorySessionStore):
+    """A memory store whose saves fail while :attr:`down` is set (a full disk, say)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.down = False
+
+    async def save(self, doc: SessionDocument, expected_revision: int) -> int:
+        if self.down:
+            raise SessionStoreError("the session store is down: no space left on device")
+        return await super().save(doc, expected_revision)
+
+
+def outage_store() -> OutageStore:
+    """A fresh :class:`OutageStore` (up)."""
+    return OutageStore()
+
+
+class Pricer(GoldenBranch):
+    """Prices the catalogue for one region (a model call); contributes the price."""
+
+    def get_prompt(self) -> str:
+        return f"Price the catalogue for region '{self.parallel_invocation().key}'."
+
+    def parallel_state_channels(self) -> dict[str, Channel]:
+        return {"prices": StepChannels.keyed_by_branch()}
+
+    async def on_response(self, result: Any) -> Routable:
+        self.contribute_state("prices", str(result))
+        return str(result)
+
+
+class Pruner(LogicStep, GoldenBranch):
+    """Drops the stale listing and marks the catalogue as pruned (drafts, in a branch)."""
+
+    async def run_logic(self) -> Routable:
+        self.remove_state("stale")
+        self.save_state({"pruned": True})
+        return "pruned"
+
+
+class CatalogueDesk(Step):
+    """The coordinator: its model calls ``sync_catalogue``, which runs two checkpointed
+    root barriers; the second meets a store outage and is rolled back."""
+
+    def get_prompt(self) -> str:
+        return "You keep the shop's catalogue. Call sync_catalogue, then report the result."
+
+    @tool
+    async def sync_catalogue(self) -> Transition:
+        """Price the catalogue for every region and prune stale listings."""
+        self.save_state({"synced": 0, "scratch": "draft notes"})
+        self.remove_state("scratch")  # a canonical removal
+        self.flow.save_step_state(Pruner, {"stale": "winter listing", "pruned": False})
+        batch = await self.run_steps(
+            [RunStepRequest(Pricer, key="eu", user_message="Price for eu"),
+             RunStepRequest(Pruner)],
+            checkpoint="root-join")
+        saved = batch.publication.revision
+        store = cast(OutageStore, self.flow.require_engine().store)
+        store.down = True
+        try:
+            await self.run_steps([RunStepRequest(Pricer, key="us", user_message="Price for us")],
+                                 checkpoint="root-join")
+        except ParallelCheckpointError:
+            outcome = "rolled back"
+        else:
+            outcome = "saved"
+        finally:
+            store.down = False
+        self.save_state({"synced": 1, "second_checkpoint": outcome})
+        return stay(f"The eu prices and the pruning were checkpointed at revision {saved}; "
+                    f"the us prices were {outcome}: the store was down.")
+
+
+class CatalogueFlow(GoldenFlow):
+    """Root-join checkpoints that save and fail; removals; a retried model attempt."""
+
+    def define_steps(self) -> list[Step]:
+        return [CatalogueDesk(self), Pricer(self), Pruner(self)]
+
+
+def catalogue_flow(latency: float) -> tuple[type[GoldenFlow], ScriptedModel]:
+    """:class:`CatalogueFlow` at time unit ``latency``, with its model."""
+
+    def reset(request: ModelRequest) -> ModelResponse:
+        raise ModelTransportError("connection reset by peer")
+
+    def report(request: ModelRequest) -> str:
+        last = request.last_message
+        return f"Synced. {last.content if last is not None else ''}"
+
+    model = ScriptedModel([
+        # The desk's first attempt fails in transport; the retry is answered.
+        Rule(step="CatalogueDesk", times=1, latency=latency, respond=reset),
+        Rule(step="CatalogueDesk", last_type="tool", latency=latency, respond=report),
+        Rule(step="CatalogueDesk", latency=latency, tools=[("sync_catalogue", {})]),
+        Rule(step="Pricer", prompt=r"region 'eu'", latency=latency, text="eu: 12.40 EUR"),
+        Rule(step="Pricer", latency=latency, text="us: 13.10 USD"),
+    ])
+    return _scaled(CatalogueFlow, latency), model
+
+
+# -- turn failure --------------------------------------------------------------------------
+
+
+class Concierge(Step):
+    """Answers the guest with one model call."""
+
+    def get_prompt(self) -> str:
+        return "You are the hotel concierge. Answer the guest briefly."
+
+
+class OutageFlow(GoldenFlow):
+    """One model step whose model is down: the turn fails after its attempts run out."""
+
+    def define_steps(self) -> list[Step]:
+        return [Concierge(self)]
+
+
+def outage_flow(latency: float) -> tuple[type[GoldenFlow], ScriptedModel]:
+    """:class:`OutageFlow` at time unit ``latency``, with a model that never answers."""
+
+    def down(request: ModelRequest) -> ModelResponse:
+        raise ModelTransportError("503 Service Unavailable: the model is overloaded")
+
+    return _scaled(OutageFlow, latency), ScriptedModel([Rule(latency=latency, respond=down)])
+
+
+# -- sink overflow ---------------------------------------------------------------------------
+
+
+class Counter(LogicStep, GoldenBranch):
+    """Counts one shelf: contributes its count to the tally."""
+
+    def parallel_state_channels(self) -> dict[str, Channel]:
+        return {"total": StepChannels.sum(), "shelves": StepChannels.append()}
+
+    async def run_logic(self) -> Routable:
+        count = self.parallel_invocation().params["count"]
+        self.contribute_state("total", count)
+        self.contribute_state("shelves", self.parallel_invocation().key)
+        return f"{count} items"
+
+
+class Stocktake(LogicStep):
+    """Counts the shelves in two rounds, three shelves a round."""
+
+    async def run_logic(self) -> Routable:
+        counts = {"a1": 3, "a2": 5, "a3": 2, "b1": 7, "b2": 6, "b3": 4}
+        for round_ in ("a", "b"):
+            await self.run_steps([RunStepRequest(Counter, key=key, params={"count": n})
+                                  for key, n in counts.items() if key.startswith(round_)])
+        total = self.flow.get_step_state(Counter, "total")
+        self.save_state({"total": total})
+        return f"Counted {total} items on {len(counts)} shelves."
+
+
+class TallyFlow(GoldenFlow):
+    """Two fan-outs of logic steps: enough events in a burst to overflow a small buffer."""
+
+    def define_steps(self) -> list[Step]:
+        return [Stocktake(self), Counter(self)]
+
+
+def tally_flow(latency: float) -> tuple[type[GoldenFlow], None]:
+    """:class:`TallyFlow` (logic steps only: no model)."""
+    return _scaled(TallyFlow, latency), None
+
+
+OVERFLOW_CAPACITY = 6
+"""Events the bounded sink holds before its consumer catches up."""
+
+
+class BrokenSinkError(RuntimeError):
+    """What the broken sink raises."""
+
+
+def overflow_sinks() -> list[EventSink]:
+    """A bounded sink drained after every join (so it overflows in between), its consumer,
+    and a sink that raises at the first fulfilled branch (the bus drops and reports it)."""
+    bounded = BoundedSink("dashboard", capacity=OVERFLOW_CAPACITY)
+
+    def consume(event: Event) -> None:
+        if event.type == "join.published":  # a consumer catching up after each barrier
+            bounded.drain()
+
+    def break_down(event: Event) -> None:
+        if event.type == "branch.fulfilled":
+            raise BrokenSinkError("the audit log is full")
+
+    return [bounded, CallbackSink(consume, "consumer"), CallbackSink(break_down, "audit")]
