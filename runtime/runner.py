@@ -220,6 +220,7 @@ async def _invoke(
             with anyio.fail_after(timeout):
                 return await model.invoke(request)
         result: list[ModelResponse] = []
+        failed: list[Exception] = []
         async with anyio.create_task_group() as tg:
 
             async def stop_on_cancel() -> None:
@@ -227,9 +228,16 @@ async def _invoke(
                 tg.cancel_scope.cancel()
 
             tg.start_soon(stop_on_cancel)
-            with anyio.fail_after(timeout):
-                result.append(await model.invoke(request))
+            # Caught here, not outside: a task group raises what its body raised wrapped in
+            # an ExceptionGroup, and the retry loop must see the transport error itself.
+            try:
+                with anyio.fail_after(timeout):
+                    result.append(await model.invoke(request))
+            except Exception as exc:
+                failed.append(exc)
             tg.cancel_scope.cancel()
+        if failed:
+            raise failed[0]
         if not result:
             raise BranchCancelledError(
                 f"Branch {view.path_str} was cancelled during a model call: "

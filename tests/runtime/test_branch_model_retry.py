@@ -1,12 +1,10 @@
-"""A model attempt that fails in transport inside a branch is retried, as at top level.
+"""A model attempt that fails inside a branch is retried and recovered, as at top level.
 
-Found recording the ``checkpoints`` golden: in a branch, ``runner._invoke`` awaits the
-model inside an anyio task group (to stop the call when the branch's cancel token fires),
-and a task group raises what its body raised wrapped in an ``ExceptionGroup``. So the
-``except (ModelTransportError, TimeoutError)`` of ``runner.call_model`` never matches there:
-the first transport error (or a call timeout) ends the branch, rejected with code
-``internal``, instead of being retried; ``on_model_blocked`` / ``on_model_error`` recovery
-is skipped the same way. At top level the same model is retried and answers.
+A regression found recording the ``checkpoints`` golden: in a branch, the model call runs
+inside an anyio task group (to stop it when the branch's cancel token fires), and a task
+group raises what its body raised wrapped in an ``ExceptionGroup``, so the retry loop's
+``except`` clauses never matched there: the first transport error ended the branch,
+rejected with code ``internal``, and ``on_model_blocked`` recovery was skipped.
 """
 
 from __future__ import annotations
@@ -17,6 +15,7 @@ from runtime import (
     Flow,
     FlowEngine,
     LogicStep,
+    ModelBlockedError,
     ModelRequest,
     ModelResponse,
     ModelSelection,
@@ -31,12 +30,6 @@ from runtime import events as ev
 
 pytestmark = pytest.mark.anyio
 
-BRANCH_RETRY_BUG = (
-    "runtime/runner.py: in a branch the model call runs inside an anyio task group, which "
-    "wraps the ModelTransportError in an ExceptionGroup, so it is not retried"
-)
-
-
 class Echo(Step):
     """One model call."""
 
@@ -47,7 +40,8 @@ class Fork(LogicStep):
     async def run_logic(self) -> Routable:
         batch = await self.run_steps([RunStepRequest(Echo, user_message="hello")])
         (branch,) = batch.branches
-        return f"{branch.status}: {branch.output if branch.error is None else branch.error!r}"
+        outcome = branch.output if branch.error is None else repr(branch.error)
+        return f"{branch.status}: {outcome}"
 
 
 class TopFlow(Flow):
@@ -84,6 +78,35 @@ async def test_a_transport_error_at_top_level_is_retried() -> None:
     assert await _retries(TopFlow) == ("echo", [(1, True, "model_transport")])
 
 
-@pytest.mark.xfail(reason=BRANCH_RETRY_BUG, strict=True)
 async def test_a_transport_error_in_a_branch_is_retried() -> None:
     assert await _retries(BranchFlow) == ("fulfilled: echo", [(1, True, "model_transport")])
+
+
+class Guarded(Step):
+    """One model call, recovering from a refusal with a reply of its own."""
+
+    async def on_model_blocked(self, error: Exception) -> str | None:
+        return f"recovered from: {error}"
+
+
+class GuardedFork(LogicStep):
+    async def run_logic(self) -> Routable:
+        batch = await self.run_steps([RunStepRequest(Guarded, user_message="hello")])
+        (branch,) = batch.branches
+        outcome = branch.output if branch.error is None else repr(branch.error)
+        return f"{branch.status}: {outcome}"
+
+
+class GuardedFlow(TopFlow):
+    def define_steps(self) -> list[Step]:
+        return [GuardedFork(self), Guarded(self)]
+
+
+async def test_a_refusal_in_a_branch_reaches_the_steps_recovery_hook() -> None:
+    def refuse(request: ModelRequest) -> ModelResponse:
+        raise ModelBlockedError("blocked by the provider's safety filter")
+
+    engine = FlowEngine(flows=[GuardedFlow],
+                        providers={"scripted": ScriptedModel([Rule(respond=refuse)])})
+    reply = await engine.run(GuardedFlow.id, "hello")
+    assert reply.message == "fulfilled: recovered from: blocked by the provider's safety filter"
