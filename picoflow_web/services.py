@@ -13,12 +13,11 @@ import logging
 import uuid
 from typing import Any
 
-from channels.layers import get_channel_layer
 from django.utils import timezone
 
+from picoflow_web import groups
 from picoflow_web.bridge import RunRecorder
 from picoflow_web.engine import get_engine
-from picoflow_web.groups import RUNS_GROUP
 from picoflow_web.models import Run
 from runtime import RunReply
 
@@ -91,10 +90,8 @@ async def run_finish(run_id: str, reply: dict[str, Any]) -> Run:
 
 
 async def run_broadcast(run: Run) -> None:
-    """Tell the runs list (consumers' ``run_summary``) about a new or changed run."""
-    layer = get_channel_layer()
-    if layer is not None:
-        await layer.group_send(RUNS_GROUP, {"type": "run.summary", "run": run.summary()})
+    """Tell the runs list about a new or changed run."""
+    await groups.runs_send(run.summary())
 
 
 async def run_start(
