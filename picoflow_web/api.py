@@ -22,7 +22,6 @@ from django.views.decorators.http import require_http_methods
 
 from picoflow_web import selectors, services
 from picoflow_web.engine import get_engine
-from picoflow_web.models import ApiToken
 
 MAX_BODY_BYTES = 64 * 1024
 
@@ -38,12 +37,7 @@ async def _authenticate(request: HttpRequest) -> tuple[Any, bool]:
     """The user, and whether they came with a bearer token (then CSRF does not apply)."""
     header = request.headers.get("Authorization", "")
     if header.startswith("Bearer "):
-        raw = header.removeprefix("Bearer ").strip()
-        token = await ApiToken.objects.select_related("user").filter(
-            digest=ApiToken.hash(raw)).afirst()
-        if token is not None and token.user.is_active:
-            return token.user, True
-        return None, True
+        return await selectors.api_token_user(header.removeprefix("Bearer ").strip()), True
     user = await sync_to_async(get_user)(request)
     return (user if user.is_authenticated else None), False
 

@@ -1,4 +1,5 @@
-"""The bridge: the one module that touches both the runtime and Channels.
+"""The bridge: the runtime's event sink, the one module that touches both the runtime and
+Channels.
 
 :class:`RunRecorder` is a runtime event sink. ``handle`` (called synchronously by the
 runtime's bus) only appends to a buffer, so it never stalls a branch or a join. Its pump
@@ -8,6 +9,9 @@ Persist before broadcast: a browser only ever hears of an event that a reload or
 reconnect can read back, so resuming from the last sequence number is gap-free. One
 group message per batch, not per event, because ``group_send`` per event is an order of
 magnitude slower.
+
+Everything else about a run (creating it, recording its reply, telling the runs list) is a
+service: see :mod:`picoflow_web.services`.
 """
 
 from __future__ import annotations
@@ -18,19 +22,12 @@ import logging
 from typing import Any
 
 from channels.layers import get_channel_layer
-from django.utils import timezone
 
+from picoflow_web.groups import run_group
 from picoflow_web.models import EventRecord, Run
 from runtime.events import Event
 
 logger = logging.getLogger("picoflow.web")
-
-RUNS_GROUP = "runs"
-
-
-def run_group(run_id: str) -> str:
-    """The channel-layer group of one run's live events."""
-    return f"run.{run_id}"
 
 
 class RunRecorder:
@@ -47,6 +44,7 @@ class RunRecorder:
         self._wake = asyncio.Event()
         self._closing = False
         self._task: asyncio.Task[None] | None = None
+        # Running totals of what is stored, written onto the run with every batch.
         self.stored = 0
         self.has_conflicts = False
         self.branches = 0
@@ -80,46 +78,35 @@ class RunRecorder:
                 self._wake.set()  # more than one batch waiting: go round again at once
             if batch:
                 try:
-                    await self._flush(layer, batch)
+                    payloads = [e.model_dump(mode="json") for e in batch]
+                    await self._store(payloads)
+                    await self._broadcast(layer, payloads)
                 except Exception:  # keep pumping; the run itself must not die of it
                     logger.exception("Storing events of run %s failed", self.run_id)
             if self._closing and not self._buffer:
                 return
 
-    async def _flush(self, layer: Any, batch: list[Event]) -> None:
-        payloads = [e.model_dump(mode="json") for e in batch]
+    async def _store(self, payloads: list[dict[str, Any]]) -> None:
+        """Append the batch to the event log and bring the run's counters up to date."""
         await EventRecord.objects.abulk_create([
             EventRecord(run_id=self.run_id, seq=p["seq"], type=p["type"], path=p["path"],
                         payload=p)
             for p in payloads
         ])
-        self.stored += len(batch)
+        self.stored += len(payloads)
         self.has_conflicts |= any(p["type"] == "join.invalidated" for p in payloads)
         self.branches += sum(len(p["requests"]) for p in payloads
                              if p["type"] == "barrier.forked")
         await Run.objects.filter(id=self.run_id).aupdate(
             event_count=self.stored, has_conflicts=self.has_conflicts,
             branch_count=self.branches)
+
+    async def _broadcast(self, layer: Any, payloads: list[dict[str, Any]]) -> None:
+        """Send the stored batch to the run's group as one message (consumers'
+        ``run_events``)."""
         if layer is not None:
             await layer.group_send(run_group(self.run_id),
                                    {"type": "run.events", "events": payloads})
 
 
-async def broadcast_run(run: Run) -> None:
-    """Tell the runs list about a new or changed run."""
-    layer = get_channel_layer()
-    if layer is not None:
-        await layer.group_send(RUNS_GROUP, {"type": "run.summary", "run": run.summary()})
-
-
-async def finish_run(run_id: str, reply: dict[str, Any]) -> Run:
-    """Record a turn's reply on its run."""
-    status = Run.Status.FINISHED if reply["success"] else Run.Status.FAILED
-    await Run.objects.filter(id=run_id).aupdate(
-        status=status, reply=reply, session_id=reply["session_id"], finished_at=timezone.now())
-    run = await Run.objects.aget(id=run_id)
-    await broadcast_run(run)
-    return run
-
-
-__all__ = ["RUNS_GROUP", "RunRecorder", "broadcast_run", "finish_run", "run_group"]
+__all__ = ["RunRecorder"]

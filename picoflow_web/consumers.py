@@ -17,7 +17,7 @@ from urllib.parse import parse_qs
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from picoflow_web import selectors
-from picoflow_web.bridge import RUNS_GROUP, run_group
+from picoflow_web.groups import RUNS_GROUP, run_group
 
 MESSAGE_BYTES = 256 * 1024
 CLOSE_UNAUTHENTICATED = 4401

@@ -1,4 +1,9 @@
-"""Push operations of the web app (``<entity>_<action>``): starting turns, tokens, users."""
+"""Writes of the web app (``<entity>_<action>``): runs and sessions.
+
+A run's row is created, finished and announced to the runs list here; its events are
+stored by the bridge's sink while the turn runs (:mod:`picoflow_web.bridge`). Reads are in
+:mod:`picoflow_web.selectors`.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +13,13 @@ import logging
 import uuid
 from typing import Any
 
-from picoflow_web.bridge import RunRecorder, broadcast_run, finish_run
+from django.utils import timezone
+
+from picoflow_web import groups
+from picoflow_web.bridge import RunRecorder
 from picoflow_web.engine import get_engine
 from picoflow_web.models import Run
-from runtime import FlowNotRegisteredError, RunReply
+from runtime import RunReply
 
 logger = logging.getLogger("picoflow.web")
 
@@ -46,7 +54,7 @@ async def run_execute(
     run_id = run_id or uuid.uuid4().hex
     run = await Run.objects.filter(id=run_id).afirst()
     if run is None:
-        run = await _create_run(run_id, flow, message, session_id, user)
+        run = await _run_create(run_id, flow, message, session_id, user)
     recorder = RunRecorder(run_id)
     recorder.start()
     try:
@@ -54,19 +62,36 @@ async def run_execute(
                                        run_id=run_id, sinks=[recorder])
     finally:
         await recorder.close()
-    run = await finish_run(run_id, reply.model_dump())
+    run = await run_finish(run_id, reply.model_dump())
     return run, reply
 
 
-async def _create_run(
+async def _run_create(
     run_id: str, flow: str, message: str | None, session_id: str | None, user: Any
 ) -> Run:
+    """A new running run, announced to the runs list."""
     authenticated = user is not None and getattr(user, "is_authenticated", False)
     run = await Run.objects.acreate(id=run_id, flow=flow, message=message or "",
                                     session_id=session_id or "",
                                     started_by=user if authenticated else None)
-    await broadcast_run(run)
+    await run_broadcast(run)
     return run
+
+
+async def run_finish(run_id: str, reply: dict[str, Any]) -> Run:
+    """Record a turn's reply on its run, and announce the finished run."""
+    status = Run.Status.FINISHED if reply["success"] else Run.Status.FAILED
+    # The reply's session id, not the request's: a turn without one started a session.
+    await Run.objects.filter(id=run_id).aupdate(
+        status=status, reply=reply, session_id=reply["session_id"], finished_at=timezone.now())
+    run = await Run.objects.aget(id=run_id)
+    await run_broadcast(run)
+    return run
+
+
+async def run_broadcast(run: Run) -> None:
+    """Tell the runs list about a new or changed run."""
+    await groups.runs_send(run.summary())
 
 
 async def run_start(
@@ -75,7 +100,7 @@ async def run_start(
 ) -> Run:
     """Start a turn in the server and return at once; the run page follows it live."""
     _check(flow, message, session_id)
-    run = await _create_run(uuid.uuid4().hex, flow, message, session_id, user)
+    run = await _run_create(uuid.uuid4().hex, flow, message, session_id, user)
 
     async def execute() -> None:
         try:
@@ -97,4 +122,5 @@ async def session_end(session_id: str) -> bool:
     return await get_engine().delete_session(session_id)
 
 
-__all__ = ["FlowNotRegisteredError", "InputError", "run_execute", "run_start", "session_end"]
+__all__ = ["InputError", "run_broadcast", "run_execute", "run_finish", "run_start",
+           "session_end"]

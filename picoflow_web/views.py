@@ -3,64 +3,78 @@
 Pages carry their initial data in ``data-*`` attributes and ``json_script`` blocks; the ES
 modules under ``static/picoflow_web/js/`` take it from there (live updates over
 websockets).
+
+The views are async so that they read through the same (async) selectors as the API and
+the consumers. Templates are rendered in a worker thread: the base template reads
+``request.user``, which is a synchronous, lazily loaded database read.
 """
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_safe
 
-from picoflow_web import __version__
+from picoflow_web import __version__, selectors
 from picoflow_web.engine import get_engine
-from picoflow_web.models import Run, StoredSession
+
+SESSION_CHOICES = 50
+"""Most recent sessions the start form offers to continue."""
+
+
+async def _render(request: HttpRequest, template: str, context: dict[str, Any]) -> HttpResponse:
+    return await sync_to_async(render)(request, template, context)
 
 
 @require_safe
 @login_required
-def index(request: HttpRequest) -> HttpResponse:
+async def index(request: HttpRequest) -> HttpResponse:
     """The runs list, with the form that starts a run."""
-    return render(request, "picoflow_web/index.html", {
+    return await _render(request, "picoflow_web/index.html", {
         "version": __version__,
         "flows": get_engine().get_flow_names(),
-        "sessions": list(StoredSession.objects.order_by("-updated")
-                         .values("id", "flow", "run_status")[:50]),
+        "sessions": await selectors.session_list(limit=SESSION_CHOICES),
     })
 
 
 @require_safe
 @login_required
-def run_page(request: HttpRequest, run_id: str) -> HttpResponse:
+async def run_page(request: HttpRequest, run_id: str) -> HttpResponse:
     """One run: the barrier tree, lanes and the inspector."""
-    run = Run.objects.filter(id=run_id).first()
+    run = await selectors.run_get(run_id)
     if run is None:
         raise Http404("No such run.")
-    return render(request, "picoflow_web/run.html", {"run": run, "summary": run.summary()})
+    return await _render(request, "picoflow_web/run.html", {"run": run,
+                                                            "summary": run.summary()})
 
 
 @require_safe
 @login_required
-def session_page(request: HttpRequest, session_id: str) -> HttpResponse:
+async def session_page(request: HttpRequest, session_id: str) -> HttpResponse:
     """One session: its turns, cursor path, state and tokens."""
-    session = StoredSession.objects.filter(id=session_id).first()
-    if session is None:
+    found = await selectors.session_with_runs_get(session_id)
+    if found is None:
         raise Http404("No such session.")
-    runs = list(Run.objects.filter(session_id=session_id).order_by("started_at"))
+    session = found.session
     flow = session.doc.get("flow", {}) if isinstance(session.doc, dict) else {}
-    return render(request, "picoflow_web/session.html", {
-        "session": session, "doc": session.doc, "runs": runs,
+    return await _render(request, "picoflow_web/session.html", {
+        "session": session, "doc": session.doc, "runs": found.runs,
         "step_states": [
-            {"name": record.get("name", ""), "json": json.dumps(record.get("state", {}),
-                                                                indent=2, sort_keys=True,
-                                                                ensure_ascii=False)}
+            {"name": record.get("name", ""), "json": _pretty(record.get("state", {}))}
             for record in flow.get("steps", [])
         ],
-        "context_json": json.dumps(flow.get("context", {}), indent=2, sort_keys=True,
-                                   ensure_ascii=False),
+        "context_json": _pretty(flow.get("context", {})),
     })
+
+
+def _pretty(value: Any) -> str:
+    """JSON as the session page shows it: indented, keys sorted, non-ASCII kept."""
+    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
 
 
 @require_safe

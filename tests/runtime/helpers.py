@@ -114,18 +114,29 @@ class FailingModel:
 
 
 class SlowModel:
-    """Sleeps ``delay`` seconds on each of its first ``slow_calls`` calls, then answers."""
+    """Sleeps ``delay`` seconds on each of its first ``slow_calls`` calls, then answers.
+
+    ``outcomes`` has one entry per call, in call order: ``"answered"``, or ``"cancelled"``
+    when the call was cancelled in its sleep. A test tells a timeout that stops the call
+    from one that waits it out by these, not by a clock.
+    """
 
     def __init__(self, delay: float, slow_calls: int = 1_000, text: str = "slow answer") -> None:
         self.delay = delay
         self.slow_calls = slow_calls
         self.text = text
         self.calls = 0
+        self.outcomes: list[str] = []
 
     async def invoke(self, request: ModelRequest) -> ModelResponse:
         self.calls += 1
         if self.calls <= self.slow_calls:
-            await anyio.sleep(self.delay)
+            try:
+                await anyio.sleep(self.delay)
+            except anyio.get_cancelled_exc_class():
+                self.outcomes.append("cancelled")
+                raise
+        self.outcomes.append("answered")
         return ModelResponse(content=self.text, usage=usage(3))
 
 

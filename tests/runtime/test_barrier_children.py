@@ -340,9 +340,30 @@ DURATIONS = {"A1": 1.0, "A2": 1.0, "B1": 10.0, "B2": 1.0}
 
 async def test_a_coordinator_worker_starts_its_next_step_without_waiting_for_its_sibling(
 ) -> None:
-    clock: list[Clock] = []
-    log: dict[str, tuple[float, float]] = {}
-    steps = _timed(DURATIONS, clock, log)
+    # The claim is causal: A's coordinator starts A2 as soon as A1 ends, while B1 still
+    # runs. So no clock: A1 ends only once B1 has started, and B1 ends only once A2 has
+    # ended. A runtime that made A2 wait for B1 would deadlock here, and B1 would fail
+    # when its wait times out.
+    names = ("A1", "A2", "B1", "B2")
+    marks: list[str] = []
+    started = {name: anyio.Event() for name in names}
+    ended = {name: anyio.Event() for name in names}
+    held_until = {"A1": started["B1"], "B1": ended["A2"]}
+
+    def make(name: str) -> type[Step]:
+        async def work(step: Step, message: str | None) -> Any:
+            marks.append(f"{name} started")
+            started[name].set()
+            if name in held_until:
+                with anyio.fail_after(5):
+                    await held_until[name].wait()
+            marks.append(f"{name} ended")
+            ended[name].set()
+            return name
+
+        return branch_step(name, work)
+
+    steps = {name: make(name) for name in names}
 
     async def worker(step: Step, message: str | None) -> Any:
         prefix = step.parallel_invocation().key
@@ -353,19 +374,18 @@ async def test_a_coordinator_worker_starts_its_next_step_without_waiting_for_its
     Worker = branch_step("Worker", worker)
 
     async def body(coord: Step) -> Any:
-        clock.append(Clock())
         batch = await coord.run_steps([{"step": Worker, "key": "A"},
                                        {"step": Worker, "key": "B"}])
-        return batch, clock[0]()
+        marks.append("caller resumed")
+        return batch
 
     out = await run_body(body, [Worker, *steps.values()])
-    _, resumed = out.value
-    # Absolute times drift on a loaded machine (forks start late, sleeps overshoot); the
-    # claim is causal: A's coordinator starts A2 as soon as A1 ends, while B1 still runs.
-    assert log["A2"][0] - log["A1"][1] < 3 * U  # about 0 (1 ms); B1 has 9U left
-    assert log["A2"][0] < log["B1"][1]  # not after B1
-    assert log["B2"][0] >= log["B1"][1]
-    assert resumed >= log["B2"][1] > log["B1"][1]  # the outer caller resumes after B
+    assert [b.status for b in out.value.branches] == ["fulfilled", "fulfilled"], marks
+    order = [marks.index(mark) for mark in (
+        "B1 started", "A1 ended", "A2 started", "A2 ended", "B1 ended",  # A2 within B1
+        "B2 started", "B2 ended", "caller resumed")]  # B2 after B1; the caller after B
+    assert order == sorted(order), marks
+    assert marks[-1] == "caller resumed"
 
 
 async def test_one_shared_batch_makes_the_dependent_step_wait_for_the_slowest_sibling() -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any, ClassVar
 
 import pytest
@@ -228,22 +227,21 @@ async def test_on_model_blocked_can_recover_a_refusal() -> None:
 
 async def test_a_per_attempt_timeout_counts_as_a_transport_failure() -> None:
     model = SlowModel(delay=1.0, slow_calls=1)
-    started = time.monotonic()
     reply, _ = await run_with(model, hooked(timeout=0.05))
     assert (reply.success, reply.message) == (True, "slow answer")
     assert model.calls == 2
     assert seen == [("retry?", "TimeoutError", 1)]
-    assert time.monotonic() - started < 0.9
+    # The timeout cut the slow attempt short; it did not wait for its answer.
+    assert model.outcomes == ["cancelled", "answered"]
 
 
 async def test_timeouts_on_every_attempt_fail_with_reason_transport() -> None:
     model = SlowModel(delay=1.0)
-    started = time.monotonic()
     reply, _ = await run_with(model, hooked(timeout=0.05))
     assert reply.success is False
     assert reply.message.startswith("LLM call failed. Reason:transport.")
     assert model.calls == 3
-    assert time.monotonic() - started < 0.9
+    assert model.outcomes == ["cancelled"] * 3  # every attempt was stopped, none waited out
 
 
 # -- token accounting ------------------------------------------------------------------------

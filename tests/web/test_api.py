@@ -428,19 +428,6 @@ def test_ai_session_continues_over_daphne_with_the_hyphenated_header(daphne: Any
     assert ended.status == 200 and ended.json() == {"success": True, "session": session_id}
 
 
-UNDERSCORE_HEADER_BUG = (
-    "picoflow_web/api.py, ai_run and ai_end read the session only from the request header "
-    "CHAT_SESSION_ID (request.headers 'Chat-Session-Id'). Daphne drops every request "
-    "header whose name contains '_' (daphne/http_protocol.py, 'Prevent CVE-2015-0219'; "
-    "nginx does too by default), so over the real server a client that sends "
-    "CHAT_SESSION_ID as documented (README, api.py) silently gets a NEW session on every "
-    "turn, and POST /ai/end answers 400 'The CHAT_SESSION_ID header is required.'. Only "
-    "'Chat-Session-Id' works. Django's test client keeps the header, which hides this. "
-    "Should: take the session from a carrier that survives (document Chat-Session-Id, "
-    "and/or a session field in the JSON body), and not start a new session silently."
-)
-
-
 def test_ai_session_continues_over_daphne_with_the_session_body_field(daphne: Any) -> None:
     # Daphne drops request headers with underscores (CHAT_SESSION_ID), so the session can
     # also travel in the body.

@@ -186,17 +186,6 @@ def test_b_refuses_sockets_with_a_foreign_or_missing_origin(pair: Pair) -> None:
         pass  # the same socket with B's own Origin opens
 
 
-CLOSE_BEFORE_ACCEPT_BUG = (
-    "picoflow_web/consumers.py, RunConsumer.connect and RunsConsumer.connect call "
-    "self.close(code=4401/4404) before self.accept(). Closing before accepting rejects "
-    "the handshake: Daphne answers HTTP 403, so a browser never sees 4401 or 4404 (its "
-    "close event has code 1006), and static/picoflow_web/js/socket.js, which stops on "
-    "4401/4404, keeps retrying and then falls back to polling. channels' "
-    "WebsocketCommunicator reports (False, 4401), which hides this. Should: accept(), "
-    "then close(code=...), so the code reaches the client."
-)
-
-
 @pytest.mark.parametrize(("path", "logged_in", "code"), [
     ("/ws/runs/", False, 4401),
     ("/ws/runs/no-such-run/", False, 4401),

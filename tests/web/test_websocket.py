@@ -19,9 +19,10 @@ from channels.testing import WebsocketCommunicator
 
 from picoflow_web import selectors, services
 from picoflow_web.asgi import application
-from picoflow_web.bridge import RunRecorder, run_group
+from picoflow_web.bridge import RunRecorder
 from picoflow_web.consumers import CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED, RunConsumer
 from picoflow_web.engine import get_engine
+from picoflow_web.groups import run_group
 from picoflow_web.models import EventRecord, Run
 from runtime import Flow, LogicStep, ModelSelection, Step
 from runtime.events import EventBus, StepEntered
@@ -363,17 +364,6 @@ async def test_run_socket_answers_client_messages_with_an_error(
 
 
 # -- the bridge's batches -------------------------------------------------------------------
-
-BATCH_CAP_BUG = (
-    "picoflow_web/bridge.py, RunRecorder._pump: `batch, self._buffer = self._buffer, []` "
-    "takes the whole buffer, so batch_events (200) caps nothing, contrary to the module "
-    "docstring ('at most batch_events events'). A burst (any wide fan-out emits faster "
-    "than one store round-trip) becomes one bulk insert and ONE group message: a 10,000-"
-    "event turn of bench/stream.py went out as 2 group messages, one of 9,989 events "
-    "(2.8 MB; a multi-MB pub/sub message on channels_redis), and no event of the burst "
-    "reaches any client before the whole burst is stored. Should: store and broadcast at "
-    "most batch_events per flush, looping until the buffer is empty."
-)
 
 
 async def test_bridge_broadcasts_at_most_batch_events_per_message() -> None:

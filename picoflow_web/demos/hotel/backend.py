@@ -82,8 +82,6 @@ HOLIDAY_FACTOR = 1.2
 WEEKEND_FACTOR = 1.15
 ROOM_FACTORS: dict[str, float] = {"one bed": 1.0, "two beds": 1.6, "suite": 2.5}
 
-_CAMEL = ConfigDict(populate_by_name=True, serialize_by_alias=True)
-
 
 class CriteriaError(ValueError):
     """Search criteria or hotel picks could not be understood.
