@@ -56,7 +56,7 @@ from .session import (
     StepRecord,
 )
 from .tools import ToolRegistry, ToolSpec, handlers_of
-from .transitions import Transition
+from .transitions import Transition, step_name_of
 
 if TYPE_CHECKING:
     from .engine import FlowEngine
@@ -165,8 +165,6 @@ class Turn:
 
     def require_step(self, target: type[Any] | str) -> Step:
         """The registered step for a class or name."""
-        from .transitions import step_name_of
-
         name = step_name_of(target)
         try:
             return self.steps[name]
@@ -375,8 +373,11 @@ class Turn:
         """Run one branch: a fresh step instance in its own view and execution frame."""
         assert isinstance(registered, _step.Step)
         worker = type(registered)(self.flow)
-        if registered.get_memory_space() != worker.get_memory_space():
-            worker.use_memory(registered.get_memory_space())
+        # The fresh instance keeps the registered one's configuration (use_memory and
+        # use_model in define_steps), which its constructor does not repeat.
+        namespace = registered.get_memory_space()
+        if namespace != worker.name:
+            worker.use_memory(namespace)
         if registered.model_override is not None:
             worker.use_model(registered.model_override)
         view_token = current_view.set(view)

@@ -112,7 +112,7 @@ class _Barrier:
         prefix = parent.path if parent else ()
         usages = (*(parent.usages if parent else ()), self.usage)
         self.views = [
-            BranchView(base=self.fork_view, step=item.step.name, index=i, key=item.key,
+            BranchView(base=self.fork_view, step=item.name, index=i, key=item.key,
                        path=(*prefix, (ordinal, i)), params=item.params, cancel=self.token,
                        channels_of=host.channels_of, usages=usages, depth=depth,
                        barrier_id=self.id)
@@ -133,7 +133,7 @@ class _Barrier:
     def _report_fork(self, caller_step: str) -> None:
         requests = [
             ev.build(ev.BranchRequest, {
-                "index": i, "path": self.views[i].path_str, "step": item.step.name,
+                "index": i, "path": self.views[i].path_str, "step": item.name,
                 "key": item.key, "params": safe_value(thaw(item.params)) if item.params else {},
                 "user_message": item.message})
             for i, item in enumerate(self.plan)
@@ -179,7 +179,7 @@ class _Barrier:
     async def _run_branch(self, index: int, limiter: anyio.CapacityLimiter | None) -> None:
         item, view = self.plan[index], self.views[index]
         self.host.emit(ev.BranchStarted, path=view.path_str, barrier=self.id, index=index,
-                       key=item.key, step=item.step.name)
+                       key=item.key, step=item.name)
         timeout = self.options.branch_timeout
         try:
             with anyio.CancelScope() as cs:
@@ -219,12 +219,12 @@ class _Barrier:
         with contextlib.suppress(StateValueError):  # the join reports non-JSON outputs
             output = json_copy(output)  # plain JSON out, e.g. frozen params as dicts
         item = self.plan[index]
-        self.outcomes[index] = BranchResult(index, item.key, item.step.name, view.path,
+        self.outcomes[index] = BranchResult(index, item.key, item.name, view.path,
                                             "fulfilled", output=output)
 
     def _settle(self, index: int, error: BaseException, started: bool = True) -> None:
         item = self.plan[index]
-        self.outcomes[index] = BranchResult(index, item.key, item.step.name,
+        self.outcomes[index] = BranchResult(index, item.key, item.name,
                                             self.views[index].path, "rejected", error=error,
                                             started=started)
 

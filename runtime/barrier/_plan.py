@@ -27,6 +27,8 @@ class PlannedBranch:
     """One request, validated: the registered step, its key, frozen params and message."""
 
     step: StepHost
+    name: str
+    """The step's registered name (read once: every event of the branch names it)."""
     key: str
     params: Mapping[str, Any]
     message: str | None
@@ -59,7 +61,7 @@ def plan_branches(
             )
         seen[key] = index
         params = _validate_params(step, key, item.params)
-        out.append(PlannedBranch(step, key, freeze(params), item.user_message))
+        out.append(PlannedBranch(step, step.name, key, freeze(params), item.user_message))
     return out
 
 
