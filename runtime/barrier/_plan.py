@@ -8,9 +8,8 @@ so a bad barrier never starts a single branch.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import ValidationError
 
@@ -22,9 +21,10 @@ from .types import RunStepRequest
 _FIELDS = frozenset({"step", "key", "params", "user_message"})
 
 
-@dataclass(frozen=True)
-class PlannedBranch:
-    """One request, validated: the registered step, its key, frozen params and message."""
+class PlannedBranch(NamedTuple):
+    """One request, validated: the registered step, its key, frozen params and message.
+
+    A named tuple, not a dataclass: one is built per branch, on the fork's hot path."""
 
     step: StepHost
     name: str
