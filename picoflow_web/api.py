@@ -2,8 +2,10 @@
 
 Every endpoint needs an authenticated user: a logged-in session (browser; unsafe methods
 then also need the CSRF token) or ``Authorization: Bearer <token>`` (API clients; see
-``manage.py create_api_token``). Errors have one shape: ``{"type": "error", "message",
-"code"}`` with a 4xx status.
+``manage.py create_api_token``). A token acts within its scopes: ``read`` for the reads,
+``run`` to start and end turns, ``ingest`` for ``/api/ingest`` (which takes tokens only).
+Errors have one shape: ``{"type": "error", "message", "code"}`` (plus details where they
+help) with a 4xx status.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from django.middleware.csrf import CsrfViewMiddleware
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 
-from picoflow_web import selectors, services
+from picoflow_web import ingest, selectors, services
 from picoflow_web.engine import get_engine
 
 MAX_BODY_BYTES = 64 * 1024
@@ -33,26 +35,38 @@ def error(message: str, status: int, code: str = "bad_request") -> JsonResponse:
     return JsonResponse({"type": "error", "message": message, "code": code}, status=status)
 
 
-async def _authenticate(request: HttpRequest) -> tuple[Any, bool]:
-    """The user, and whether they came with a bearer token (then CSRF does not apply)."""
+SESSION_SCOPES = frozenset({"read", "run"})
+"""What a logged-in browser session may do (ingest takes a token)."""
+
+
+async def _authenticate(request: HttpRequest) -> tuple[Any, frozenset[str], bool]:
+    """The user, their scopes, and whether they came with a bearer token (then CSRF does
+    not apply)."""
     header = request.headers.get("Authorization", "")
     if header.startswith("Bearer "):
-        return await selectors.api_token_user(header.removeprefix("Bearer ").strip()), True
+        found = await selectors.api_token_user(header.removeprefix("Bearer ").strip())
+        return (found[0], found[1], True) if found else (None, frozenset(), True)
     user = await sync_to_async(get_user)(request)
-    return (user if user.is_authenticated else None), False
+    return (user if user.is_authenticated else None), SESSION_SCOPES, False
 
 
-def api_view(*methods: str) -> Callable[[View], View]:
-    """Authenticate, check CSRF for browser sessions, and turn bad input into 400s."""
+def api_view(*methods: str, scope: str | dict[str, str] = "read") -> Callable[[View], View]:
+    """Authenticate, check the scope (one, or one per method) and CSRF for browser
+    sessions, and turn bad input into 400s."""
 
     def decorate(view: View) -> View:
         @csrf_exempt
         @require_http_methods(list(methods))
         @wraps(view)
         async def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-            user, by_token = await _authenticate(request)
+            user, scopes, by_token = await _authenticate(request)
             if user is None:
                 return error("Authentication required.", 401, "unauthenticated")
+            needed = scope if isinstance(scope, str) else scope[request.method or "GET"]
+            if needed not in scopes:
+                how = ("a token with that scope (manage.py create_api_token USER "
+                       f"--scope {needed})")
+                return error(f"This needs the '{needed}' scope: use {how}.", 403, "scope")
             if request.method not in ("GET", "HEAD") and not by_token:
                 check = CsrfViewMiddleware(lambda r: HttpResponse())
                 if check.process_view(request, None, (), {}) is not None:
@@ -62,6 +76,8 @@ def api_view(*methods: str) -> Callable[[View], View]:
                 return await view(request, *args, **kwargs)
             except services.InputError as exc:
                 return error(str(exc), 400)
+            except ingest.IngestError as exc:
+                return JsonResponse(exc.body(), status=exc.status)
 
         return wrapper  # type: ignore[return-value]
 
@@ -106,7 +122,7 @@ async def flows(request: HttpRequest) -> HttpResponse:
     return JsonResponse({"flows": get_engine().get_flow_names()})
 
 
-@api_view("GET", "POST")
+@api_view("GET", "POST", scope={"GET": "read", "POST": "run"})
 async def runs(request: HttpRequest) -> HttpResponse:
     """GET: run summaries (filters: flow, status, session, conflicts=1). POST: start a run."""
     if request.method == "POST":
@@ -117,6 +133,7 @@ async def runs(request: HttpRequest) -> HttpResponse:
             user=request.api_user,  # type: ignore[attr-defined]
         )
         return JsonResponse({"run": run.summary()}, status=201)
+    await ingest.interrupt_and_broadcast()  # silent remote runs are not listed as running
     params = request.GET
     conflicts = params.get("conflicts")
     listed = await selectors.run_list(
@@ -164,7 +181,7 @@ async def session_detail(request: HttpRequest, session_id: str) -> HttpResponse:
 # -- PicoFlow's HTTP contract ------------------------------------------------------------
 
 
-@api_view("POST")
+@api_view("POST", scope="run")
 async def ai_run(request: HttpRequest) -> HttpResponse:
     """``POST /ai/run`` ``{flowName, message, config, session?}``.
 
@@ -198,7 +215,7 @@ async def ai_flows(request: HttpRequest) -> HttpResponse:
     return JsonResponse(get_engine().get_flow_names(), safe=False)
 
 
-@api_view("POST")
+@api_view("POST", scope="run")
 async def ai_end(request: HttpRequest) -> HttpResponse:
     """``POST /ai/end``: delete the session (``Chat-Session-Id`` header or body ``session``).
 
@@ -212,3 +229,39 @@ async def ai_end(request: HttpRequest) -> HttpResponse:
     deleted = await services.session_end(session_id)
     return JsonResponse({"success": deleted, "session": session_id},
                         status=200 if deleted else 404)
+
+
+# -- ingest: events from other processes -------------------------------------------------
+
+
+def _origin(request: HttpRequest) -> dict[str, Any]:
+    pid = request.headers.get("PicoFlow-Origin-Pid", "")
+    return {"kind": "remote", "host": request.headers.get("PicoFlow-Origin-Host", "")[:200],
+            "pid": int(pid) if pid.isdigit() else None}
+
+
+@api_view("POST", scope="ingest")
+async def ingest_events(request: HttpRequest) -> HttpResponse:
+    """``POST /api/ingest``: NDJSON events (one per line, any runs); stored, then broadcast.
+
+    The reply names, per run of the request, the last stored ``seq`` and the run's status.
+    A refused request stores nothing of itself (see :mod:`picoflow_web.ingest`).
+    """
+    if request.content_type != "application/x-ndjson":
+        return error("Send events as application/x-ndjson: one JSON event per line.", 415,
+                     "unsupported_media_type")
+    body = ingest.read_body(request)
+    runs = await ingest.events_ingest(body, origin=_origin(request),
+                                      user=request.api_user)  # type: ignore[attr-defined]
+    return JsonResponse({"runs": runs})
+
+
+@api_view("POST", scope="ingest")
+async def ingest_heartbeat(request: HttpRequest) -> HttpResponse:
+    """``POST /api/ingest/heartbeat`` ``{"runs": [run ids]}``: these remote runs' turns are
+    still going, so they are not declared interrupted. The reply is that of ingest."""
+    data = read_json(request)
+    ids = data.get("runs")
+    if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids) or len(ids) > 1000:
+        raise services.InputError("runs must be a list of at most 1000 run ids.")
+    return JsonResponse({"runs": await ingest.runs_heartbeat(ids)})

@@ -36,6 +36,21 @@ def env_bool(name: str, default: bool, environ: Mapping[str, str] | None = None)
     raise ConfigError(f"{name}={raw!r} is not a boolean (use 1/0, true/false, yes/no, on/off)")
 
 
+def env_seconds(name: str, default: float, environ: Mapping[str, str] | None = None) -> float:
+    """Read a positive number of seconds."""
+    env = os.environ if environ is None else environ
+    raw = env.get(name)
+    if raw is None or not raw.strip():
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{name}={raw!r} is not a number of seconds") from None
+    if not value > 0 or value == float("inf"):
+        raise ConfigError(f"{name}={raw!r} must be a positive number of seconds")
+    return value
+
+
 def env_list(name: str, default: str, environ: Mapping[str, str] | None = None) -> list[str]:
     """Read a comma-separated list; blank items are dropped."""
     env = os.environ if environ is None else environ

@@ -16,7 +16,7 @@ from urllib.parse import parse_qs
 
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from picoflow_web import selectors
+from picoflow_web import ingest, selectors
 from picoflow_web.groups import RUNS_GROUP, run_group
 
 MESSAGE_BYTES = 256 * 1024
@@ -37,6 +37,8 @@ class RunConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         if run is None:
             await self._refuse(CLOSE_NOT_FOUND)
             return
+        if run.is_remote and run.status == run.Status.RUNNING:
+            ingest.ensure_watchdog()  # someone watches it: make sure silence is noticed
         query = parse_qs(self.scope.get("query_string", b"").decode())
         try:
             self.last_seq = int(query.get("after", ["-1"])[0])

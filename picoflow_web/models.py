@@ -34,6 +34,9 @@ class Run(models.Model):
         RUNNING = "running"
         FINISHED = "finished"
         FAILED = "failed"
+        INTERRUPTED = "interrupted"
+        """The executor stopped reporting before the turn ended (a remote process that
+        died or lost its connection)."""
 
     id = models.CharField(primary_key=True, max_length=64)
     flow = models.CharField(max_length=200, db_index=True)
@@ -49,6 +52,11 @@ class Run(models.Model):
                                    on_delete=models.SET_NULL)
     started_at = models.DateTimeField(auto_now_add=True, db_index=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    origin = models.JSONField(default=dict, blank=True)
+    """Where the turn executed: ``{}`` or ``{"kind": "server"}`` for a run the dashboard
+    executed, ``{"kind": "remote", "host": ..., "pid": ...}`` for one shipped to ingest."""
+    last_seen_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    """When a remote run last sent events or a heartbeat."""
 
     class Meta:
         ordering = ("-started_at",)
@@ -65,7 +73,21 @@ class Run(models.Model):
             "branch_count": self.branch_count,
             "started_at": self.started_at.isoformat() if self.started_at else None,
             "finished_at": self.finished_at.isoformat() if self.finished_at else None,
+            "origin": self.origin_info(),
         }
+
+    @property
+    def is_remote(self) -> bool:
+        """Whether the run was shipped from another process (through ingest)."""
+        return self.origin.get("kind") == "remote"
+
+    def origin_info(self) -> dict[str, object]:
+        """The origin with a label for pages: ``server``, or ``host (pid N)``."""
+        if not self.is_remote:
+            return {"kind": "server", "label": "server"}
+        host, pid = self.origin.get("host") or "unknown host", self.origin.get("pid")
+        label = f"{host} (pid {pid})" if pid is not None else str(host)
+        return {**self.origin, "label": label}
 
 
 class EventRecord(models.Model):
@@ -87,6 +109,14 @@ class EventRecord(models.Model):
         return f"{self.run_id}#{self.seq} {self.type}"
 
 
+SCOPES = ("read", "run", "ingest")
+"""What a token may do: ``read`` runs, events and sessions; ``run`` start and end turns;
+``ingest`` ship events from another process (``POST /api/ingest``)."""
+DEFAULT_SCOPES = "read,run"
+"""What a token may do unless created with ``--scope`` (and what tokens made before scopes
+existed keep)."""
+
+
 class ApiToken(models.Model):
     """A bearer token for the HTTP API; only its hash is stored."""
 
@@ -94,6 +124,12 @@ class ApiToken(models.Model):
     name = models.CharField(max_length=100)
     digest = models.CharField(max_length=64, unique=True)
     created = models.DateTimeField(auto_now_add=True)
+    scopes = models.CharField(max_length=100, default=DEFAULT_SCOPES)
+    """Comma-separated :data:`SCOPES`."""
+
+    def scope_set(self) -> frozenset[str]:
+        """The token's scopes."""
+        return frozenset(s for s in self.scopes.split(",") if s)
 
     def __str__(self) -> str:
         return f"{self.name} ({self.user})"
@@ -104,8 +140,14 @@ class ApiToken(models.Model):
         return hashlib.sha256(raw.encode()).hexdigest()
 
     @classmethod
-    def issue(cls, user: object, name: str) -> tuple[ApiToken, str]:
+    def issue(cls, user: object, name: str,
+              scopes: tuple[str, ...] | None = None) -> tuple[ApiToken, str]:
         """Create a token; the raw value is returned once and never stored."""
+        chosen = scopes or tuple(DEFAULT_SCOPES.split(","))
+        unknown = sorted(set(chosen) - set(SCOPES))
+        if unknown:
+            raise ValueError(f"Unknown scope(s) {unknown}; choose from {', '.join(SCOPES)}.")
         raw = "pf_" + secrets.token_urlsafe(32)
-        token = cls.objects.create(user=user, name=name, digest=cls.hash(raw))
+        token = cls.objects.create(user=user, name=name, digest=cls.hash(raw),
+                                   scopes=",".join(s for s in SCOPES if s in chosen))
         return token, raw

@@ -82,10 +82,10 @@ async def session_list(limit: int = 200) -> list[dict[str, Any]]:
     return [row async for row in rows]
 
 
-async def api_token_user(raw: str) -> AbstractBaseUser | None:
-    """The active user a raw bearer token belongs to, or None."""
+async def api_token_user(raw: str) -> tuple[AbstractBaseUser, frozenset[str]] | None:
+    """The active user a raw bearer token belongs to, and the token's scopes; or None."""
     token = await ApiToken.objects.select_related("user").filter(
         digest=ApiToken.hash(raw)).afirst()
     if token is None or not token.user.is_active:
         return None
-    return token.user
+    return token.user, token.scope_set()

@@ -35,6 +35,9 @@ PICOFLOW_SECURE_SSL_REDIRECT
 PICOFLOW_SECURE_PROXY_SSL_HEADER
     ``1`` to trust ``X-Forwarded-Proto: https`` from a TLS-terminating reverse
     proxy. Default ``0``.
+PICOFLOW_REMOTE_TIMEOUT
+    Seconds a remote run (one shipped to ``/api/ingest``) may stay silent — no events, no
+    heartbeats — before it is declared ``interrupted``. Default 30.
 PICOFLOW_LOG_LEVEL
     Log level for the console logger. Default ``INFO``.
 """
@@ -48,6 +51,7 @@ from typing import Any
 from picoflow_web.conf import (
     env_bool,
     env_list,
+    env_seconds,
     load_or_create_secret_key,
     parse_database_url,
     resolve_path,
@@ -67,6 +71,7 @@ SECRET_KEY = os.environ.get("PICOFLOW_SECRET_KEY") or load_or_create_secret_key(
 
 ALLOWED_HOSTS = env_list("PICOFLOW_ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]")
 CSRF_TRUSTED_ORIGINS = env_list("PICOFLOW_CSRF_TRUSTED_ORIGINS", "")
+PICOFLOW_REMOTE_TIMEOUT = env_seconds("PICOFLOW_REMOTE_TIMEOUT", 30.0)
 
 INSTALLED_APPS = [
     "django.contrib.admin",

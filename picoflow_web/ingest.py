@@ -1,0 +1,404 @@
+"""Ingest: the door events from other processes come in by.
+
+A user's own process — an application, a script, a notebook, a test — runs its turns and
+ships their events here (``runtime.events.DashboardSink`` does it, or anything that speaks
+this contract): ``POST /api/ingest`` with one event per line, as the runtime serialised
+it. Each request is checked whole before anything is written — every line parses, is a
+known event type of this schema version, and continues its run's stored sequence (a
+resent event already stored is accepted and ignored, a gap is refused with the ``seq``
+expected next) — so a refused request stores nothing of itself. Then, in one transaction,
+runs are created and updated from the events themselves (``turn.started`` creates the
+run, ``turn.finished``/``turn.failed`` end it), the events are stored, and only then
+broadcast to the run's group: the same path, and the same page, as runs the dashboard
+executed, but for the origin label.
+
+A remote run that goes silent (no events, no heartbeats) for ``PICOFLOW_REMOTE_TIMEOUT``
+seconds is declared interrupted: a ``run.interrupted`` event is stored and broadcast, and
+whatever arrives for it later is refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import json
+import logging
+import time
+import weakref
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
+from django.conf import settings
+from django.db import transaction
+from django.http import HttpRequest
+from django.utils import timezone
+from pydantic import ValidationError
+
+from picoflow_web import groups
+from picoflow_web.models import EventRecord, Run
+from runtime.events import EVENT_TYPES, SCHEMA_VERSION, dump_event, interruption, parse_event
+
+logger = logging.getLogger("picoflow.web")
+
+MAX_BODY_BYTES = 64 * 1024 * 1024
+"""Largest request body (a batch of events)."""
+MAX_LINE_BYTES = 4 * 1024 * 1024
+"""Largest single event (a fork of many thousands of branches is large)."""
+BROADCAST_EVENTS = 200
+"""Events per group message, as the bridge batches them."""
+
+
+class IngestError(Exception):
+    """A refused request: its status, code, message and the details that locate it."""
+
+    def __init__(self, status: int, code: str, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message, self.details = status, code, message, details
+
+    def body(self) -> dict[str, Any]:
+        """The API's error shape, with the details (``line``, ``run_id``, ...)."""
+        return {"type": "error", "message": self.message, "code": self.code, **self.details}
+
+
+@dataclass(frozen=True)
+class Line:
+    """One event of a request: where it was, and what it says."""
+
+    number: int
+    data: dict[str, Any]
+
+    @property
+    def run_id(self) -> str:
+        return str(self.data["run_id"])
+
+    @property
+    def seq(self) -> int:
+        return int(self.data["seq"])
+
+    @property
+    def type(self) -> str:
+        return str(self.data["type"])
+
+
+def read_body(request: HttpRequest) -> bytes:
+    """The raw body, refused (413) when larger than :data:`MAX_BODY_BYTES`.
+
+    Read from the stream: Django's ``request.body`` caps bodies at
+    ``DATA_UPLOAD_MAX_MEMORY_SIZE`` with an HTML error, and a batch of events is larger.
+    """
+    try:
+        length = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        length = 0
+    if length > MAX_BODY_BYTES:
+        raise IngestError(413, "body_too_large",
+                          f"Body of {length} bytes is larger than {MAX_BODY_BYTES}; send "
+                          "smaller batches.", limit=MAX_BODY_BYTES)
+    body = request.read(MAX_BODY_BYTES + 1)
+    if len(body) > MAX_BODY_BYTES:
+        raise IngestError(413, "body_too_large",
+                          f"Body is larger than {MAX_BODY_BYTES} bytes; send smaller batches.",
+                          limit=MAX_BODY_BYTES)
+    return body
+
+
+def parse_lines(body: bytes) -> list[Line]:
+    """Every non-blank line as a validated event; the first bad line refuses them all."""
+    lines = []
+    for number, raw in enumerate(body.split(b"\n"), 1):
+        if not raw.strip():
+            continue
+        lines.append(Line(number, _parse(number, raw)))
+    return lines
+
+
+def _refuse(number: int, code: str, message: str, status: int = 400, **details: Any
+            ) -> IngestError:
+    return IngestError(status, code, f"Line {number}: {message}", line=number, **details)
+
+
+def _parse(number: int, raw: bytes) -> dict[str, Any]:
+    if len(raw) > MAX_LINE_BYTES:
+        raise _refuse(number, "line_too_large",
+                      f"{len(raw)} bytes is larger than the {MAX_LINE_BYTES} an event may be.",
+                      413, limit=MAX_LINE_BYTES)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _refuse(number, "not_utf8", f"not UTF-8 ({exc.reason} at byte {exc.start})."
+                      ) from None
+    try:
+        data = json.loads(text)
+    except RecursionError:
+        raise _refuse(number, "malformed_json", "JSON nested too deeply.") from None
+    except ValueError as exc:
+        raise _refuse(number, "malformed_json", f"not JSON ({exc}).") from None
+    if not isinstance(data, dict):
+        raise _refuse(number, "malformed_event", "an event is a JSON object.")
+    if data.get("v") != SCHEMA_VERSION:
+        raise _refuse(number, "schema_version",
+                      f"schema version {data.get('v')!r}; this dashboard reads version "
+                      f"{SCHEMA_VERSION}.", expected_version=SCHEMA_VERSION)
+    kind = data.get("type")
+    if kind not in EVENT_TYPES:
+        raise _refuse(number, "unknown_event_type", f"unknown event type {kind!r}.")
+    if kind == "run.interrupted":
+        raise _refuse(number, "reserved_event_type",
+                      "run.interrupted is recorded by the dashboard, not sent to it.")
+    try:
+        parse_event(data)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}"
+                             for e in exc.errors()[:5])
+        raise _refuse(number, "invalid_event", f"not a valid {kind} event: {problems}."
+                      ) from None
+    except RecursionError:
+        raise _refuse(number, "invalid_event", "values nested too deeply.") from None
+    try:  # what the event store can hold: no lone surrogates, no NUL (PostgreSQL)
+        encoded = json.dumps(data, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise _refuse(number, "invalid_text", "text with a lone surrogate escape.") from None
+    if b"\\u0000" in encoded:
+        raise _refuse(number, "invalid_text", "text with a NUL character (\\u0000).")
+    return data
+
+
+@dataclass
+class _Planned:
+    """What one request does to one run."""
+
+    run_id: str
+    run: Run | None
+    fresh: list[Line] = field(default_factory=list)
+
+
+def _plan(lines: list[Line], runs: dict[str, Run]) -> list[_Planned]:
+    """Check every run's lines against what is stored; raise for the first refusal."""
+    by_run: dict[str, list[Line]] = {}
+    for line in lines:
+        by_run.setdefault(line.run_id, []).append(line)
+    plans = []
+    for run_id, items in by_run.items():
+        run = runs.get(run_id)
+        last = run.event_count - 1 if run is not None else -1
+        if run is not None and not run.is_remote:
+            raise IngestError(409, "not_remote",
+                              f"Run {run_id} was executed by this dashboard; its events "
+                              "cannot be sent to it.", run_id=run_id, line=items[0].number)
+        plan = _Planned(run_id, run)
+        expected = last + 1
+        for item in items:
+            if item.seq < expected:
+                continue  # already stored (or repeated in this request): idempotent resend
+            if item.seq > expected:
+                raise IngestError(409, "seq_gap",
+                                  f"Line {item.number}: run {run_id} continues at seq "
+                                  f"{expected}, not {item.seq}.", run_id=run_id,
+                                  expected_seq=expected, line=item.number)
+            plan.fresh.append(item)
+            expected += 1
+        if plan.fresh and run is not None and run.status == Run.Status.INTERRUPTED:
+            raise IngestError(409, "run_interrupted",
+                              f"Run {run_id} was declared interrupted (silent for longer "
+                              f"than {settings.PICOFLOW_REMOTE_TIMEOUT:g} s); it takes no "
+                              "more events.", run_id=run_id, line=plan.fresh[0].number)
+        if plan.fresh and run is not None and run.status != Run.Status.RUNNING:
+            raise IngestError(409, "run_ended", f"Run {run_id} has ended ({run.status}); it "
+                              "takes no more events.", run_id=run_id,
+                              line=plan.fresh[0].number)
+        if run is None and plan.fresh and plan.fresh[0].type != "turn.started":
+            raise IngestError(400, "run_unknown",
+                              f"Line {plan.fresh[0].number}: run {run_id} is new, so its "
+                              "first event must be turn.started (seq 0).", run_id=run_id,
+                              line=plan.fresh[0].number)
+        plans.append(plan)
+    return plans
+
+
+@dataclass
+class _Stored:
+    """What a request stored, for the reply and the broadcast."""
+
+    reply: dict[str, dict[str, Any]] = field(default_factory=dict)
+    events: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    summaries: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _store(lines: list[Line], origin: dict[str, Any], user: Any) -> _Stored:
+    out = _Stored()
+    ids = {line.run_id for line in lines}
+    with transaction.atomic():
+        runs = {run.id: run for run in Run.objects.select_for_update().filter(id__in=ids)}
+        plans = _plan(lines, runs)
+        now = timezone.now()
+        for plan in plans:
+            run, created = plan.run, False
+            if run is None and plan.fresh:
+                run, created = _run_create(plan.fresh[0].data, origin, user, now), True
+            if run is None:
+                continue
+            if plan.fresh:
+                ended = _apply(run, [line.data for line in plan.fresh], now)
+                EventRecord.objects.bulk_create([
+                    EventRecord(run_id=run.id, seq=line.seq, type=line.type,
+                                path=line.data.get("path", ""), payload=line.data)
+                    for line in plan.fresh
+                ])
+                out.events[run.id] = [line.data for line in plan.fresh]
+                if created or ended:
+                    out.summaries.append(run.summary())
+            else:
+                run.last_seen_at = now
+                run.save(update_fields=["last_seen_at"])
+            out.reply[run.id] = {"last_seq": run.event_count - 1, "status": run.status}
+    return out
+
+
+def _run_create(first: dict[str, Any], origin: dict[str, Any], user: Any, now: Any) -> Run:
+    authenticated = user is not None and getattr(user, "is_authenticated", False)
+    return Run.objects.create(
+        id=first["run_id"], flow=str(first.get("flow", ""))[:200],
+        message=first.get("message") or "", session_id=first.get("session_id", "")[:64],
+        origin=origin, last_seen_at=now, started_by=user if authenticated else None)
+
+
+def _apply(run: Run, events: list[dict[str, Any]], now: Any) -> bool:
+    """Bring the run's row up to date with newly stored events; True when it ended."""
+    run.event_count += len(events)
+    run.has_conflicts |= any(e["type"] == "join.invalidated" for e in events)
+    run.branch_count += sum(len(e["requests"]) for e in events if e["type"] == "barrier.forked")
+    run.last_seen_at = now
+    run.session_id = events[-1].get("session_id") or run.session_id
+    ended = False
+    for event in events:
+        if event["type"] == "turn.finished":
+            run.status, ended = Run.Status.FINISHED, True
+            run.reply = {"success": event["success"], "completed": event["completed"],
+                         "message": event["message"], "session_id": run.session_id,
+                         "content_type": event["content_type"], "error_code": None}
+        elif event["type"] == "turn.failed":
+            run.status, ended = Run.Status.FAILED, True
+            error = event["error"]
+            run.reply = {"success": False, "completed": True, "message": error["message"],
+                         "session_id": run.session_id, "content_type": "text/plain",
+                         "error_code": error["code"]}
+    if ended:
+        run.finished_at = now
+    run.save()
+    return ended
+
+
+async def _broadcast(stored: _Stored) -> None:
+    layer = get_channel_layer()
+    if layer is not None:
+        for run_id, events in stored.events.items():
+            for start in range(0, len(events), BROADCAST_EVENTS):
+                await layer.group_send(groups.run_group(run_id), {
+                    "type": "run.events", "events": events[start:start + BROADCAST_EVENTS]})
+    for summary in stored.summaries:
+        await groups.runs_send(summary)
+
+
+async def events_ingest(body: bytes, *, origin: dict[str, Any], user: Any
+                        ) -> dict[str, dict[str, Any]]:
+    """Check, store, then broadcast one request's events; the reply's ``runs``."""
+    ensure_watchdog()
+    stored = await sync_to_async(_ingest_sync)(body, origin, user)
+    await _broadcast(stored)
+    return stored.reply
+
+
+def _ingest_sync(body: bytes, origin: dict[str, Any], user: Any) -> _Stored:
+    lines = parse_lines(body)
+    return _store(lines, origin, user) if lines else _Stored()
+
+
+async def runs_heartbeat(run_ids: list[str]) -> dict[str, dict[str, Any]]:
+    """Mark these remote runs as heard from now; their status and last stored seq."""
+    ensure_watchdog()
+    return await sync_to_async(_heartbeat_sync)(run_ids)
+
+
+def _heartbeat_sync(run_ids: list[str]) -> dict[str, dict[str, Any]]:
+    runs = Run.objects.filter(id__in=run_ids, origin__kind="remote")
+    runs.filter(status=Run.Status.RUNNING).update(last_seen_at=timezone.now())
+    return {run.id: {"last_seq": run.event_count - 1, "status": run.status}
+            for run in runs}
+
+
+# -- the watchdog: silent remote runs become interrupted -------------------------------
+
+
+def interrupt_silent_runs() -> _Stored:
+    """Declare every remote run silent for longer than the timeout interrupted: store its
+    ``run.interrupted`` event (not yet broadcast)."""
+    timeout = settings.PICOFLOW_REMOTE_TIMEOUT
+    out = _Stored()
+    cutoff = timezone.now() - timedelta(seconds=timeout)
+    candidates = Run.objects.filter(status=Run.Status.RUNNING, origin__kind="remote",
+                                    last_seen_at__lt=cutoff).values_list("id", flat=True)
+    for run_id in list(candidates):
+        with transaction.atomic():
+            run = Run.objects.select_for_update().filter(
+                id=run_id, status=Run.Status.RUNNING, last_seen_at__lt=cutoff).first()
+            if run is None or run.last_seen_at is None:
+                continue  # heard from (or ended) meanwhile
+            last = EventRecord.objects.filter(run_id=run_id).order_by("-seq").values_list(
+                "payload", flat=True).first()
+            if last is None:
+                continue
+            silent = (timezone.now() - run.last_seen_at).total_seconds()
+            event = interruption(last, now=time.time(), silent_for=round(silent, 3),
+                                 reason=f"No events or heartbeats for {timeout:g} s: the "
+                                        "process running it stopped reporting.")
+            payload = json.loads(dump_event(event))
+            EventRecord.objects.create(run_id=run_id, seq=event.seq, type=event.type,
+                                       path=event.path, payload=payload)
+            run.status, run.finished_at = Run.Status.INTERRUPTED, timezone.now()
+            run.event_count += 1
+            run.save(update_fields=["status", "finished_at", "event_count"])
+            out.events[run_id] = [payload]
+            out.summaries.append(run.summary())
+    return out
+
+
+async def interrupt_and_broadcast() -> int:
+    """One watchdog round; how many runs it interrupted."""
+    stored = await sync_to_async(interrupt_silent_runs)()
+    await _broadcast(stored)
+    return len(stored.events)
+
+
+_WATCHDOGS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Task[None]] = (
+    weakref.WeakKeyDictionary())
+
+
+def ensure_watchdog() -> None:
+    """Start this process's watchdog on the running loop, once.
+
+    Started by the first ingest, heartbeat, page or websocket that needs it, so a web
+    process that never sees a remote run never polls for one.
+    """
+    loop = asyncio.get_running_loop()
+    task = _WATCHDOGS.get(loop)
+    if task is None or task.done():
+        # A fresh context: the request's context points sync_to_async at the request's
+        # own thread executor, which is gone once the response is sent.
+        _WATCHDOGS[loop] = loop.create_task(_watch(), context=contextvars.Context())
+
+
+async def _watch() -> None:
+    interval = min(5.0, settings.PICOFLOW_REMOTE_TIMEOUT / 4)
+    while True:
+        try:
+            await interrupt_and_broadcast()
+        except Exception:  # keep watching; one failed round must not end the watchdog
+            logger.exception("Checking remote runs for silence failed")
+        await asyncio.sleep(interval)
+
+
+__all__ = ["IngestError", "ensure_watchdog", "events_ingest", "interrupt_and_broadcast",
+           "interrupt_silent_runs", "parse_lines", "read_body", "runs_heartbeat"]

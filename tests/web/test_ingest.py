@@ -1,0 +1,318 @@
+"""``POST /api/ingest``: events shipped from another process, stored, then broadcast.
+
+The events are real: a turn of a flow of the tests' own (``tests/remoteflow.py``) played
+in this process with a memory sink, serialised as the runtime serialises them. Every
+refusal is checked to store nothing of its request.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+import anyio
+import pytest
+from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
+from django.core.management import call_command
+from django.test import AsyncClient, override_settings
+from django.utils import timezone
+
+from picoflow_web import ingest
+from picoflow_web.groups import run_group
+from picoflow_web.models import ApiToken, EventRecord, Run
+from runtime import FlowEngine
+from runtime.events import MemorySink, dump_event
+from tests.remoteflow import TeamSurvey
+from tests.webhelpers import amake_user, atoken, bearer
+
+pytestmark = [pytest.mark.anyio, pytest.mark.django_db(transaction=True)]
+
+NDJSON = "application/x-ndjson"
+ORIGIN = {"PicoFlow-Origin-Host": "laptop-7", "PicoFlow-Origin-Pid": "4242"}
+
+
+async def recorded_turn(run_id: str = "remote-1", teams: int = 3) -> list[str]:
+    """The lines of one real turn of TeamSurvey (what a remote process would send)."""
+    sink = MemorySink()
+    engine = FlowEngine(flows=[TeamSurvey], sinks=[sink])
+    reply = await engine.run("TeamSurvey", "survey", config={"teams": teams}, run_id=run_id)
+    assert reply.success, reply.message
+    return [dump_event(event) for event in sink.events]
+
+
+async def ingest_token(username: str = "shipper") -> str:
+    user = await amake_user(username)
+    _, raw = await sync_to_async(ApiToken.issue)(user, "ingest", ("ingest",))
+    return raw
+
+
+async def post(client: AsyncClient, token: str | None, body: bytes | str,
+               content_type: str = NDJSON, path: str = "/api/ingest") -> Any:
+    data = body.encode() if isinstance(body, str) else body
+    headers = {**ORIGIN, **(bearer(token) if token else {})}
+    return await client.post(path, data=data, content_type=content_type, headers=headers)
+
+
+def body_of(lines: list[str]) -> str:
+    return "".join(line + "\n" for line in lines)
+
+
+async def stored(run_id: str) -> list[dict[str, Any]]:
+    rows = EventRecord.objects.filter(run_id=run_id).order_by("seq")
+    return [payload async for payload in rows.values_list("payload", flat=True)]
+
+
+async def test_a_remote_turn_is_stored_as_sent_and_its_run_made_from_its_events() -> None:
+    lines = await recorded_turn()
+    token, client = await ingest_token(), AsyncClient()
+    half = len(lines) // 2
+    first = await post(client, token, body_of(lines[:half]))
+    assert first.status_code == 200, first.json()
+    assert first.json() == {"runs": {"remote-1": {"last_seq": half - 1, "status": "running"}}}
+    run = await Run.objects.aget(id="remote-1")
+    assert (run.flow, run.message, run.status) == ("TeamSurvey", "survey", "running")
+    assert run.origin_info() == {"kind": "remote", "host": "laptop-7", "pid": 4242,
+                                 "label": "laptop-7 (pid 4242)"}
+
+    second = await post(client, token, body_of(lines[half:]))
+    assert second.json() == {"runs": {"remote-1": {"last_seq": len(lines) - 1,
+                                                   "status": "finished"}}}
+    assert await stored("remote-1") == [json.loads(line) for line in lines]
+    run = await Run.objects.aget(id="remote-1")
+    assert run.event_count == len(lines)
+    assert run.branch_count == 5  # three teams and research's two analysts
+    assert run.reply is not None and run.reply["success"] is True
+    assert run.reply["message"].startswith("3 of 3 teams answered")
+    assert run.summary()["origin"]["label"] == "laptop-7 (pid 4242)"
+
+
+async def test_resending_what_is_stored_is_accepted_and_stores_nothing_twice() -> None:
+    lines = await recorded_turn()
+    token, client = await ingest_token(), AsyncClient()
+    assert (await post(client, token, body_of(lines[:10]))).status_code == 200
+    again = await post(client, token, body_of(lines[:14]))  # 10 resent, 4 new
+    assert again.json()["runs"]["remote-1"]["last_seq"] == 13
+    assert [e["seq"] for e in await stored("remote-1")] == list(range(14))
+
+
+async def test_a_gap_is_refused_with_the_expected_seq_and_stores_nothing() -> None:
+    lines = await recorded_turn()
+    token, client = await ingest_token(), AsyncClient()
+    await post(client, token, body_of(lines[:5]))
+    refused = await post(client, token, body_of([lines[5], lines[7]]))
+    assert refused.status_code == 409
+    assert refused.json() == {
+        "type": "error", "code": "seq_gap", "run_id": "remote-1", "expected_seq": 6,
+        "line": 2, "message": "Line 2: run remote-1 continues at seq 6, not 7."}
+    assert len(await stored("remote-1")) == 5  # not even line 1 (seq 5) of the refusal
+
+
+async def test_a_new_run_must_start_with_its_first_event() -> None:
+    lines = await recorded_turn()
+    response = await post(AsyncClient(), await ingest_token(), body_of(lines[3:]))
+    assert response.status_code == 409
+    assert response.json()["code"] == "seq_gap"
+    assert response.json()["expected_seq"] == 0
+    assert not await Run.objects.filter(id="remote-1").aexists()
+
+
+async def test_events_of_several_runs_in_one_body_are_all_refused_with_one_bad_line() -> None:
+    a, b = await recorded_turn("run-a"), await recorded_turn("run-b")
+    token, client = await ingest_token(), AsyncClient()
+    mixed = [a[0], b[0], a[1], b[1], "{not json"]
+    response = await post(client, token, body_of(mixed))
+    assert response.status_code == 400
+    assert (response.json()["code"], response.json()["line"]) == ("malformed_json", 5)
+    assert not await Run.objects.filter(id__in=["run-a", "run-b"]).aexists()
+    good = await post(client, token, body_of(mixed[:4]))
+    assert good.json() == {"runs": {"run-a": {"last_seq": 1, "status": "running"},
+                                    "run-b": {"last_seq": 1, "status": "running"}}}
+
+
+def _with(line: str, **changes: Any) -> str:
+    return json.dumps({**json.loads(line), **changes})
+
+
+BAD_LINES = {
+    "malformed_json": lambda line: line[:-3],
+    "malformed_event": lambda line: "[1, 2, 3]",
+    "unknown_event_type": lambda line: _with(line, type="turn.exploded"),
+    "schema_version": lambda line: _with(line, v=99),
+    "invalid_event": lambda line: _with(line, seq="zero"),
+    "reserved_event_type": lambda line: _with(line, type="run.interrupted", reason="r",
+                                              silent_for=1.0),
+    "invalid_text": lambda line: _with(line, message="a\ud800b"),
+    "not_utf8": lambda line: "NOT_UTF8",
+}
+
+
+@pytest.mark.parametrize("code", sorted(BAD_LINES))
+async def test_a_bad_line_is_refused_with_its_number_and_nothing_is_stored(code: str) -> None:
+    lines = await recorded_turn()
+    bad = BAD_LINES[code](lines[0])
+    body = (lines[0] + "\n").encode() + (
+        b"\xff\xfe{}" if bad == "NOT_UTF8" else bad.encode("utf-8", "surrogatepass")) + b"\n"
+    response = await post(AsyncClient(), await ingest_token(), body)
+    assert response.status_code == 400, response.json()
+    assert (response.json()["type"], response.json()["code"]) == ("error", code)
+    assert response.json()["line"] == 2
+    assert response.json()["message"].startswith("Line 2: ")
+    assert not await Run.objects.filter(id="remote-1").aexists()
+
+
+async def test_deeply_nested_values_are_refused_not_a_server_error() -> None:
+    lines = await recorded_turn()
+    nested = '{"message": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    response = await post(AsyncClient(), await ingest_token(), lines[0] + "\n" + nested)
+    assert response.status_code == 400
+    assert response.json()["code"] in ("malformed_json", "malformed_event")
+    assert not await Run.objects.filter(id="remote-1").aexists()
+
+
+async def test_an_oversized_line_and_an_oversized_body_are_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    lines = await recorded_turn()
+    token, client = await ingest_token(), AsyncClient()
+    monkeypatch.setattr(ingest, "MAX_LINE_BYTES", max(len(x) for x in lines[:3]) - 1)
+    response = await post(client, token, body_of(lines[:3]))
+    assert response.status_code == 413
+    assert response.json()["code"] == "line_too_large"
+    monkeypatch.setattr(ingest, "MAX_BODY_BYTES", 100)
+    response = await post(client, token, body_of(lines[:3]))
+    assert (response.status_code, response.json()["code"]) == (413, "body_too_large")
+    assert not await Run.objects.filter(id="remote-1").aexists()
+
+
+async def test_ingest_needs_an_ndjson_body() -> None:
+    lines = await recorded_turn()
+    response = await post(AsyncClient(), await ingest_token(), body_of(lines[:2]),
+                          content_type="application/json")
+    assert (response.status_code, response.json()["code"]) == (415, "unsupported_media_type")
+
+
+async def test_ingest_needs_a_token_with_the_ingest_scope() -> None:
+    lines = await recorded_turn()
+    body, client = body_of(lines[:2]), AsyncClient()
+    assert (await post(client, None, body)).status_code == 401
+    user = await amake_user("reader")
+    plain = await atoken(user)  # the default scopes: read and run
+    response = await post(client, plain, body)
+    assert (response.status_code, response.json()["code"]) == (403, "scope")
+    assert "--scope ingest" in response.json()["message"]
+    await sync_to_async(client.force_login)(user)
+    assert (await post(client, None, body)).status_code == 403  # a browser session
+    assert not await Run.objects.filter(id="remote-1").aexists()
+
+
+async def test_an_ingest_token_cannot_read_or_run() -> None:
+    client, token = AsyncClient(), await ingest_token()
+    assert (await client.get("/api/runs", headers=bearer(token))).status_code == 403
+    started = await client.post("/ai/run", data={"flowName": "HotelFlow", "message": "hi"},
+                                content_type="application/json", headers=bearer(token))
+    assert (started.status_code, started.json()["code"]) == (403, "scope")
+
+
+async def test_tokens_made_before_scopes_keep_reading_and_running() -> None:
+    user = await amake_user("old")
+    _, raw = await sync_to_async(ApiToken.issue)(user, "old")
+    assert (await sync_to_async(ApiToken.objects.get)(user=user)).scopes == "read,run"
+    assert (await AsyncClient().get("/api/runs", headers=bearer(raw))).status_code == 200
+
+
+def test_create_api_token_prints_an_ingest_token_on_its_last_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from django.contrib.auth import get_user_model
+
+    get_user_model().objects.create_user("cli-user", password="x")
+    call_command("create_api_token", "cli-user", "--scope", "ingest")
+    raw = capsys.readouterr().out.strip().splitlines()[-1]
+    token = ApiToken.objects.get(digest=ApiToken.hash(raw))
+    assert token.scope_set() == {"ingest"}
+
+
+async def test_a_dashboard_run_cannot_be_written_to_through_ingest() -> None:
+    lines = await recorded_turn()
+    await Run.objects.acreate(id="remote-1", flow="TeamSurvey")
+    response = await post(AsyncClient(), await ingest_token(), body_of(lines[:2]))
+    assert (response.status_code, response.json()["code"]) == (409, "not_remote")
+    assert await stored("remote-1") == []
+
+
+async def test_stored_events_are_broadcast_to_the_runs_group_after_they_are_stored() -> None:
+    lines = await recorded_turn()
+    layer = get_channel_layer()
+    channel = await layer.new_channel()
+    await layer.group_add(run_group("remote-1"), channel)
+    await post(AsyncClient(), await ingest_token(), body_of(lines))
+    received: list[dict[str, Any]] = []
+    with anyio.fail_after(10):
+        while len(received) < len(lines):
+            message = await layer.receive(channel)
+            assert message["type"] == "run.events"
+            # Persist before broadcast: every event a watcher hears of is stored already.
+            assert len(await stored("remote-1")) == len(lines)
+            received.extend(message["events"])
+    assert received == [json.loads(line) for line in lines]
+
+
+async def _silence(run_id: str, seconds: float) -> None:
+    await Run.objects.filter(id=run_id).aupdate(
+        last_seen_at=timezone.now() - timedelta(seconds=seconds))
+
+
+@override_settings(PICOFLOW_REMOTE_TIMEOUT=30.0)
+async def test_a_silent_remote_run_is_interrupted_and_refuses_what_comes_later() -> None:
+    lines = await recorded_turn()
+    token, client = await ingest_token(), AsyncClient()
+    await post(client, token, body_of(lines[:12]))
+    await _silence("remote-1", 29)
+    assert await ingest.interrupt_and_broadcast() == 0  # not silent long enough yet
+    await _silence("remote-1", 31)
+    assert await ingest.interrupt_and_broadcast() == 1
+    run = await Run.objects.aget(id="remote-1")
+    assert run.status == "interrupted"
+    events = await stored("remote-1")
+    assert [e["seq"] for e in events] == list(range(13))
+    last = events[-1]
+    assert (last["type"], last["run_id"], last["session_id"]) == (
+        "run.interrupted", "remote-1", events[0]["session_id"])
+    assert last["silent_for"] >= 31
+    assert "30 s" in last["reason"]
+
+    late = await post(client, token, body_of(lines[12:]))
+    assert (late.status_code, late.json()["code"]) == (409, "run_interrupted")
+    assert len(await stored("remote-1")) == 13
+    resent = await post(client, token, body_of(lines[:12]))  # nothing new: still accepted
+    assert resent.json() == {"runs": {"remote-1": {"last_seq": 12, "status": "interrupted"}}}
+    beat = await post(client, token, json.dumps({"runs": ["remote-1"]}),
+                      content_type="application/json", path="/api/ingest/heartbeat")
+    assert beat.json() == {"runs": {"remote-1": {"last_seq": 12, "status": "interrupted"}}}
+
+
+@override_settings(PICOFLOW_REMOTE_TIMEOUT=30.0)
+async def test_a_heartbeat_keeps_a_quiet_remote_run_running() -> None:
+    lines = await recorded_turn()
+    token, client = await ingest_token(), AsyncClient()
+    await post(client, token, body_of(lines[:12]))
+    await _silence("remote-1", 31)
+    beat = await post(client, token, json.dumps({"runs": ["remote-1", "no-such-run"]}),
+                      content_type="application/json", path="/api/ingest/heartbeat")
+    assert beat.json() == {"runs": {"remote-1": {"last_seq": 11, "status": "running"}}}
+    assert await ingest.interrupt_and_broadcast() == 0
+    assert (await Run.objects.aget(id="remote-1")).status == "running"
+
+
+@override_settings(PICOFLOW_REMOTE_TIMEOUT=30.0)
+async def test_the_runs_list_never_shows_a_silent_remote_run_as_running() -> None:
+    lines = await recorded_turn()
+    await post(AsyncClient(), await ingest_token(), body_of(lines[:12]))
+    await _silence("remote-1", 60)
+    reader = AsyncClient()
+    response = await reader.get("/api/runs", headers=bearer(await atoken(
+        await amake_user("viewer"))))
+    (listed,) = response.json()["runs"]
+    assert (listed["id"], listed["status"]) == ("remote-1", "interrupted")
