@@ -49,7 +49,14 @@ Event types, ``<subject>.<past verb>``:
 ``checkpoint.saved``       the root-join checkpoint saved: revision
 ``checkpoint.failed``      the checkpoint failed and the join was rolled back
 ``sink.overflowed``        a sink shed load: which sequence numbers it dropped
+``run.interrupted``        the run's executor stopped reporting before its turn ended:
+                           why it was declared, after how long a silence
 =========================  =================================================================
+
+``run.interrupted`` is the one type the runtime never emits: the dashboard records it for a
+remote run that sent nothing (no events, no heartbeats) for ``PICOFLOW_REMOTE_TIMEOUT``
+seconds, so it is the last event of such a run. It is built with
+:func:`~runtime.events.values.interruption` from the run's last stored event.
 """
 
 from __future__ import annotations
@@ -482,13 +489,29 @@ class SinkOverflowed(_Event):
     dropped: int
 
 
+class RunInterrupted(_Event):
+    """The run's executor stopped reporting (killed, lost) before its turn ended.
+
+    Never emitted by the runtime: the dashboard records it when a remote run sent no events
+    and no heartbeats for ``PICOFLOW_REMOTE_TIMEOUT`` seconds, as the run's last event
+    (``path`` is ``""``; ``seq`` follows the last stored event). Nothing may follow it.
+    """
+
+    type: Literal["run.interrupted"] = "run.interrupted"
+    reason: str
+    """Why the run was declared interrupted, for people: "no events or heartbeats for 30 s"."""
+    silent_for: float = Field(ge=0)
+    """Seconds the run had been silent when it was declared interrupted."""
+
+
 Event = Annotated[
     TurnStarted | TurnFinished | TurnFailed | SessionLoaded | SessionSaved | StepEntered
     | StepExited | CursorMoved | ModelStarted | ModelFinished | ModelFailed | ToolStarted
     | ToolFinished | StateReplaced | StateRemoved | StateContributed | BarrierForked
     | BranchStarted | BranchFulfilled | BranchRejected | BranchDirectResult | JoinReduced
     | JoinPublished | JoinInvalidated | CancelRequested | CancelPropagated
-    | CancelGraceExpired | CheckpointSaved | CheckpointFailed | SinkOverflowed,
+    | CancelGraceExpired | CheckpointSaved | CheckpointFailed | SinkOverflowed
+    | RunInterrupted,
     Field(discriminator="type"),
 ]
 """Any event."""

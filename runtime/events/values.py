@@ -4,6 +4,8 @@
   non-JSON object becomes its ``repr``, a value whose JSON is longer than
   :data:`MAX_VALUE_CHARS` becomes a :class:`~runtime.events.schema.Truncated` marker.
 * :func:`error_info` is an exception as events carry it.
+* :func:`interruption` is the ``run.interrupted`` event that ends a run whose executor went
+  silent, built from the run's last stored event (the dashboard's, never the runtime's).
 * :func:`build` constructs an event from a dict of its fields. By default it is
   :func:`build_unchecked`, the hot path: no validation at all. With the environment
   variable ``PICOFLOW_STRICT_EVENTS=1`` (read once, when this module is imported; the test
@@ -23,7 +25,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from .schema import ErrorInfo
+from .schema import ErrorInfo, RunInterrupted
 
 _E = TypeVar("_E", bound=BaseModel)
 
@@ -221,4 +223,38 @@ def error_info(exc: BaseException) -> ErrorInfo:
         code=code if isinstance(code, str) else "internal",
         message=str(getattr(exc, "message", exc)),
         extra=safe_value(extra) if isinstance(extra, dict) else {},
+    )
+
+
+_ENDINGS = frozenset({"turn.finished", "turn.failed", "run.interrupted"})
+"""Event types after which a run has ended: it cannot be interrupted any more."""
+
+
+def interruption(last: Mapping[str, Any], *, now: float, silent_for: float,
+                 reason: str) -> RunInterrupted:
+    """The ``run.interrupted`` event that ends a run whose executor stopped reporting.
+
+    ``last`` is the run's last stored event as a JSON dict (what a server has); ``now`` is
+    the wall-clock time (Unix seconds) the interruption is declared at, ``silent_for`` how
+    many seconds the run had been silent then, and ``reason`` says why, for people ("no
+    events or heartbeats for 30 s"). The event has the run's ``run_id`` and ``session_id``,
+    the next ``seq``, ``time`` ``now``, and an ``offset`` that advances by the wall-clock time
+    since ``last`` (never backwards); its ``path`` is ``""``.
+
+    Built rarely, so validated (the model's constructor, not :func:`build_unchecked`):
+    raises ``ValueError`` when ``last`` lacks an envelope field or already ends its run
+    (``turn.finished``, ``turn.failed``, ``run.interrupted``), and pydantic's
+    ``ValidationError`` (a ``ValueError`` too) when a value does not fit the event.
+    """
+    missing = [name for name in ("run_id", "session_id", "seq", "time", "offset")
+               if name not in last]
+    if missing:
+        raise ValueError(f"the last event lacks {', '.join(missing)}: cannot interrupt its run")
+    if last.get("type") in _ENDINGS:
+        raise ValueError(f"run {last['run_id']} already ended with {last['type']} "
+                         f"(seq {last['seq']}): it cannot be interrupted")
+    return RunInterrupted(
+        run_id=last["run_id"], session_id=last["session_id"], seq=last["seq"] + 1,
+        time=now, offset=last["offset"] + max(0.0, now - last["time"]), path="",
+        reason=reason, silent_for=silent_for,
     )
