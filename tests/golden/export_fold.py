@@ -30,6 +30,7 @@ GOLDEN_DIR = Path(__file__).resolve().parent
 SNAPSHOT_TYPES = frozenset({
     "barrier.forked", "branch.fulfilled", "branch.rejected", "join.published",
     "join.invalidated", "checkpoint.saved", "checkpoint.failed", "cancel.requested",
+    "run.interrupted",
 })
 """Event types after which the export records a snapshot of the fold stopped there."""
 
