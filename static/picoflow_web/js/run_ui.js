@@ -278,7 +278,8 @@ export function mountRunPage(root) {
     setText(els.lastSeq, live.lastSeq);
     setText(els.eventCount, live.events.length);
     const b = countBranches(live);
-    setText(els.branches, live.branchCount ? `${live.branchCount} (${b.fulfilled} ✓ · ${b.rejected} ✗${b.running ? ` · ${b.running} running` : ""})` : "0");
+    const runningLabel = live.status === "interrupted" ? "interrupted" : "running";
+    setText(els.branches, live.branchCount ? `${live.branchCount} (${b.fulfilled} ✓ · ${b.rejected} ✗${b.running ? ` · ${b.running} ${runningLabel}` : ""})` : "0");
     setText(els.tokens, String(live.tokens.total_tokens ?? 0));
     const now = running && !pinned ? store.nowOffset() : null;
     setText(els.duration, formatDuration(running ? store.nowOffset() : live.endOffset));
