@@ -22,6 +22,12 @@ recorded as the events missing; so are a draft or a fork on an invocation no for
 announced, a fork that reuses a barrier id or an invocation path or whose base is not its
 caller, a branch event for an unknown branch, and an event naming an unknown barrier.
 ``sink.overflowed`` is recorded in :attr:`RunModel.overflows`.
+
+``run.interrupted`` (recorded by a dashboard when the executor went silent) ends the run:
+its status becomes ``interrupted``, :attr:`RunModel.interruption` keeps the reason, and the
+branches still running and the barriers still open then are flagged ``interrupted`` (their
+own status stays what the events last said). Any event after it is recorded as an anomaly
+and not applied; so is a ``run.interrupted`` after ``turn.finished`` or ``turn.failed``.
 """
 
 from __future__ import annotations
@@ -47,6 +53,8 @@ class Invocation:
     barrier: str | None = None
     status: str = "queued"
     """queued, running, fulfilled or rejected."""
+    interrupted: bool = False
+    """The run was interrupted while this branch was running (its status stays running)."""
     cancelled: bool = False
     output: Any = None
     error: dict[str, Any] | None = None
@@ -87,6 +95,8 @@ class Barrier:
     checkpoint_revision: int | None = None
     cancel_reason: str | None = None
     joined_at: float | None = None
+    interrupted: bool = False
+    """The run was interrupted while this barrier was open (its outcome stays open)."""
     undo: dict[tuple[str, str], tuple[bool, Any]] = field(default_factory=dict)
 
 
@@ -116,6 +126,7 @@ class RunModel:
     session_id: str = ""
     flow: str = ""
     status: str = "running"
+    """running, finished, failed or interrupted."""
     reply: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
     cursor: str | None = None
@@ -130,6 +141,8 @@ class RunModel:
     """Events the fold could not place, in the order met."""
     overflows: list[Overflow] = field(default_factory=list)
     """Where sinks dropped events."""
+    interruption: dict[str, Any] | None = None
+    """``{seq, reason, silent_for}`` of the ``run.interrupted`` that ended the run."""
 
 
 def new_run() -> RunModel:
@@ -149,12 +162,16 @@ def fold(events: Iterable[ev.Event], upto: int | None = None) -> RunModel:
 
 def apply_event(run: RunModel, event: ev.Event) -> bool:
     """Apply one event to ``run``; returns False when it was ignored (``seq`` not after the
-    last applied one: a resent or out-of-order event)."""
+    last applied one: a resent or out-of-order event). After ``run.interrupted`` an event is
+    only recorded as an anomaly: it takes its ``seq`` but changes nothing else."""
     if event.seq <= run.last_seq:
         return False
     if event.seq != run.last_seq + 1 and run.last_seq >= 0:
         _anomaly(run, event, f"events {run.last_seq + 1}..{event.seq - 1} missing")
-    _apply(run, event)
+    if run.interruption is not None:
+        _anomaly(run, event, f"{event.type} after run.interrupted")
+    else:
+        _apply(run, event)
     run.last_seq = event.seq
     return True
 
@@ -299,6 +316,19 @@ def _apply(run: RunModel, event: ev.Event) -> None:
         case ev.SinkOverflowed():
             run.overflows.append(Overflow(event.seq, event.sink, event.first_seq,
                                           event.last_seq))
+        case ev.RunInterrupted():
+            if run.status in ("finished", "failed"):
+                _anomaly(run, event, f"run.interrupted after turn.{run.status}")
+                return
+            run.status = "interrupted"
+            run.interruption = {"seq": event.seq, "reason": event.reason,
+                                "silent_for": event.silent_for}
+            for path, invocation in run.invocations.items():
+                if path and invocation.status == "running":
+                    invocation.interrupted = True
+            for barrier in run.barriers.values():
+                if barrier.outcome == "open":
+                    barrier.interrupted = True
         case _:
             pass
 

@@ -43,15 +43,17 @@ def dump_trace(events: Sequence[ev.Event]) -> str:
         lines.append(f"{'  ' * _depth(event.path)}{event.seq:>4} {event.type}{where} {fields}")
     run = fold(events)
     lines.append("")
-    lines.append(f"run {run.flow}: {run.status}")
+    lines.append(f"run {run.flow}: {run.status}" + (
+        f" ({run.interruption['reason']})" if run.interruption is not None else ""))
     for barrier in run.barriers.values():
         indent = "  " * (_depth(barrier.caller) + 1)
         lines.append(f"{indent}barrier {barrier.id} ({barrier.policy}) by "
-                     f"{barrier.caller_step or 'top'}: {barrier.outcome}")
+                     f"{barrier.caller_step or 'top'}: {barrier.outcome}"
+                     + (" (interrupted)" if barrier.interrupted else ""))
         for path in barrier.branches:
             inv = run.invocations[path]
             detail = _short(inv.output, 60) if inv.status == "fulfilled" else (
-                (inv.error or {}).get("code", ""))
+                "(interrupted)" if inv.interrupted else (inv.error or {}).get("code", ""))
             lines.append(f"{indent}  [{inv.index}] {inv.step} key={inv.key} path={path} "
                          f"{inv.status} {detail}")
     lines.append(f"state {_short(comparable(run.state), 2000)}")

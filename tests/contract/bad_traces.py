@@ -5,8 +5,10 @@ Writes ``tests/js/bad_traces.json`` (``--check``: compares instead). The node te
 ``tests/contract/test_fold_anomalies.py`` with the Python fold (and checks that the
 committed file is current and that both folds export the same). Every event is valid on
 its own — it parses strictly; what is wrong is where it stands: a barrier never forked, a
-branch never announced, a repeat or a jump in ``seq``, a fork that breaks the path rules.
-Each trace lists the anomalies both folds must record, in order; neither may raise.
+branch never announced, a repeat or a jump in ``seq``, a fork that breaks the path rules,
+an event after the ``run.interrupted`` that ended the run. Each trace lists the anomalies
+both folds must record, in order, and (when it is not ``finished``) the run status they
+must end with; neither may raise.
 """
 
 from __future__ import annotations
@@ -16,6 +18,12 @@ import json
 import sys
 from pathlib import Path
 from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # run as a script: the checkout is not on sys.path yet
+    sys.path.insert(0, str(ROOT))
+
+from runtime import events as ev  # noqa: E402
 
 OUT = Path(__file__).resolve().parents[1] / "js" / "bad_traces.json"
 ERR: dict[str, Any] = {"type": "E", "code": "boom", "message": "boom", "extra": {}}
@@ -49,10 +57,20 @@ class Run:
                  policy="retain-successes", checkpoint="none", max_concurrency=None,
                  branch_timeout=None, token_budget=None, base=base or path or "canonical")
 
-    def trace(self, about: str, anomalies: list[tuple[int, str]]) -> dict[str, Any]:
-        """The finished trace with what it is about and the anomalies it must fold to."""
+    def interrupt(self, silent_for: float = 30.0) -> None:
+        """The ``run.interrupted`` a dashboard records after ``silent_for`` seconds of silence."""
+        last = self.events[-1]
+        self.events.append(ev.interruption(
+            last, now=last["time"] + silent_for, silent_for=silent_for,
+            reason=f"no events or heartbeats for {silent_for:g} s").model_dump(mode="json"))
+
+    def trace(self, about: str, anomalies: list[tuple[int, str]],
+              status: str = "finished") -> dict[str, Any]:
+        """The finished trace with what it is about, the anomalies it must fold to and (when
+        not ``finished``) the run status."""
         return {"about": about, "events": self.events,
-                "anomalies": [{"seq": seq, "message": text} for seq, text in anomalies]}
+                "anomalies": [{"seq": seq, "message": text} for seq, text in anomalies],
+                **({} if status == "finished" else {"status": status})}
 
 
 def unknown_barrier() -> dict[str, Any]:
@@ -137,10 +155,46 @@ def fork_rules() -> dict[str, Any]:
          (5, "barrier 0/b0 reuses path 0")])
 
 
+def after_interruption() -> dict[str, Any]:
+    run = Run("bad-after-interruption")
+    run.fork("b0", ["0", "1"])  # seq 2
+    run.add("branch.started", "0", barrier="b0", index=0, key="k0", step="W")
+    run.add("branch.started", "1", barrier="b0", index=1, key="k1", step="W")
+    run.add("branch.fulfilled", "0", barrier="b0", index=0, key="k0", output="ok")
+    run.interrupt()  # seq 6: branch 1 was running, b0 open
+    # The executor was not dead after all: what it sends now is not applied.
+    run.add("state.replaced", "1", step="W", field="x", value=1, base=None, draft=True)
+    run.add("branch.fulfilled", "1", barrier="b0", index=1, key="k1", output="late")
+    run.add("join.published", barrier="b0", target="canonical", discarded=[],
+            fields=[{"step": "W", "field": "x", "value": 1, "deleted": False, "writer": "1"}])
+    run.add("turn.finished", seq=11, **FINISHED)
+    run.add("run.interrupted", seq=12, reason="still silent", silent_for=60.0)  # again
+    return run.trace(
+        "events after the run.interrupted that ended the run (a late executor, a second "
+        "interruption) are not applied: the run stays interrupted, branch 1 running",
+        [(7, "state.replaced after run.interrupted"),
+         (8, "branch.fulfilled after run.interrupted"),
+         (9, "join.published after run.interrupted"),
+         (11, "events 10..10 missing"), (11, "turn.finished after run.interrupted"),
+         (12, "run.interrupted after run.interrupted")],
+        status="interrupted")
+
+
+def interrupted_after_the_end() -> dict[str, Any]:
+    run = Run("bad-interrupted-after-the-end")
+    run.add("turn.finished", **FINISHED)
+    # What interruption() refuses to build, as a racing server might still store it.
+    run.add("run.interrupted", reason="no events or heartbeats for 30 s", silent_for=30.0)
+    return run.trace("a run.interrupted after turn.finished is not applied: the run stays "
+                     "finished", [(3, "run.interrupted after turn.finished")])
+
+
 def bad_traces() -> dict[str, dict[str, Any]]:
     """Every bad trace by name."""
     return {"unknown-barrier": unknown_barrier(), "unknown-invocation": unknown_invocation(),
-            "sequence": sequence(), "fork-rules": fork_rules()}
+            "sequence": sequence(), "fork-rules": fork_rules(),
+            "after-interruption": after_interruption(),
+            "interrupted-after-the-end": interrupted_after_the_end()}
 
 
 def dumps(traces: dict[str, dict[str, Any]]) -> str:
@@ -150,6 +204,8 @@ def dumps(traces: dict[str, dict[str, Any]]) -> str:
         lines.append(f" {json.dumps(name)}: {{")
         lines.append(f"  \"about\": {json.dumps(trace['about'])},")
         lines.append(f"  \"anomalies\": {json.dumps(trace['anomalies'])},")
+        if "status" in trace:
+            lines.append(f"  \"status\": {json.dumps(trace['status'])},")
         lines.append("  \"events\": [")
         lines += [f"   {json.dumps(e)}{',' if i < len(trace['events']) - 1 else ''}"
                   for i, e in enumerate(trace["events"])]

@@ -297,7 +297,21 @@ async def test_a_finished_turn_starts_with_turn_started_and_ends_with_turn_finis
         assert events[-1].type == "turn.finished", run_id
         assert [e.type for e in events].count("turn.finished") == 1, run_id
         checked += 1
-    assert checked == sum(len(g.turns) - len(g.fails) for g in GOLDENS) + 5
+    assert checked == sum(len(g.turns) - len(g.fails) - len(g.interrupted)
+                          for g in GOLDENS) + 5
+
+
+async def test_run_interrupted_is_the_last_event_of_its_run_and_nothing_ended_it() -> None:
+    checked = 0
+    for run_id, events in (await all_runs()).items():
+        kinds = [e.type for e in events]
+        if "run.interrupted" not in kinds:
+            continue
+        assert kinds.index("run.interrupted") == len(kinds) - 1, run_id
+        assert not {"turn.finished", "turn.failed"} & set(kinds), run_id
+        assert events[-1].path == "" and events[-1].seq == events[-2].seq + 1, run_id
+        checked += 1
+    assert checked == sum(len(g.interrupted) for g in GOLDENS)
 
 
 async def test_a_failed_turn_ends_with_turn_failed() -> None:

@@ -38,7 +38,7 @@ def test_the_fold_records_the_anomalies_and_does_not_raise(name: str) -> None:
     events = events_of(name)
     run = ev.fold(events)
     assert anomalies(run) == TRACES[name]["anomalies"]
-    assert run.status == "finished"
+    assert run.status == TRACES[name].get("status", "finished")
     for path in run.invocations:
         ev.view_at(run, path)  # every view can be read, whatever the events said
     for seq in range(-1, events[-1].seq + 2):
@@ -71,6 +71,27 @@ def test_an_unknown_base_reads_as_empty() -> None:
     assert "7" not in run.invocations
     cycle = ev.fold(events_of("fork-rules"))
     assert ev.view_at(cycle, "0")["state"] == {"W": {"x": 1}}
+
+
+def test_nothing_after_run_interrupted_is_applied() -> None:
+    events = events_of("after-interruption")
+    run = ev.fold(events)
+    assert (run.status, run.reply) == ("interrupted", None)
+    assert run.interruption == {"seq": 6, "reason": "no events or heartbeats for 30 s",
+                                "silent_for": 30.0}
+    assert run.last_seq == 12
+    assert (run.invocations["1"].status, run.invocations["1"].interrupted) == ("running", True)
+    assert (run.invocations["0"].status, run.invocations["0"].interrupted) == (
+        "fulfilled", False)
+    assert run.invocations["1"].drafts == [] and run.invocations["1"].output is None
+    assert (run.barriers["b0"].outcome, run.barriers["b0"].interrupted) == ("open", True)
+    assert run.state == {"Top": {"a": 1}}
+    at_interruption = ev.fold(events, 6)
+    assert at_interruption.anomalies == []
+    assert (at_interruption.invocations, at_interruption.barriers) == (run.invocations,
+                                                                       run.barriers)
+    ended = ev.fold(events_of("interrupted-after-the-end"))
+    assert (ended.status, ended.interruption) == ("finished", None)
 
 
 def test_real_runs_record_no_anomalies() -> None:

@@ -6,6 +6,10 @@ fresh recording of the same definition gives the same normalised dump; and foldi
 committed events gives exactly the state the runtime published — canonically after each
 turn, and as each branch saw it when it finished. The browser's fold is checked against
 the same files, so the two folds cannot drift apart.
+
+An interrupted turn (its executor died mid-run; the recording appended ``run.interrupted``)
+published nothing at the end: its session document is the last one saved before the cut,
+so its final state is not compared, but every other check holds.
 """
 
 from __future__ import annotations
@@ -18,7 +22,16 @@ import pytest
 
 from runtime import events as ev
 from runtime.events import comparable, dump_event, fold, read_jsonl, runs_of, view_at
-from tests.golden.goldens import BY_NAME, GOLDENS, Golden, Recorded, dump_text, record
+from tests.golden.goldens import (
+    BY_NAME,
+    GOLDENS,
+    INTERRUPTION_REASON,
+    REMOTE_TIMEOUT,
+    Golden,
+    Recorded,
+    dump_text,
+    record,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -71,9 +84,10 @@ def test_every_committed_line_validates_strictly_and_round_trips(name: str) -> N
 async def test_a_fresh_recording_reproduces_the_committed_dump(name: str) -> None:
     golden = BY_NAME[name]
     recorded = await rerun(golden)
-    assert [reply.success for reply in recorded.replies] == [
-        turn not in golden.fails for turn in range(1, len(golden.turns) + 1)], [
-        reply.message for reply in recorded.replies]
+    assert [None if reply is None else reply.success for reply in recorded.replies] == [
+        None if turn in golden.interrupted else turn not in golden.fails
+        for turn in range(1, len(golden.turns) + 1)], [
+        reply and reply.message for reply in recorded.replies]
     expected = golden.txt_path.read_text("utf-8")
     actual = dump_text(recorded.events)
     diff = "".join(difflib.unified_diff(expected.splitlines(True), actual.splitlines(True),
@@ -92,8 +106,14 @@ async def test_folding_the_committed_events_gives_the_saved_state_of_every_turn(
     for events, doc, reply in zip(runs, recorded.docs, recorded.replies, strict=True):
         run = fold(events)
         saved = {record.name: record.state for record in doc.flow.steps}
-        assert user_state(run.state) == user_state(saved), events[0].run_id
         assert run.anomalies == []
+        assert run.cursor == doc.flow.current_step
+        if reply is None:  # interrupted: the document is the last one saved before the cut
+            assert (run.status, run.reply, run.error) == ("interrupted", None, None)
+            last_save = [e for e in events if isinstance(e, ev.SessionSaved)][-1]
+            assert (doc.revision, doc.run_status) == (last_save.revision, "running")
+            continue
+        assert user_state(run.state) == user_state(saved), events[0].run_id
         if reply.success:
             assert run.status == "finished"
             assert run.reply is not None and run.reply["message"] == reply.message
@@ -101,7 +121,6 @@ async def test_folding_the_committed_events_gives_the_saved_state_of_every_turn(
             assert (run.status, run.reply) == ("failed", None)
             assert run.error is not None and run.error["code"] == reply.error_code
             assert doc.run_status == "aborted"
-        assert run.cursor == doc.flow.current_step
         assert run.tokens["total_tokens"] == doc.tokens.total_tokens
 
 
@@ -188,6 +207,41 @@ def test_the_hotel_golden_books_and_completes_the_session() -> None:
     assert last.reply is not None and last.reply["completed"] is True
     assert last.state["PresentStep"]["hotel"]["hotelName"] == "Eastbank Esplanade Hotel"
     assert json.loads(last.state["ExploreStep"]["json"])["roomType"] == ["two beds"]
+
+
+def test_an_interrupted_turn_ends_with_run_interrupted_and_its_branches_still_running() -> None:
+    golden = BY_NAME["interrupted"]
+    (events,) = committed(golden).values()
+    *_, last, interrupted = events
+    assert isinstance(interrupted, ev.RunInterrupted)
+    # What a dashboard records after the silence, from the last event it stored.
+    assert interrupted == ev.interruption(last.model_dump(mode="json"),
+                                          now=last.time + REMOTE_TIMEOUT,
+                                          silent_for=REMOTE_TIMEOUT, reason=INTERRUPTION_REASON)
+    assert (interrupted.seq, interrupted.path, interrupted.silent_for) == (
+        last.seq + 1, "", REMOTE_TIMEOUT)
+    # The executor died: nothing ended the turn, no branch was rejected, no join ran.
+    kinds = {e.type for e in events}
+    assert not kinds & {"turn.finished", "turn.failed", "branch.rejected", "join.reduced",
+                        "join.published", "join.invalidated"}
+    run = fold(events)
+    assert (run.status, run.reply, run.error) == ("interrupted", None, None)
+    assert run.interruption == {"seq": interrupted.seq, "reason": INTERRUPTION_REASON,
+                                "silent_for": REMOTE_TIMEOUT}
+    assert {path: (inv.status, inv.interrupted) for path, inv in run.invocations.items()
+            if path} == {
+        "0": ("running", True),  # the planner, waiting for its finders
+        "1": ("running", True),  # the archive finder, beside it
+        "0.0": ("fulfilled", False),  # the papers finder reported before the cut
+        "0.1": ("running", True),  # the news finder, whose model call the process died in
+    }
+    assert {bid: (b.outcome, b.interrupted) for bid, b in run.barriers.items()} == {
+        "b0": ("open", True), "0/b0": ("open", True)}
+    # Up to the cut the fold is the one of a run still running.
+    cut = fold(events, last.seq)
+    assert (cut.status, cut.interruption) == ("running", None)
+    assert not any(inv.interrupted for inv in cut.invocations.values())
+    assert cut.state == run.state == {"ResearchDesk": {"topic": "tide pools"}}
 
 
 def test_every_event_type_appears_in_a_golden() -> None:

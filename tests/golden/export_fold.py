@@ -30,6 +30,7 @@ GOLDEN_DIR = Path(__file__).resolve().parent
 SNAPSHOT_TYPES = frozenset({
     "barrier.forked", "branch.fulfilled", "branch.rejected", "join.published",
     "join.invalidated", "checkpoint.saved", "checkpoint.failed", "cancel.requested",
+    "run.interrupted",
 })
 """Event types after which the export records a snapshot of the fold stopped there."""
 
@@ -53,7 +54,8 @@ def _branch(run: RunModel, path: str, finished: dict[str, int]) -> dict[str, Any
     inv = run.invocations[path]
     at = finished.get(path, run.last_seq)
     seen = view_at(run, path, at)
-    return {
+    extra = {"interrupted": True} if inv.interrupted else {}
+    return {**extra,
         "step": inv.step, "key": inv.key, "index": inv.index, "barrier": inv.barrier,
         "status": inv.status, "cancelled": inv.cancelled, "output": inv.output,
         "error": inv.error, "started": inv.started, "finished": inv.finished,
@@ -68,7 +70,8 @@ def _branch(run: RunModel, path: str, finished: dict[str, int]) -> dict[str, Any
 
 def _barrier(run: RunModel, barrier_id: str) -> dict[str, Any]:
     b = run.barriers[barrier_id]
-    return {
+    extra = {"interrupted": True} if b.interrupted else {}
+    return {**extra,
         "caller": b.caller, "caller_step": b.caller_step, "policy": b.policy,
         "checkpoint": b.checkpoint, "base": b.base, "forked_seq": b.forked_seq,
         "branches": b.branches,
@@ -101,9 +104,9 @@ def export_run(events: list[ev.Event], stops: list[int] | None = None) -> dict[s
     """The Python fold of one run, as the browser's fold must reproduce it.
 
     ``stops`` are the seqs to snapshot the fold at (default: after every event of the
-    :data:`SNAPSHOT_TYPES` and at the middle event). ``anomalies`` and ``overflows`` are
-    listed only when the fold recorded any, so the exports of runs that have none keep
-    their shape.
+    :data:`SNAPSHOT_TYPES` and at the middle event). ``anomalies``, ``overflows`` and
+    ``interruption`` (and a branch's or barrier's ``interrupted`` flag) are listed only when
+    the fold recorded any, so the exports of runs that have none keep their shape.
     """
     run = fold(events)
     finished = _finish_seqs(events)
@@ -115,6 +118,8 @@ def export_run(events: list[ev.Event], stops: list[int] | None = None) -> dict[s
     if run.overflows:
         extra["overflows"] = [{"seq": o.seq, "sink": o.sink, "first": o.first, "last": o.last}
                               for o in run.overflows]
+    if run.interruption is not None:
+        extra["interruption"] = run.interruption
     return {**extra,
         "run_id": run.run_id, "session_id": run.session_id, "flow": run.flow,
         "status": run.status, "reply": run.reply, "error": run.error, "cursor": run.cursor,

@@ -9,6 +9,9 @@
 * :class:`TallyFlow` (golden ``sink_overflow``) — two barriers watched by a bounded sink
   whose consumer catches up only after each join (so it drops events and says which), and
   by a sink that breaks at the first fulfilled branch (so the bus drops it and says so).
+* the demos' ``ResearchFlow`` (golden ``interrupted``, :func:`killed_research_flow`) — its
+  executor dies mid-turn (:class:`ProcessKilled`) with branches of both barriers still
+  running; the recording then appends the ``run.interrupted`` a dashboard would record.
 
 Each ``xxx_flow(latency)`` returns ``(flow_class, model)`` like the demo factories;
 :func:`outage_store` and :func:`overflow_sinks` make the store and the extra sinks a
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, cast
 
+from picoflow_web.demos.parallel import ResearchFlow, research_flow
 from runtime import (
     Channel,
     Flow,
@@ -265,3 +269,37 @@ def overflow_sinks() -> list[EventSink]:
             raise BrokenSinkError("the audit log is full")
 
     return [bounded, CallbackSink(consume, "consumer"), CallbackSink(break_down, "audit")]
+
+
+# -- interrupted -----------------------------------------------------------------------------
+
+
+class ProcessKilled(BaseException):
+    """The executor dying under a run (SIGKILL, a lost machine), as a test can cause it.
+
+    A ``BaseException``: neither a branch (which catches ``Exception``) nor the engine
+    catches it, so the turn stops where it is — no ``branch.rejected``, no join, no
+    ``turn.finished`` or ``turn.failed`` — and the recording keeps what was emitted before.
+    """
+
+
+def killed_research_flow(latency: float) -> tuple[type[ResearchFlow], ScriptedModel]:
+    """The demos' ``ResearchFlow`` at time unit ``latency``, killed mid-turn.
+
+    Its model plays the demo's script, except that the news finder's model call kills the
+    process (after 5 units) and the archive finder's would answer only after 8. Counted
+    from the outer fork: the planner forks the papers and news finders at 1u, the papers
+    finder reports at 3u, the process dies at 6u — with the planner, the archive finder and
+    the news finder running, both barriers open.
+    """
+
+    def die(request: ModelRequest) -> ModelResponse:
+        raise ProcessKilled("the executor was killed")
+
+    flow, model = research_flow(latency)
+    return flow, ScriptedModel([
+        Rule(step="Finder", prompt=r"^Finder 'news'", latency=5 * latency, respond=die),
+        Rule(step="Finder", prompt=r"^Finder 'archive'", latency=8 * latency,
+             text="1 source in the archive"),
+        *model.rules,
+    ])

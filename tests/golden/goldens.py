@@ -5,6 +5,10 @@ the contract tests (which re-run the same definitions and compare). Every run us
 asyncio backend, a fixed time unit, fixed run ids and a fixed session id, so two
 recordings differ only in wall-clock fields — which :func:`normalise` masks in the text
 dumps (the JSONL keeps the real clock: offsets are what a timing view replays).
+
+A golden's turn may be *interrupted*: its executor dies mid-run (``ProcessKilled``, which
+nothing catches), and the recording appends the ``run.interrupted`` a dashboard records
+after :data:`REMOTE_TIMEOUT` seconds without word, built from the run's last event.
 """
 
 from __future__ import annotations
@@ -33,10 +37,20 @@ from runtime import (
     SessionStore,
     Step,
 )
-from runtime.events import Event, EventSink, MemorySink, dump_event, dump_trace, runs_of
+from runtime.events import (
+    Event,
+    EventSink,
+    MemorySink,
+    dump_event,
+    dump_trace,
+    interruption,
+    runs_of,
+)
 from runtime.turn import turn_of
 from tests.golden.flows import (
+    ProcessKilled,
     catalogue_flow,
+    killed_research_flow,
     outage_flow,
     outage_store,
     overflow_sinks,
@@ -49,6 +63,10 @@ GOLDEN_LATENCY = 0.05
 demos keep at least two units (100 ms) between the contenders — far more than scheduling
 jitter on a busy machine — so the order of events is fixed. (A grossly oversubscribed CPU
 can still reorder them: a mismatching dump is worth one re-run before it is believed.)"""
+REMOTE_TIMEOUT = 30.0
+"""Seconds of silence after which the recording declares an interrupted turn's run
+interrupted, as a dashboard does after ``PICOFLOW_REMOTE_TIMEOUT``."""
+INTERRUPTION_REASON = f"no events or heartbeats for {REMOTE_TIMEOUT:g} s"
 
 Factory = Callable[[float], tuple[type[Flow], ScriptedModel | None]]
 
@@ -74,6 +92,9 @@ class Golden:
     a sink that overflows or breaks shows in the trace)."""
     fails: frozenset[int] = frozenset()
     """Turns (from 1) that are meant to fail."""
+    interrupted: frozenset[int] = frozenset()
+    """Turns (from 1) whose executor dies mid-run (the flow raises ``ProcessKilled``): they
+    end with the ``run.interrupted`` the recording appends, and have no reply."""
 
     @property
     def session_id(self) -> str:
@@ -112,6 +133,8 @@ GOLDENS: tuple[Golden, ...] = (
     Golden("checkpoints", catalogue_flow, ("Sync the catalogue",), store=outage_store),
     Golden("turn_failure", outage_flow, ("Is breakfast included?",), fails=frozenset({1})),
     Golden("sink_overflow", tally_flow, ("Count the shelves",), sinks=overflow_sinks),
+    Golden("interrupted", killed_research_flow, ("Research tide pools",),
+           interrupted=frozenset({1})),
 )
 """Every golden: the demos', then those of ``tests/golden/flows.py``."""
 BY_NAME = {golden.name: golden for golden in GOLDENS}
@@ -131,9 +154,11 @@ class Recorded:
     """One recording of a golden."""
 
     events: list[Event]
-    replies: list[RunReply] = field(default_factory=list)
+    replies: list[RunReply | None] = field(default_factory=list)
+    """The reply of each turn; None for an interrupted one."""
     docs: list[SessionDocument] = field(default_factory=list)
-    """The stored session document after each turn."""
+    """The stored session document after each turn (an interrupted turn's: the last one it
+    saved before its executor died)."""
     views: list[BranchView] = field(default_factory=list)
 
 
@@ -170,14 +195,32 @@ async def record(golden: Golden) -> Recorded:
     recorded = Recorded(events=sink.events, views=views)
     session_id = golden.session_id
     for turn, message in enumerate(golden.turns, 1):
-        reply = await engine.run(flow.id, message, session_id, golden.config,
-                                 run_id=golden.run_id(turn))
-        session_id = reply.session_id
+        reply: RunReply | None = None
+        try:
+            reply = await engine.run(flow.id, message, session_id, golden.config,
+                                     run_id=golden.run_id(turn))
+        except* ProcessKilled:
+            pass
+        assert (reply is None) == (turn in golden.interrupted), (
+            f"{golden.name}: turn {turn} {'was' if reply is None else 'was not'} interrupted")
+        if reply is None:
+            interrupt(recorded.events, golden.run_id(turn))
+        else:
+            session_id = reply.session_id
         doc = await engine.store.load(session_id)
         assert doc is not None, f"{golden.name}: turn {turn} left no session document"
         recorded.replies.append(reply)
         recorded.docs.append(doc)
     return recorded
+
+
+def interrupt(events: list[Event], run_id: str) -> None:
+    """Append the ``run.interrupted`` a dashboard records when run ``run_id`` — whose last
+    event is the last of ``events`` — stays silent for :data:`REMOTE_TIMEOUT` seconds."""
+    last = events[-1]
+    assert last.run_id == run_id, f"{run_id} emitted nothing before it was interrupted"
+    events.append(interruption(last.model_dump(mode="json"), now=last.time + REMOTE_TIMEOUT,
+                               silent_for=REMOTE_TIMEOUT, reason=INTERRUPTION_REASON))
 
 
 _ISO_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})")

@@ -36,7 +36,8 @@ def main(argv: list[str]) -> int:
     stale = []
     for golden in chosen:
         recorded = anyio.run(record, golden, backend="asyncio")
-        failed = {i for i, reply in enumerate(recorded.replies, 1) if not reply.success}
+        failed = {i for i, reply in enumerate(recorded.replies, 1)
+                  if reply is not None and not reply.success}
         if failed != golden.fails:
             print(f"{golden.name}: turns {sorted(failed)} failed, expected "
                   f"{sorted(golden.fails)}", file=sys.stderr)

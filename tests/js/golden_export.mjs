@@ -16,7 +16,9 @@ function branch(run, path, finished) {
   const inv = run.invocations.get(path);
   const at = finished.has(path) ? finished.get(path) : run.lastSeq;
   const seen = viewAt(run, path, at);
+  // Flagged only when set, as tests/golden/export_fold.py does.
   return {
+    ...(inv.interrupted ? { interrupted: true } : {}),
     step: inv.step, key: inv.key, index: inv.index, barrier: inv.barrier,
     status: inv.status, cancelled: inv.cancelled, output: inv.output, error: inv.error,
     started: inv.started, finished: inv.finished, barriers: inv.barriers, tokens: inv.tokens,
@@ -30,6 +32,7 @@ function branch(run, path, finished) {
 
 function barrier(b) {
   return {
+    ...(b.interrupted ? { interrupted: true } : {}),
     caller: b.caller, caller_step: b.callerStep, policy: b.policy, checkpoint: b.checkpoint,
     base: b.base, forked_seq: b.forkedSeq, branches: b.branches,
     base_state: b.baseState === null ? null : comparable(b.baseState),
@@ -68,6 +71,7 @@ export function exportModel(run, events, stops) {
   const extra = {};
   if (run.anomalies.length) extra.anomalies = run.anomalies.map((a) => pick(a, ["seq", "message"]));
   if (run.overflows.length) extra.overflows = run.overflows.map((o) => pick(o, ["seq", "sink", "first", "last"]));
+  if (run.interruption) extra.interruption = pick(run.interruption, ["seq", "reason", "silent_for"]);
   return {
     ...extra,
     run_id: run.runId, session_id: run.sessionId, flow: run.flow, status: run.status,

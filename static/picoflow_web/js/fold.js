@@ -22,6 +22,14 @@
  * `run.anomalies`, exactly as the Python fold records it; an event at or below the last
  * applied seq is ignored.
  *
+ * `run.interrupted` (recorded by the dashboard when a run's executor went silent) ends the
+ * run: `run.status` becomes "interrupted", `run.interruption` keeps `{seq, reason,
+ * silent_for}`, and the branches still running and barriers still open then get
+ * `interrupted: true` (their status and outcome stay what the events last said). Any event
+ * after it is an anomaly and is not applied (it takes its seq and is kept in `run.events`);
+ * so is a `run.interrupted` after `turn.finished` or `turn.failed`. Its offset (declared
+ * after the silence) does not stretch `endOffset`: the run's time ends at its last report.
+ *
  * Beyond the Python fold, the model keeps what the page draws: per-invocation model and
  * tool calls, event seqs, timing, cancellation, per-barrier status counts.
  *
@@ -52,6 +60,7 @@
  * @property {string | null} barrier
  * @property {number} depth
  * @property {string} status  queued, running, fulfilled or rejected
+ * @property {boolean} interrupted  the run was interrupted while it was running
  * @property {boolean} cancelled
  * @property {any} output
  * @property {any} error
@@ -101,6 +110,7 @@
  * @property {any} cancel  {seq, running, queued, closed} once cancelled
  * @property {number | null} joinedAt
  * @property {number | null} joinedSeq
+ * @property {boolean} interrupted  the run was interrupted while it was open
  * @property {Map<string, [boolean, any]>} undo
  * @property {Record<string, number>} counts  branches by status
  */
@@ -114,6 +124,7 @@ export function createRun() {
     sessionId: "",
     flow: "",
     message: /** @type {string | null} */ (null),
+    /** running, finished, failed or interrupted */
     status: "running",
     reply: /** @type {any} */ (null),
     error: /** @type {any} */ (null),
@@ -139,6 +150,8 @@ export function createRun() {
     anomalies: [],
     /** @type {{seq: number, sink: string, first: number, last: number}[]} */
     overflows: [],
+    /** @type {{seq: number, reason: string, silent_for: number} | null} the run.interrupted that ended it */
+    interruption: null,
     branchCount: 0,
     /** bumped by every applied event (renderers compare it) */
     version: 0,
@@ -156,7 +169,7 @@ function newInvocation(path, step, key, index, barrier, status = "queued") {
   return {
     path, step, key, index, barrier,
     depth: pathDepth(path),
-    status, cancelled: false, output: null, error: null,
+    status, interrupted: false, cancelled: false, output: null, error: null,
     started: null, finished: null, startedSeq: null, finishedSeq: null,
     barriers: [], changes: [], drafts: [], tokens: 0,
     params: null, userMessage: null, seqs: [], models: [], tools: [],
@@ -221,11 +234,19 @@ export function applyEvent(run, event) {
   if (event.seq !== run.lastSeq + 1 && run.lastSeq >= 0) {
     run.anomalies.push({ seq: event.seq, message: `events ${run.lastSeq + 1}..${event.seq - 1} missing` });
   }
+  run.events.push(event);
+  if (run.interruption) {
+    anomaly(run, event, `${event.type} after run.interrupted`);
+    run.lastSeq = event.seq;
+    run.version += 1;
+    return true;
+  }
   const path = event.path || "";
   const inv = run.invocations.get(path);
   if (inv) inv.seqs.push(event.seq);
-  if (typeof event.offset === "number" && event.offset > run.endOffset) run.endOffset = event.offset;
-  run.events.push(event);
+  if (typeof event.offset === "number" && event.offset > run.endOffset && event.type !== "run.interrupted") {
+    run.endOffset = event.offset;
+  }
   switch (event.type) {
     case "turn.started":
       run.runId = event.run_id;
@@ -285,7 +306,7 @@ export function applyEvent(run, event) {
         baseState: event.base === "canonical" ? snapshot(run.state) : null,
         outcome: "open", target: null, published: [], discarded: [], reductions: [],
         error: null, provenance: [], checkpointRevision: null, checkpointFailed: false,
-        cancelReason: null, cancel: null, joinedAt: null, joinedSeq: null,
+        cancelReason: null, cancel: null, joinedAt: null, joinedSeq: null, interrupted: false,
         undo: new Map(),
         counts: { queued: requests.length, running: 0, fulfilled: 0, rejected: 0 },
       };
@@ -476,6 +497,16 @@ export function applyEvent(run, event) {
       break;
     case "sink.overflowed":
       run.overflows.push({ seq: event.seq, sink: event.sink, first: event.first_seq, last: event.last_seq });
+      break;
+    case "run.interrupted":
+      if (run.status === "finished" || run.status === "failed") {
+        anomaly(run, event, `run.interrupted after turn.${run.status}`);
+        break;
+      }
+      run.status = "interrupted";
+      run.interruption = { seq: event.seq, reason: event.reason, silent_for: event.silent_for };
+      for (const [p, running] of run.invocations) if (p && running.status === "running") running.interrupted = true;
+      for (const b of run.barriers.values()) if (b.outcome === "open") b.interrupted = true;
       break;
     default:
       break;

@@ -95,6 +95,31 @@ export function formatClock(when, today = new Date()) {
 }
 
 /**
+ * How a run can stand, as the folds and the runs list name them. Each is also the badge
+ * kind it shows as (`pf-badge-<status>`, `pf-dot-<status>`, `pf-status-<status>`).
+ */
+export const RUN_STATUSES = ["running", "finished", "failed", "interrupted"];
+
+/**
+ * The badge kind of a run status: the status itself when known, else "muted".
+ * @param {string | null | undefined} status
+ */
+export function runStatusKind(status) {
+  return status && RUN_STATUSES.includes(status) ? status : "muted";
+}
+
+/**
+ * What the page says about an interrupted run: its executor stopped reporting, and the
+ * reason the dashboard gave (`run.interrupted`'s, as the fold keeps it in
+ * `run.interruption`), if known.
+ * @param {{reason?: string | null} | null | undefined} interruption
+ */
+export function interruptionText(interruption) {
+  const reason = interruption && typeof interruption.reason === "string" ? interruption.reason.trim() : "";
+  return reason ? `Interrupted: the executor stopped reporting (${reason}).` : "Interrupted: the executor stopped reporting.";
+}
+
+/**
  * A one-line summary of an event for event lists.
  * @param {any} e
  */
@@ -130,6 +155,7 @@ export function describeEvent(e) {
     case "checkpoint.saved": return `${e.barrier}: revision ${e.revision}`;
     case "checkpoint.failed": return `${e.barrier}: ${e.error?.message}`;
     case "sink.overflowed": return `${e.sink} dropped ${e.dropped} (seq ${e.first_seq}–${e.last_seq})`;
+    case "run.interrupted": return `${e.reason} (silent for ${formatDuration(e.silent_for)})`;
     default: return "";
   }
 }

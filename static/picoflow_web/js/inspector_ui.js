@@ -12,7 +12,7 @@
 
 import { append, badge, h, jsonBlock, section, table } from "./dom.js";
 import { baseAt, published, viewAt } from "./fold.js";
-import { describeEvent, formatDuration, messageText, preview } from "./format.js";
+import { describeEvent, formatDuration, interruptionText, messageText, preview, runStatusKind } from "./format.js";
 import { joinWaits } from "./layout.js";
 
 /** @typedef {import("./fold.js").Run} Run */
@@ -296,8 +296,12 @@ function branchInspector(parent, view, inv, ctx) {
     inv.cancelled ? badge("cancelled", "cancel") : null,
     inv.cancelTold ? badge("told to cancel", "cancel") : null,
     inv.lostRights ? badge("lost publication rights", "conflict") : null,
-    inv.hasDirectResult ? badge(`direct result via ${inv.directResult.tool}`, "muted") : null);
+    inv.hasDirectResult ? badge(`direct result via ${inv.directResult.tool}`, "muted") : null,
+    inv.interrupted ? badge("interrupted", "interrupted") : null);
   parent.appendChild(status);
+  if (inv.interrupted) {
+    parent.appendChild(h("p", "pf-hint", "It was still running when the run was interrupted: its executor stopped reporting, so how it ended is not known."));
+  }
   const queued = inv.started !== null ? inv.started - barrier.forkedAt : null;
   const ran = inv.started !== null && inv.finished !== null ? inv.finished - inv.started : null;
   const waited = inv.finished !== null && barrier.joinedAt !== null ? barrier.joinedAt - inv.finished : null;
@@ -443,8 +447,12 @@ function barrierInspector(parent, view, barrier, ctx) {
   append(status, badge(barrier.outcome === "invalidated" ? "invalidated" : barrier.outcome, barrier.outcome === "invalidated" ? "conflict" : barrier.outcome),
     badge(barrier.policy, "muted"),
     barrier.checkpoint !== "none" ? badge(barrier.checkpointFailed ? "checkpoint failed" : barrier.checkpointRevision !== null ? `checkpoint saved r${barrier.checkpointRevision}` : "root-join checkpoint", barrier.checkpointFailed ? "conflict" : "muted") : null,
-    barrier.cancelReason !== null ? badge(`cancelled: ${barrier.cancelReason}`, "cancel") : null);
+    barrier.cancelReason !== null ? badge(`cancelled: ${barrier.cancelReason}`, "cancel") : null,
+    barrier.interrupted ? badge("interrupted", "interrupted") : null);
   parent.appendChild(status);
+  if (barrier.interrupted) {
+    parent.appendChild(h("p", "pf-hint", "It was still open when the run was interrupted: its join never ran."));
+  }
   const c = barrier.counts;
   parent.appendChild(facts([
     ["Caller", barrier.caller === "" ? pathLink("", "turn") : pathLink(barrier.caller, barrier.caller)],
@@ -525,7 +533,7 @@ function barrierInspector(parent, view, barrier, ctx) {
 function rootInspector(parent, view, inv, ctx) {
   parent.appendChild(heading(view.flow || "Turn", "the top level"));
   const status = h("div", "pf-status-line");
-  append(status, badge(view.status, view.status), view.conflicts.length ? badge(`${view.conflicts.length} invalidated join${view.conflicts.length > 1 ? "s" : ""}`, "conflict") : null);
+  append(status, badge(view.status, runStatusKind(view.status)), view.conflicts.length ? badge(`${view.conflicts.length} invalidated join${view.conflicts.length > 1 ? "s" : ""}`, "conflict") : null);
   parent.appendChild(status);
   parent.appendChild(facts([
     ["Message", view.message ?? ""],
@@ -539,6 +547,13 @@ function rootInspector(parent, view, inv, ctx) {
     body.appendChild(h("p", "pf-reply-text", view.reply.message));
   }
   if (view.error) parent.appendChild(errorBox(view.error));
+  if (view.interruption) {
+    const box = h("div", "pf-error-box pf-interruption");
+    append(box,
+      h("div", "pf-error-code pf-mono", `run.interrupted at #${view.interruption.seq} · silent for ${formatDuration(view.interruption.silent_for)}`),
+      h("p", "pf-error-message", interruptionText(view.interruption)));
+    parent.appendChild(box);
+  }
   const body = sectionIn(parent, ctx, "canonical", ctx.pinned ? `Canonical state at seq ${view.lastSeq}` : "Canonical state", true, "pf-visibility");
   const wrap = h("div", "pf-visible-state");
   /** @type {[string, string, any][]} */

@@ -128,11 +128,11 @@ function signature(row, selected) {
     case "barrier": {
       const b = row.barrier;
       const c = b.counts;
-      return `b|${row.id}|${row.depth}|${b.outcome}|${c.queued},${c.running},${c.fulfilled},${c.rejected}|${row.collapsed}|${row.matched}|${b.checkpointRevision}|${b.checkpointFailed}|${b.cancelReason}|${selected}`;
+      return `b|${row.id}|${row.depth}|${b.outcome}|${c.queued},${c.running},${c.fulfilled},${c.rejected}|${row.collapsed}|${row.matched}|${b.checkpointRevision}|${b.checkpointFailed}|${b.cancelReason}|${b.interrupted}|${selected}`;
     }
     case "branch": {
       const inv = row.inv;
-      return `p|${row.path}|${row.depth}|${inv.status}|${inv.started}|${inv.finished}|${inv.cancelled}|${inv.lostRights}|${inv.cancelTold}|${inv.hasDirectResult}|${inv.barriers.length}|${selected}`;
+      return `p|${row.path}|${row.depth}|${inv.status}|${inv.started}|${inv.finished}|${inv.cancelled}|${inv.lostRights}|${inv.cancelTold}|${inv.hasDirectResult}|${inv.barriers.length}|${inv.interrupted}|${selected}`;
     }
     default:
       return `m|${row.id}|${row.depth}|${row.hidden}|${JSON.stringify(row.counts)}`;
@@ -165,7 +165,7 @@ function fillRow(slot, row, selected) {
     case "barrier": {
       const b = row.barrier;
       const conflict = b.outcome === "invalidated";
-      el.className = `pf-row pf-barrier pf-outcome-${b.outcome}${selected ? " pf-selected" : ""}`;
+      el.className = `pf-row pf-barrier pf-outcome-${b.outcome}${b.interrupted ? " pf-interrupted" : ""}${selected ? " pf-selected" : ""}`;
       el.dataset.barrier = row.id;
       el.setAttribute("aria-expanded", String(!row.collapsed));
       const twisty = h("button", "pf-twisty", row.collapsed ? "▸" : "▾");
@@ -189,14 +189,15 @@ function fillRow(slot, row, selected) {
         b.maxConcurrency !== null ? h("span", "pf-chip", `≤${b.maxConcurrency}`) : null,
         b.cancelReason !== null ? h("span", "pf-chip pf-chip-cancel", "cancelled") : null,
         counts,
-        h("span", `pf-badge pf-badge-${conflict ? "conflict" : b.outcome}`, conflict ? "invalidated" : b.outcome),
+        b.interrupted ? h("span", "pf-badge pf-badge-interrupted", "interrupted")
+          : h("span", `pf-badge pf-badge-${conflict ? "conflict" : b.outcome}`, conflict ? "invalidated" : b.outcome),
         row.matched !== b.branches.length ? h("span", "pf-muted", `${row.matched} match`) : null);
       break;
     }
     case "branch": {
       const inv = row.inv;
-      el.className = `pf-row pf-branch pf-status-${inv.status}${selected ? " pf-selected" : ""}`;
-      el.title = `${inv.key || inv.step} (${inv.step}) · path ${inv.path} · ${inv.status}`;
+      el.className = `pf-row pf-branch pf-status-${inv.status}${inv.interrupted ? " pf-interrupted" : ""}${selected ? " pf-selected" : ""}`;
+      el.title = `${inv.key || inv.step} (${inv.step}) · path ${inv.path} · ${inv.status}${inv.interrupted ? " when the run was interrupted" : ""}`;
       el.dataset.path = row.path;
       el.dataset.status = inv.status;
       slot.lane.classList.add("pf-lane");
@@ -204,13 +205,14 @@ function fillRow(slot, row, selected) {
       const duration = inv.started !== null && inv.finished !== null ? formatSeconds(inv.finished - inv.started) : "";
       append(tree,
         h("span", "pf-twisty-space"),
-        h("span", `pf-dot pf-dot-${inv.status}`),
+        h("span", `pf-dot pf-dot-${inv.interrupted ? "interrupted" : inv.status}`),
         h("span", "pf-row-key", inv.key || inv.step),
         inv.key && inv.key !== inv.step ? h("span", "pf-row-step", inv.step) : null,
         h("span", "pf-row-path pf-mono", inv.path),
         inv.hasDirectResult ? h("span", "pf-chip", "direct") : null,
         inv.cancelled ? h("span", "pf-chip pf-chip-cancel", "cancelled") : null,
         inv.lostRights ? h("span", "pf-chip pf-chip-cancel", "lost rights") : null,
+        inv.interrupted ? h("span", "pf-chip pf-chip-interrupted", "interrupted") : null,
         inv.status === "rejected" && inv.error && !inv.cancelled ? h("span", "pf-chip pf-chip-error", preview(inv.error.code, 28, true)) : null,
         h("span", "pf-row-time pf-mono", duration));
       break;

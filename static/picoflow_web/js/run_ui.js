@@ -26,7 +26,7 @@
 
 import { eventsUrl, requestJson, runApiUrl, runSocketUrl, sessionPageUrl } from "./api.js";
 import { h, on, readJsonScript, setAttr, setText } from "./dom.js";
-import { describeEvent, formatDuration, formatHash, parseHash } from "./format.js";
+import { describeEvent, formatDuration, formatHash, interruptionText, parseHash, runStatusKind } from "./format.js";
 import { conflictCard, renderInspector } from "./inspector_ui.js";
 import { ROW_HEIGHT, revealPath, scrollToRow, ticks, timeBounds, treeRows } from "./layout.js";
 import { createRowsView } from "./rows_ui.js";
@@ -101,7 +101,7 @@ export function mountRunPage(root) {
       if (!full) {
         const info = await requestJson(runApiUrl(runId));
         messages.unshift({ type: "run", run: info.run });
-        const ended = events.some((e) => e.type === "turn.finished" || e.type === "turn.failed") || store.get().run.status !== "running";
+        const ended = events.some((e) => e.type === "turn.finished" || e.type === "turn.failed" || e.type === "run.interrupted") || store.get().run.status !== "running";
         done = ended || info.run.status !== "running";
       }
       return { messages, again: full, done };
@@ -269,7 +269,7 @@ export function mountRunPage(root) {
     const status = live.status !== "running" ? live.status : s.summary?.status || "running";
     setAttr(root, "data-status", status);
     setText(els.runStatus, status);
-    els.runStatus.className = `pf-badge pf-badge-${status}`;
+    els.runStatus.className = `pf-badge pf-badge-${runStatusKind(status)}`;
     els.conflictFlag.hidden = !(live.conflicts.length || s.summary?.has_conflicts);
     setAttr(els.status, "data-state", s.conn.state);
     setAttr(els.status, "data-mode", s.conn.mode);
@@ -278,14 +278,18 @@ export function mountRunPage(root) {
     setText(els.lastSeq, live.lastSeq);
     setText(els.eventCount, live.events.length);
     const b = countBranches(live);
-    setText(els.branches, live.branchCount ? `${live.branchCount} (${b.fulfilled} ✓ · ${b.rejected} ✗${b.running ? ` · ${b.running} running` : ""})` : "0");
+    const runningLabel = live.status === "interrupted" ? "interrupted" : "running";
+    setText(els.branches, live.branchCount ? `${live.branchCount} (${b.fulfilled} ✓ · ${b.rejected} ✗${b.running ? ` · ${b.running} ${runningLabel}` : ""})` : "0");
     setText(els.tokens, String(live.tokens.total_tokens ?? 0));
     const now = running && !pinned ? store.nowOffset() : null;
     setText(els.duration, formatDuration(running ? store.nowOffset() : live.endOffset));
-    const reply = live.reply?.message ?? s.summary?.reply?.message ?? (live.error ? live.error.message : null);
+    // No reply: a failed turn shows its error, an interrupted run why it was declared so.
+    const reply = live.reply?.message ?? s.summary?.reply?.message ?? (live.error ? live.error.message
+      : status === "interrupted" ? interruptionText(live.interruption ?? s.summary?.interruption) : null);
     els.reply.hidden = reply === null || reply === undefined;
     if (reply !== null && reply !== undefined) setText(els.replyText, reply);
     els.reply.classList.toggle("pf-reply-failed", status === "failed");
+    els.reply.classList.toggle("pf-reply-interrupted", status === "interrupted");
     const sessionId = live.sessionId || s.summary?.session_id || "";
     if (sessionId) {
       els.session.hidden = false;
@@ -399,7 +403,7 @@ function inspectorSignature(view, s) {
     const b = view.barriers.get(s.selectedBarrier);
     if (!b) return `${head}none`;
     const c = b.counts;
-    return `${head}${b.outcome}|${c.running},${c.fulfilled},${c.rejected}|${b.reductions.length}|${b.checkpointRevision}|${b.cancel ? b.cancel.closed.length : -1}`;
+    return `${head}${b.outcome}|${c.running},${c.fulfilled},${c.rejected}|${b.reductions.length}|${b.checkpointRevision}|${b.cancel ? b.cancel.closed.length : -1}|${b.interrupted}`;
   }
   if (s.selected === null) return `${head}none`;
   if (s.selected === "") return `${head}${view.version}`;
@@ -410,7 +414,7 @@ function inspectorSignature(view, s) {
   if (b) for (const p of b.branches) siblings += view.invocations.get(p)?.drafts.length ?? 0;
   let caller = 0;
   if (b && b.base !== "canonical") caller = view.invocations.get(b.base)?.changes.length ?? 0;
-  return `${head}${inv.seqs.length}|${inv.changes.length}|${b?.outcome}|${b?.joinedSeq}|${siblings}|${caller}`;
+  return `${head}${inv.seqs.length}|${inv.changes.length}|${b?.outcome}|${b?.joinedSeq}|${siblings}|${caller}|${inv.interrupted}`;
 }
 
 /** @param {import("./fold.js").Run} run */

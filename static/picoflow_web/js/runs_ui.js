@@ -17,7 +17,7 @@
 
 import { ApiError, requestJson, runPageUrl, sessionPageUrl, wsUrl } from "./api.js";
 import { append, badge, h, setAttr, setText } from "./dom.js";
-import { formatClock, formatDuration, preview } from "./format.js";
+import { formatClock, formatDuration, interruptionText, preview, runStatusKind } from "./format.js";
 import { createFeed } from "./socket.js";
 import { createStore } from "./store.js";
 
@@ -232,12 +232,17 @@ function runRow(run) {
     return a;
   };
   const statusCell = h("td");
-  append(statusCell, badge(run.status, run.status), run.has_conflicts ? badge("conflict", "conflict") : null);
+  append(statusCell, badge(run.status, runStatusKind(run.status)), run.has_conflicts ? badge("conflict", "conflict") : null);
   const flowCell = h("td");
   flowCell.appendChild(link(run.flow, "pf-strong"));
   const messageCell = h("td", "pf-clip");
   messageCell.appendChild(link(run.message ? preview(run.message, 90, true) : "—"));
-  const replyCell = h("td", "pf-clip pf-muted", run.reply && typeof run.reply.message === "string" ? preview(run.reply.message, 110, true) : run.status === "running" ? "…" : "");
+  // An interrupted run has no reply: it says why it ended (the summary's interruption, if
+  // the server sends one).
+  const replyText = run.reply && typeof run.reply.message === "string" ? preview(run.reply.message, 110, true)
+    : run.status === "running" ? "…"
+      : run.status === "interrupted" ? preview(interruptionText(run.interruption), 110, true) : "";
+  const replyCell = h("td", `pf-clip pf-muted${run.status === "interrupted" ? " pf-interrupted-note" : ""}`, replyText);
   const sessionCell = h("td");
   if (run.session_id) {
     const a = h("a", "pf-link pf-mono", run.session_id.length > 12 ? `${run.session_id.slice(0, 12)}…` : run.session_id);
