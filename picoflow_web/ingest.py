@@ -358,8 +358,9 @@ def interrupt_silent_runs() -> _Stored:
             EventRecord.objects.create(run_id=run_id, seq=event.seq, type=event.type,
                                        path=event.path, payload=payload)
             run.status, run.finished_at = Run.Status.INTERRUPTED, timezone.now()
+            run.interruption = {"reason": event.reason, "silent_for": event.silent_for}
             run.event_count += 1
-            run.save(update_fields=["status", "finished_at", "event_count"])
+            run.save(update_fields=["status", "finished_at", "event_count", "interruption"])
             out.events[run_id] = [payload]
             out.summaries.append(run.summary())
     return out

@@ -57,6 +57,8 @@ class Run(models.Model):
     executed, ``{"kind": "remote", "host": ..., "pid": ...}`` for one shipped to ingest."""
     last_seen_at = models.DateTimeField(null=True, blank=True, db_index=True)
     """When a remote run last sent events or a heartbeat."""
+    interruption = models.JSONField(null=True, blank=True)
+    """``{"reason", "silent_for"}`` of an interrupted run (its ``run.interrupted``)."""
 
     class Meta:
         ordering = ("-started_at",)
@@ -74,6 +76,7 @@ class Run(models.Model):
             "started_at": self.started_at.isoformat() if self.started_at else None,
             "finished_at": self.finished_at.isoformat() if self.finished_at else None,
             "origin": self.origin_info(),
+            "interruption": self.interruption,
         }
 
     @property

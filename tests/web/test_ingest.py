@@ -282,6 +282,8 @@ async def test_a_silent_remote_run_is_interrupted_and_refuses_what_comes_later()
         "run.interrupted", "remote-1", events[0]["session_id"])
     assert last["silent_for"] >= 31
     assert "30 s" in last["reason"]
+    assert run.summary()["interruption"] == {"reason": last["reason"],
+                                             "silent_for": last["silent_for"]}
 
     late = await post(client, token, body_of(lines[12:]))
     assert (late.status_code, late.json()["code"]) == (409, "run_interrupted")

@@ -1,0 +1,179 @@
+"""Runs from another process, watched live in a real browser.
+
+Daphne runs as a subprocess; the "user's own process" is another one —
+``tests/e2e/remote_turn.py``, a plain script that imports only the runtime and a flow of
+the tests' own — with ``PICOFLOW_DASHBOARD_URL`` and ``PICOFLOW_DASHBOARD_TOKEN`` set.
+Playwright drives Debian's chromium on the run page while the turn runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.test_browser import ARGS, CHROMIUM, shot
+from tests.livedaphne import LiveDaphne, live_daphne, run_manage
+
+playwright_api = pytest.importorskip("playwright.async_api", reason="pip install playwright")
+
+pytestmark = [pytest.mark.browser, pytest.mark.anyio]
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "tests" / "e2e" / "remote_turn.py"
+REMOTE_TIMEOUT = 6
+"""The server's PICOFLOW_REMOTE_TIMEOUT here: above the sink's heartbeat interval, short
+enough for the kill test to see the interruption soon."""
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[tuple[LiveDaphne, str, str]]:
+    if not CHROMIUM.exists():
+        pytest.fail("Debian's chromium is missing: apt-get install chromium (make test does)")
+    with live_daphne({"PICOFLOW_REMOTE_TIMEOUT": str(REMOTE_TIMEOUT)},
+                     extra_args=("--websocket-max-message-size", "67108864")) as live:
+        result = run_manage("ensure_admin", env=live.env)
+        assert result.returncode == 0, result.stderr
+        password = (live.data_dir / "admin_password").read_text().strip()
+        made = run_manage("create_api_token", "admin", "remote", "--scope", "ingest",
+                          env=live.env)
+        assert made.returncode == 0, made.stderr
+        token = made.stdout.strip().splitlines()[-1]
+        yield live, password, token
+
+
+@pytest.fixture
+async def page(server: tuple[LiveDaphne, str, str]) -> AsyncIterator[Any]:
+    live, password, _ = server
+    async with playwright_api.async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        context = await browser.new_context(viewport={"width": 1400, "height": 900},
+                                            base_url=live.base_url)
+        page = await context.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        await page.goto("/login/")
+        await page.fill("#id_username", "admin")
+        await page.fill("#id_password", password)
+        await page.click("button[type=submit], input[type=submit]")
+        await page.wait_for_url(lambda url: url.endswith("/"))
+        yield page
+        await browser.close()
+    assert not errors, f"JavaScript errors on the page: {errors}"
+
+
+def remote_turn(live: LiveDaphne, token: str, events_file: Path, *, pause: float,
+                teams: int = 3) -> tuple[str, subprocess.Popen[str]]:
+    """Start the user's process; its run id and the process."""
+    run_id = uuid.uuid4().hex
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith(("DJANGO_", "PYTEST_"))}
+    env.update({"PICOFLOW_DASHBOARD_URL": live.base_url, "PICOFLOW_DASHBOARD_TOKEN": token,
+                "PYTHONPATH": str(ROOT)})
+    process = subprocess.Popen(
+        [sys.executable, str(SCRIPT), run_id, str(events_file), str(pause), str(teams)],
+        env=env, cwd=events_file.parent, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True)
+    return run_id, process
+
+
+async def open_run_page(page: Any, run_id: str) -> None:
+    """Wait for the run's first events to arrive, then open its page."""
+    await page.wait_for_function(
+        "id => fetch(`/api/runs/${id}`).then(r => r.ok)", arg=run_id, polling=100,
+        timeout=30_000)
+    await page.goto(f"/runs/{run_id}/")
+
+
+async def stored_events(page: Any, run_id: str) -> list[dict[str, Any]]:
+    return await page.evaluate(  # type: ignore[no-any-return]
+        "async id => (await (await fetch(`/api/runs/${id}/events?after=-1`)).json()).events",
+        run_id)
+
+
+def emitted(events_file: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in events_file.read_text().splitlines() if line]
+
+
+async def test_a_turn_in_another_process_is_watched_live_and_stored_as_emitted(
+    server: tuple[LiveDaphne, str, str], page: Any, tmp_path: Path,
+) -> None:
+    live, _, token = server
+    events_file = tmp_path / "events.jsonl"
+    run_id, process = remote_turn(live, token, events_file, pause=1.0)
+    try:
+        await open_run_page(page, run_id)
+        rows_seen: list[tuple[int, str | None]] = []
+        while True:
+            rows = await page.locator(".pf-branch").count()
+            status = await page.get_attribute("#pf-run", "data-status")
+            rows_seen.append((rows, status))
+            if status == "finished":
+                break
+            await page.wait_for_timeout(50)
+        assert process.wait(timeout=60) == 0, process.stderr.read() if process.stderr else ""
+    finally:
+        process.kill()
+    # The tree grew while the run was live: first the three teams, then research's two
+    # analysts, all five at the end.
+    assert any(0 < rows < 5 and status == "running" for rows, status in rows_seen), rows_seen
+    assert await page.locator(".pf-branch").count() == 5
+    assert "remote" in (await page.locator("#pf-origin").inner_text())
+    await shot(page, "remote_live_finished")
+
+    # team1 (path 1) saw the coordinator's plan, made before the fork, but not what its
+    # siblings contributed while it ran.
+    await page.click('.pf-branch[data-path="1"]')
+    await page.wait_for_selector('#pf-inspector[data-path="1"]')
+    visible = await page.locator("#pf-inspector .pf-visible-state").inner_text()
+    assert "What slows us down?" in visible
+    assert "research:" not in visible
+
+    stored = await stored_events(page, run_id)
+    sent = emitted(events_file)
+    assert [e["seq"] for e in stored] == list(range(len(sent)))
+    assert stored == sent
+    count = await page.locator("#pf-event-count").inner_text()
+    assert int(count) == len(sent)
+
+
+async def test_a_killed_remote_process_leaves_an_interrupted_run_with_what_it_sent(
+    server: tuple[LiveDaphne, str, str], page: Any, tmp_path: Path,
+) -> None:
+    live, _, token = server
+    events_file = tmp_path / "events.jsonl"
+    run_id, process = remote_turn(live, token, events_file, pause=30.0)
+    try:
+        await open_run_page(page, run_id)
+        # Killed mid-run: every team has started and is waiting out its pause.
+        await page.wait_for_function(
+            "() => document.querySelectorAll('.pf-branch[data-status=running]').length >= 3",
+            timeout=30_000)
+        before = len(await stored_events(page, run_id))
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=10)
+    finally:
+        process.kill()
+    await page.wait_for_selector("#pf-run[data-status=interrupted]",
+                                 timeout=(REMOTE_TIMEOUT + 20) * 1000)
+    await shot(page, "remote_interrupted")
+    stored = await stored_events(page, run_id)
+    sent = emitted(events_file)
+    *kept, last = stored
+    assert last["type"] == "run.interrupted"
+    assert last["seq"] == len(kept) >= before  # nothing stored before the kill was lost
+    assert kept == sent[:len(kept)]
+    assert "interrupted" in (await page.locator("body").inner_text()).lower()
