@@ -235,6 +235,12 @@ function runRow(run) {
   append(statusCell, badge(run.status, runStatusKind(run.status)), run.has_conflicts ? badge("conflict", "conflict") : null);
   const flowCell = h("td");
   flowCell.appendChild(link(run.flow, "pf-strong"));
+  // Where it ran: runs shipped from another process name it (host and pid).
+  if (run.origin && run.origin.kind === "remote") {
+    const origin = h("span", "pf-origin pf-muted", `remote · ${run.origin.label ?? "unknown"}`);
+    origin.title = "Shipped from another process to /api/ingest";
+    flowCell.append(h("br"), origin);
+  }
   const messageCell = h("td", "pf-clip");
   messageCell.appendChild(link(run.message ? preview(run.message, 90, true) : "—"));
   // An interrupted run has no reply: it says why it ended (the summary's interruption, if
