@@ -28,9 +28,13 @@ MAX_BODY_BYTES = 64 * 1024
 View = Callable[..., Awaitable[HttpResponse]]
 
 
-def error(message: str, status: int, code: str = "bad_request") -> JsonResponse:
-    """The one error shape."""
-    return JsonResponse({"type": "error", "message": message, "code": code}, status=status)
+def error(message: str, status: int, code: str = "bad_request",
+          fields: dict[str, str] | None = None) -> JsonResponse:
+    """The one error shape (a bad config also says what is wrong with each field)."""
+    body: dict[str, Any] = {"type": "error", "message": message, "code": code}
+    if fields:
+        body["fields"] = fields
+    return JsonResponse(body, status=status)
 
 
 async def _authenticate(request: HttpRequest) -> tuple[Any, bool]:
@@ -61,7 +65,7 @@ def api_view(*methods: str) -> Callable[[View], View]:
             try:
                 return await view(request, *args, **kwargs)
             except services.InputError as exc:
-                return error(str(exc), 400)
+                return error(str(exc), 400, exc.code, exc.fields)
 
         return wrapper  # type: ignore[return-value]
 
@@ -102,8 +106,12 @@ def _config(data: dict[str, Any]) -> dict[str, Any] | None:
 
 @api_view("GET")
 async def flows(request: HttpRequest) -> HttpResponse:
-    """Registered flow names."""
-    return JsonResponse({"flows": get_engine().get_flow_names()})
+    """The served flows, in order, with what a start form needs: ``{"flows": [{"id",
+    "description", "config_schema" (JSON Schema or null), "example_messages",
+    "needs_message"}]}``."""
+    engine = get_engine()
+    return JsonResponse({"flows": [engine.flow_info(name).model_dump()
+                                   for name in engine.get_flow_names()]})
 
 
 @api_view("GET", "POST")
