@@ -4,9 +4,10 @@
 ``PICOFLOW_FLOWS`` is a comma-separated list of ``package.module:FlowClass`` or
 ``package.module:flows`` (an iterable of Flow classes). Loading is strict: a path that does
 not import, an attribute that is not a Flow class, or a flow id that is already taken raises
-:class:`FlowsConfigError` naming the entry and the reason. The app config calls
-:func:`configured_flows` in ``ready()``, so ``manage.py`` commands and Daphne refuse to
-start on a bad list.
+:class:`FlowsConfigError` naming the entry and the reason. The engine is built from
+:func:`configured_flows` by a system check (:mod:`picoflow_web.checks`: ``manage.py
+check``, ``runserver``, ``migrate``) and when Daphne imports :mod:`picoflow_web.asgi`, so
+both refuse to start on a bad list.
 """
 
 from __future__ import annotations

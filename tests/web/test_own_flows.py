@@ -2,8 +2,9 @@
 request that fits the flow: config validated against the flow's schema, a message where the
 flow needs one, the demos' answer off their script, and events naming the scripted model.
 
-Start-up failures run ``manage.py check`` in a subprocess: the app's ``ready()`` refuses
-to start, so every command and Daphne do too.
+Start-up failures run ``manage.py check`` in a subprocess (a bad entry is a system check
+error, so ``check``, ``runserver`` and ``migrate`` stop), and Daphne, which builds the
+engine when it imports the ASGI application.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from django.test import AsyncClient
 from picoflow_web.engine import get_engine
 from picoflow_web.models import EventRecord, Run, StoredSession
 from tests.flows_pkg.greeter import GreeterConfig
-from tests.livedaphne import REPO_ROOT, build_env, run_manage
+from tests.livedaphne import REPO_ROOT, DaphneStartError, build_env, live_daphne, run_manage
 from tests.webhelpers import amake_user, atoken, bearer
 
 GREETER = "tests.flows_pkg.greeter:GreeterFlow"
@@ -65,17 +66,29 @@ def test_a_bad_flow_list_stops_start_up_naming_the_entry_and_the_reason(
 ) -> None:
     result = manage_check(tmp_path, PICOFLOW_FLOWS=flows)
     assert result.returncode != 0, result.stdout
-    last = result.stderr.strip().splitlines()[-1]
-    assert last.startswith("picoflow_web.flows.FlowsConfigError: PICOFLOW_FLOWS entry "), last
+    (line,) = [line for line in result.stderr.splitlines() if "picoflow_web.E001" in line]
+    assert line.startswith("?: (picoflow_web.E001) PICOFLOW_FLOWS entry "), line
     for fragment in fragments:
-        assert fragment in last, last
-    assert "System check identified" not in result.stdout
+        assert fragment in line, line
+    assert "HINT: Fix or remove the entry in PICOFLOW_FLOWS." in result.stderr
+
+
+def test_daphne_refuses_to_start_on_a_bad_flow_list() -> None:
+    with pytest.raises(DaphneStartError) as caught, live_daphne(
+        {"PICOFLOW_FLOWS": "tests.flows_pkg.broken:NotAFlow", "PYTHONPATH": str(REPO_ROOT)},
+        migrate=False,
+    ):
+        pass
+    assert "exited with code" in str(caught.value)
+    assert ("picoflow_web.flows.FlowsConfigError: PICOFLOW_FLOWS entry "
+            "'tests.flows_pkg.broken:NotAFlow': class tests.flows_pkg.broken.NotAFlow is not "
+            "a Flow subclass.") in str(caught.value)
 
 
 def test_a_bad_demos_switch_stops_start_up(tmp_path: Path) -> None:
     result = manage_check(tmp_path, PICOFLOW_DEMOS="maybe")
     assert result.returncode != 0
-    assert "PICOFLOW_DEMOS='maybe' is not a boolean" in result.stderr
+    assert "(picoflow_web.E001) PICOFLOW_DEMOS='maybe' is not a boolean" in result.stderr
 
 
 def test_a_good_flow_list_passes_the_checks_and_may_replace_a_demo_id_without_demos(
