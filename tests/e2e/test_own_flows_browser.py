@@ -104,6 +104,7 @@ async def test_an_own_flow_starts_from_its_generated_config_fields_and_finishes(
     assert await field_error(page, "name") == ""  # blank: the flow's default applies
     assert await page.get_attribute('[name="config.times"]', "aria-invalid") == "true"
     assert page.url.endswith("/")
+    await shot(page, "own_flow_form_errors")
 
     await page.fill('[name="config.name"]', "Grace")
     await page.fill('[name="config.times"]', "2")

@@ -339,7 +339,7 @@ function configField(field, form) {
       }
       if (field.maxLength !== undefined) el.maxLength = field.maxLength;
       el.value = String(initial);
-      if (field.nullable && !initial) el.placeholder = "default";
+      el.placeholder = field.hasDefault && field.default !== null ? `default: ${initial}` : field.nullable ? "default" : "";
     }
     input = el;
   }
