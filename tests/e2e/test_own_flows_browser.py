@@ -118,6 +118,11 @@ async def test_an_own_flow_starts_from_its_generated_config_fields_and_finishes(
     assert run["flow"] == "GreeterFlow"
     assert run["reply"]["message"] == (
         "GOOD DAY, GRACE! GOOD DAY, GRACE! You said: <b>hostile</b> & sly")
+    # The inspector names the model that answered, and what the flow asked for.
+    await page.click(".pf-root")
+    await page.wait_for_selector('#pf-inspector[data-path=""] .pf-model-call')
+    assert "scripted/greeter-script (as greeter-models/greeter-large)" in await page.locator(
+        "#pf-inspector .pf-call-head").first.inner_text()
     await shot(page, "own_flow_finished")
 
     await page.goto("/")

@@ -23,7 +23,7 @@ from tests.flows_pkg.greeter import GreeterConfig
 from tests.livedaphne import REPO_ROOT, DaphneStartError, build_env, live_daphne, run_manage
 from tests.webhelpers import amake_user, atoken, bearer
 
-GREETER = "tests.flows_pkg.greeter:GreeterFlow"
+pytestmark = [pytest.mark.anyio]
 
 
 # -- start-up --------------------------------------------------------------------------------
@@ -102,7 +102,6 @@ def test_a_good_flow_list_passes_the_checks_and_may_replace_a_demo_id_without_de
 
 # -- in-process: the engine built from the environment ---------------------------------------
 
-pytestmark = [pytest.mark.anyio]
 db = pytest.mark.django_db(transaction=True)
 
 
