@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from functools import cache
 
-from picoflow_web.flows import configured_flows
+from picoflow_web.flows import FlowsConfigError, configured_flows
 from picoflow_web.store import DjangoSessionStore
 from runtime import FlowEngine, Model, OpenAICompatibleModel
 
@@ -31,9 +31,22 @@ def get_engine() -> FlowEngine:
     endpoint = OpenAICompatibleModel.from_env()
     classes = [f for f, _ in flows]
     if os.environ.get("PICOFLOW_MODEL", "scripted") == "openai":
-        return FlowEngine(flows=classes, store=DjangoSessionStore(),
-                          providers={"openai": endpoint, "scripted": endpoint})
+        return _described(FlowEngine(flows=classes, store=DjangoSessionStore(),
+                                     providers={"openai": endpoint, "scripted": endpoint}))
     models: dict[str, Model] = {flow.id: m for flow, m in flows if m is not None}
-    return FlowEngine(flows=classes, store=DjangoSessionStore(),
-                      providers={"openai": endpoint},
-                      model_override=lambda name: models.get(name))
+    return _described(FlowEngine(flows=classes, store=DjangoSessionStore(),
+                                 providers={"openai": endpoint},
+                                 model_override=lambda name: models.get(name)))
+
+
+def _described(engine: FlowEngine) -> FlowEngine:
+    """``engine``, once every flow has said how to start it (its config schema, examples):
+    a hook that fails does so at start-up, not in ``GET /api/flows``."""
+    for name in engine.get_flow_names():
+        try:
+            engine.flow_info(name)
+        except Exception as exc:
+            raise FlowsConfigError(
+                f"Flow {name!r} cannot say how to start it (config_schema, example_messages "
+                f"or needs_message failed: {type(exc).__name__}: {exc}).") from exc
+    return engine

@@ -28,3 +28,13 @@ class Greeter2(Flow):
 
     def config_model(self) -> ModelSelection:
         return ModelSelection(provider="none", name="none")
+
+
+class BadSchemaFlow(Flow):
+    """Its config schema is not a pydantic model."""
+
+    def config_model(self) -> ModelSelection:
+        return ModelSelection(provider="none", name="none")
+
+    def config_schema(self) -> type:  # type: ignore[override]
+        return dict
