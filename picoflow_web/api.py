@@ -30,9 +30,13 @@ MAX_BODY_BYTES = 64 * 1024
 View = Callable[..., Awaitable[HttpResponse]]
 
 
-def error(message: str, status: int, code: str = "bad_request") -> JsonResponse:
-    """The one error shape."""
-    return JsonResponse({"type": "error", "message": message, "code": code}, status=status)
+def error(message: str, status: int, code: str = "bad_request",
+          fields: dict[str, str] | None = None) -> JsonResponse:
+    """The one error shape (a bad config also says what is wrong with each field)."""
+    body: dict[str, Any] = {"type": "error", "message": message, "code": code}
+    if fields:
+        body["fields"] = fields
+    return JsonResponse(body, status=status)
 
 
 SESSION_SCOPES = frozenset({"read", "run"})
@@ -75,7 +79,7 @@ def api_view(*methods: str, scope: str | dict[str, str] = "read") -> Callable[[V
             try:
                 return await view(request, *args, **kwargs)
             except services.InputError as exc:
-                return error(str(exc), 400)
+                return error(str(exc), 400, exc.code, exc.fields)
             except ingest.IngestError as exc:
                 return JsonResponse(exc.body(), status=exc.status)
 
@@ -118,8 +122,12 @@ def _config(data: dict[str, Any]) -> dict[str, Any] | None:
 
 @api_view("GET")
 async def flows(request: HttpRequest) -> HttpResponse:
-    """Registered flow names."""
-    return JsonResponse({"flows": get_engine().get_flow_names()})
+    """The served flows, in order, with what a start form needs: ``{"flows": [{"id",
+    "description", "config_schema" (JSON Schema or null), "example_messages",
+    "needs_message"}]}``."""
+    engine = get_engine()
+    return JsonResponse({"flows": [engine.flow_info(name).model_dump()
+                                   for name in engine.get_flow_names()]})
 
 
 @api_view("GET", "POST", scope={"GET": "read", "POST": "run"})

@@ -6,3 +6,7 @@ class PicoflowWebConfig(AppConfig):
     label = "picoflow_web"
     verbose_name = "PicoFlow Web"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        """Register the system checks (a bad ``PICOFLOW_FLOWS`` is an error)."""
+        from picoflow_web import checks  # noqa: F401

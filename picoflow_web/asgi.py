@@ -1,5 +1,6 @@
 """ASGI entry point: ``daphne picoflow_web.asgi:application``.
 
+The flow engine is built here, so Daphne refuses to start on a bad ``PICOFLOW_FLOWS``.
 HTTP goes to Django; WebSocket connections go through the channels router in
 ``picoflow_web.routing``, behind the session/auth middleware and an Origin check
 against ``ALLOWED_HOSTS``.
@@ -18,7 +19,12 @@ from channels.auth import AuthMiddlewareStack
 from channels.routing import ProtocolTypeRouter, URLRouter
 from channels.security.websocket import AllowedHostsOriginValidator
 
+from picoflow_web.engine import get_engine
 from picoflow_web.routing import websocket_urlpatterns
+
+# Build the flow engine now: a bad PICOFLOW_FLOWS stops Daphne at start-up, with a message
+# naming the entry and the reason (picoflow_web.flows.FlowsConfigError).
+get_engine()
 
 application = ProtocolTypeRouter(
     {

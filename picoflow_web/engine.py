@@ -1,8 +1,11 @@
-"""The process-wide flow engine of the web app: demo flows, the Django store, models.
+"""The process-wide flow engine of the web app: the served flows, the Django store, models.
 
-``PICOFLOW_MODEL`` picks the models: ``scripted`` (default) plays each demo flow's
-scripted conversation; ``openai`` sends every call to the OpenAI-compatible endpoint at
-``OPENAI_BASE_URL`` with ``OPENAI_API_KEY``.
+The flows are the demos (``PICOFLOW_DEMOS``, on by default) and your own
+(``PICOFLOW_FLOWS``; see :mod:`picoflow_web.flows`). ``PICOFLOW_MODEL`` picks the models:
+``scripted`` (default) plays each demo flow's scripted conversation; ``openai`` sends every
+call to the OpenAI-compatible endpoint at ``OPENAI_BASE_URL`` with ``OPENAI_API_KEY``. Your
+own flows use the models they bring (``Flow.model_providers``) first, else that endpoint
+as provider ``openai`` in either mode.
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from __future__ import annotations
 import os
 from functools import cache
 
-from picoflow_web.demos.parallel import demo_flows
+from picoflow_web.flows import FlowsConfigError, configured_flows
 from picoflow_web.store import DjangoSessionStore
 from runtime import FlowEngine, Model, OpenAICompatibleModel
 
@@ -19,15 +22,31 @@ from runtime import FlowEngine, Model, OpenAICompatibleModel
 def get_engine() -> FlowEngine:
     """The engine (built once per process)."""
     latency = float(os.environ.get("PICOFLOW_DEMO_LATENCY", "0.25"))
-    flows = demo_flows(latency)
-    for _, scripted in flows:
+    flows = configured_flows(latency)
+    for flow, scripted in flows:
         if scripted is not None:
             scripted.keep_requests = False  # a server must not keep every request
-    mode = os.environ.get("PICOFLOW_MODEL", "scripted")
-    if mode == "openai":
-        model = OpenAICompatibleModel.from_env()
-        return FlowEngine(flows=[f for f, _ in flows], store=DjangoSessionStore(),
-                          providers={"openai": model, "scripted": model})
+            if scripted.name is None:  # events name the script, not the flow's selection
+                scripted.name = f"{flow.id} script"
+    endpoint = OpenAICompatibleModel.from_env()
+    classes = [f for f, _ in flows]
+    if os.environ.get("PICOFLOW_MODEL", "scripted") == "openai":
+        return _described(FlowEngine(flows=classes, store=DjangoSessionStore(),
+                                     providers={"openai": endpoint, "scripted": endpoint}))
     models: dict[str, Model] = {flow.id: m for flow, m in flows if m is not None}
-    return FlowEngine(flows=[f for f, _ in flows], store=DjangoSessionStore(),
-                      model_override=lambda name: models.get(name))
+    return _described(FlowEngine(flows=classes, store=DjangoSessionStore(),
+                                 providers={"openai": endpoint},
+                                 model_override=lambda name: models.get(name)))
+
+
+def _described(engine: FlowEngine) -> FlowEngine:
+    """``engine``, once every flow has said how to start it (its config schema, examples):
+    a hook that fails does so at start-up, not in ``GET /api/flows``."""
+    for name in engine.get_flow_names():
+        try:
+            engine.flow_info(name)
+        except Exception as exc:
+            raise FlowsConfigError(
+                f"Flow {name!r} cannot say how to start it (config_schema, example_messages "
+                f"or needs_message failed: {type(exc).__name__}: {exc}).") from exc
+    return engine

@@ -19,7 +19,7 @@ from picoflow_web import groups
 from picoflow_web.bridge import RunRecorder
 from picoflow_web.engine import get_engine
 from picoflow_web.models import Run
-from runtime import RunReply
+from runtime import ConfigValidationError, FlowInputError, RunReply
 
 logger = logging.getLogger("picoflow.web")
 
@@ -30,11 +30,22 @@ MAX_MESSAGE_CHARS = 20_000
 
 
 class InputError(ValueError):
-    """Bad input from a client: the API answers 400 with this message."""
+    """Bad input from a client: the API answers 400 with this message and ``code``;
+    ``fields`` maps config fields to what is wrong with them (a config that does not fit
+    the flow's schema)."""
+
+    def __init__(self, message: str, code: str = "bad_request",
+                 fields: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.fields = fields
 
 
-def _check(flow: str, message: str | None, session_id: str | None) -> None:
-    known = get_engine().get_flow_names()
+def _check(flow: str, message: str | None, session_id: str | None,
+           config: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """Refuse bad input before anything starts; returns the config the turn runs with."""
+    engine = get_engine()
+    known = engine.get_flow_names()
     if not isinstance(flow, str) or flow not in known:
         raise InputError(f"Unknown flow {flow!r}; known: {', '.join(known)}.")
     if message is not None and not isinstance(message, str):
@@ -43,6 +54,13 @@ def _check(flow: str, message: str | None, session_id: str | None) -> None:
         raise InputError(f"message is longer than {MAX_MESSAGE_CHARS} characters.")
     if session_id is not None and (not isinstance(session_id, str) or len(session_id) > 64):
         raise InputError("session id must be a string of at most 64 characters.")
+    try:
+        return engine.check_input(flow, message, config)
+    except ConfigValidationError as exc:
+        fields = {e["field"]: e["message"] for e in exc.extra.get("errors", [])}
+        raise InputError(str(exc), exc.code, fields) from None
+    except FlowInputError as exc:
+        raise InputError(str(exc), exc.code) from None
 
 
 async def run_execute(
@@ -50,7 +68,7 @@ async def run_execute(
     config: dict[str, Any] | None = None, user: Any = None, run_id: str | None = None,
 ) -> tuple[Run, RunReply]:
     """Run one turn to its end, recording its events; returns the run and the reply."""
-    _check(flow, message, session_id)
+    config = _check(flow, message, session_id, config)
     run_id = run_id or uuid.uuid4().hex
     run = await Run.objects.filter(id=run_id).afirst()
     if run is None:
@@ -99,7 +117,7 @@ async def run_start(
     config: dict[str, Any] | None = None, user: Any = None,
 ) -> Run:
     """Start a turn in the server and return at once; the run page follows it live."""
-    _check(flow, message, session_id)
+    config = _check(flow, message, session_id, config)
     run = await _run_create(uuid.uuid4().hex, flow, message, session_id, user)
 
     async def execute() -> None:

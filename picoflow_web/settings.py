@@ -40,6 +40,9 @@ PICOFLOW_REMOTE_TIMEOUT
     heartbeats — before it is declared ``interrupted``. Default 30.
 PICOFLOW_LOG_LEVEL
     Log level for the console logger. Default ``INFO``.
+PICOFLOW_FLOWS, PICOFLOW_DEMOS
+    The flows served (your own, and whether the demos are too); read when the app is
+    ready, see :mod:`picoflow_web.flows`.
 """
 
 from __future__ import annotations

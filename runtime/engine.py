@@ -13,12 +13,14 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import anyio
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from . import events as ev
 from .errors import (
+    ConfigValidationError,
     FlowDefinitionError,
     FlowNotRegisteredError,
+    MessageRequiredError,
     PicoFlowError,
     SessionConflictError,
     SessionFlowInvariantError,
@@ -48,6 +50,18 @@ class RunReply(BaseModel):
     """On failure: the :class:`~runtime.errors.PicoFlowError` code (or ``internal``)."""
 
 
+class FlowInfo(BaseModel):
+    """What a client needs to start a flow: its id, what it is, its config and messages."""
+
+    id: str
+    description: str = ""
+    """The first paragraph of the flow class's docstring."""
+    config_schema: dict[str, Any] | None = None
+    """JSON Schema of the config (:meth:`Flow.config_schema`); None: any JSON object."""
+    example_messages: list[str] = []
+    needs_message: bool = False
+
+
 class FlowEngine:
     """Runs turns of registered flows against a session store.
 
@@ -73,6 +87,7 @@ class FlowEngine:
         self.store: SessionStore = store or MemorySessionStore()
         self._flows: dict[str, type[Flow]] = {}
         self._providers: dict[str, Model] = dict(providers or {})
+        self._flow_providers: dict[str, dict[str, Model]] = {}
         self._override = model_override
         self.sinks: list[EventSink] = list(sinks)
         """Event sinks that receive every turn's events."""
@@ -83,12 +98,21 @@ class FlowEngine:
     # -- registries ----------------------------------------------------------------------
 
     def register_flow(self, flow: type[Flow], *, replace: bool = False) -> None:
-        """Register a flow class under its ``id``."""
+        """Register a flow class under its ``id``, with the models it brings."""
         if not (isinstance(flow, type) and issubclass(flow, Flow)):
             raise FlowDefinitionError(f"{flow!r} is not a Flow subclass.")
         if flow.id in self._flows and not replace:
             raise FlowDefinitionError(f"Flow '{flow.id}' is already registered.")
+        providers: dict[str, Model] = {}
+        if flow.model_providers is not Flow.model_providers:
+            providers = dict(flow().model_providers())
+            for name, model in providers.items():
+                if not isinstance(name, str) or not name or not isinstance(model, Model):
+                    raise FlowDefinitionError(
+                        f"model_providers() of flow '{flow.id}' must map provider names to "
+                        f"models; {name!r} maps to {model!r}.")
         self._flows[flow.id] = flow
+        self._flow_providers[flow.id] = providers
 
     def get_flow_names(self) -> list[str]:
         """Registered flow names, in registration order."""
@@ -113,13 +137,39 @@ class FlowEngine:
             )
             if model is not None:
                 return model
-        try:
-            return self._providers[selection.provider]
-        except KeyError:
+        own = self._flow_providers.get(flow_name) or {}
+        model = own.get(selection.provider) or self._providers.get(selection.provider)
+        if model is None:
+            known = sorted({*own, *self._providers})
             raise FlowDefinitionError(
                 f"Model provider '{selection.provider}' is not registered "
-                f"(known: {', '.join(sorted(self._providers)) or 'none'})."
-            ) from None
+                f"(known: {', '.join(known) or 'none'})."
+            )
+        return model
+
+    def flow_info(self, name: str) -> FlowInfo:
+        """What a start form needs to know about flow ``name``."""
+        flow = self.get_flow(name)()
+        schema = flow.config_schema()
+        doc = (type(flow).__doc__ or "").strip().split("\n\n", 1)[0]
+        return FlowInfo(
+            id=name, description=" ".join(doc.split()),
+            config_schema=schema.model_json_schema() if schema is not None else None,
+            example_messages=[str(m) for m in flow.example_messages()],
+            needs_message=bool(flow.needs_message()),
+        )
+
+    def check_input(
+        self, flow_name: str, message: str | None, config: dict[str, Any] | None
+    ) -> dict[str, Any] | None:
+        """Check a request against the flow before running it; returns the config to run.
+
+        Raises:
+            FlowNotRegisteredError: no such flow.
+            MessageRequiredError: the flow needs a message and ``message`` is blank.
+            ConfigValidationError: ``config`` does not match the flow's config schema.
+        """
+        return _checked_input(self.get_flow(flow_name)(), message, config)
 
     # -- turns ---------------------------------------------------------------------------
 
@@ -170,7 +220,7 @@ class FlowEngine:
         turn.attach(self, bus)
         turn.emit(ev.TurnStarted, flow=flow_name, message=message)
         try:
-            await self._bootstrap(flow, session_id, config)
+            await self._bootstrap(flow, message, session_id, config)
         except PicoFlowError as exc:
             if turn.doc is None or isinstance(exc, _UNTOUCHED):
                 return self._failed(bus, _failure(exc, turn.doc.id if turn.doc else
@@ -203,9 +253,11 @@ class FlowEngine:
         return reply
 
     async def _bootstrap(
-        self, flow: Flow, session_id: str | None, config: dict[str, Any] | None
+        self, flow: Flow, message: str | None, session_id: str | None,
+        config: dict[str, Any] | None,
     ) -> None:
         turn = turn_of(flow)
+        config = _checked_input(flow, message, config)
         if config is not None:
             flow.add_context({"config": config})
         await flow.init()
@@ -292,6 +344,26 @@ class _SessionLock:
     async def __aexit__(self, *exc: object) -> None:
         self._locks[self._key][0].release()
         self._forget()
+
+
+def _checked_input(
+    flow: Flow, message: str | None, config: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    """The request's config as the flow will see it, after its message and config checks."""
+    if flow.needs_message() and not (message or "").strip():
+        raise MessageRequiredError(f"Flow '{flow.id}' needs a message.")
+    schema = flow.config_schema()
+    if schema is None or config is None:
+        return config
+    try:
+        parsed = schema.model_validate(config)
+    except ValidationError as exc:
+        errors = [{"field": ".".join(str(part) for part in e["loc"]), "message": e["msg"]}
+                  for e in exc.errors()]
+        listed = "; ".join(f"{e['field'] or 'config'}: {e['message']}" for e in errors)
+        raise ConfigValidationError(f"Config of flow '{flow.id}' is not valid: {listed}.",
+                                    extra={"errors": errors}) from None
+    return parsed.model_dump(mode="json", exclude_unset=True)
 
 
 _UNTOUCHED = (SessionConflictError, SessionFlowMismatchError, SessionFlowInvariantError)

@@ -7,6 +7,9 @@ Every error the runtime raises on purpose derives from :class:`PicoFlowError`::
     │                                   duplicate tool, unknown step or tool name, bad model
     │                                   selection, go/stay/direct used where it cannot be
     ├─ FlowNotRegisteredError           FlowEngine.run() named a flow it does not know
+    ├─ FlowInputError (ValueError)      a request does not fit the flow (nothing started)
+    │  ├─ MessageRequiredError          the flow needs a message and got an empty one
+    │  └─ ConfigValidationError         the config does not match Flow.config_schema()
     ├─ ExecutionFrameError              go() from a child execution frame, or a tool-response
     │                                   helper (stay, direct) called outside a tool handler
     ├─ SessionError                     something about the session document
@@ -80,6 +83,31 @@ class FlowNotRegisteredError(PicoFlowError):
     """Raised by the engine for a flow name it does not know; the reply says which."""
 
     code = "flow_not_registered"
+
+
+class FlowInputError(PicoFlowError, ValueError):
+    """A request does not fit the flow it names; raised before the turn touches a session.
+
+    The fix is in the request (its message or config), not in the flow.
+    """
+
+    code = "invalid_input"
+
+
+class MessageRequiredError(FlowInputError):
+    """The flow needs a message (``Flow.needs_message()``) and the request's is empty."""
+
+    code = "message_required"
+
+
+class ConfigValidationError(FlowInputError):
+    """The request's config does not validate against ``Flow.config_schema()``.
+
+    ``extra["errors"]`` lists ``{"field", "message"}`` per problem (``field`` is the dotted
+    path inside the config; ``""`` for the config as a whole).
+    """
+
+    code = "invalid_config"
 
 
 class ExecutionFrameError(PicoFlowError):

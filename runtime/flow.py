@@ -12,15 +12,17 @@ test pins the list). The engine's side of a turn lives on its
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
+
+from pydantic import BaseModel
 
 from . import events as ev
 from .barrier import ParallelConfig, current_view
 from .errors import ExecutionFrameError, FlowDefinitionError
 from .jsonutil import deep_merge, get_path, json_copy
 from .messages import Message
-from .models import ModelSelection, TokenUsage
+from .models import Model, ModelSelection, TokenUsage
 from .session import SESSION_DOC_VERSION, LogEntry, RunStatus, SequenceEntry, SessionDocument
 from .step import Step
 from .terminate import TerminateSessionStep
@@ -92,7 +94,41 @@ class Flow:
         """Flow-level recovery for refusals after the step's; return reply text or None."""
         return None
 
+    def config_schema(self) -> type[BaseModel] | None:
+        """The pydantic model of the request's ``config`` (``FlowEngine.run(config=...)``,
+        kept in the context as ``config``); None accepts any JSON object unchecked.
+
+        A config that does not validate fails the request before it touches a session
+        (:class:`~runtime.errors.ConfigValidationError`); one that does is kept as given
+        (fields not sent stay unset; :meth:`get_config` fills in the defaults). Dashboards
+        build their start forms from its JSON Schema. Called on an unbound instance: use no
+        session or context here. (Not :meth:`config_model`, which selects the model.)
+        """
+        return None
+
+    def example_messages(self) -> list[str]:
+        """Messages worth sending to this flow, offered by start forms; default none."""
+        return []
+
+    def needs_message(self) -> bool:
+        """Whether a turn needs a non-blank message; an empty one then fails the request
+        (:class:`~runtime.errors.MessageRequiredError`). Default False."""
+        return False
+
+    def model_providers(self) -> Mapping[str, Model]:
+        """Models this flow brings, by provider name: for this flow's calls they come
+        before the engine's providers (an engine's model override still answers first).
+        Asked once, when the flow is registered, on an unbound instance."""
+        return {}
+
     # -- context -------------------------------------------------------------------------
+
+    def get_config(self) -> Any:
+        """The request config with :meth:`config_schema` applied (a model instance, defaults
+        filled in), or a copy of the raw config dict (``{}`` when none) without a schema."""
+        config = self.get_context("config") or {}
+        schema = self.config_schema()
+        return config if schema is None else schema.model_validate(config)
 
     def get_context(self, path: str | None = None) -> Any:
         """A copy of the flow context, or the value at a dotted path (``config.x``)."""

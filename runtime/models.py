@@ -9,7 +9,7 @@ from each request. No vendor SDK is imported here.
 from __future__ import annotations
 
 import re
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, cast, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -140,8 +140,27 @@ class Model(Protocol):
 
     Raise :class:`~runtime.errors.ModelTransportError` for retryable failures,
     :class:`~runtime.errors.ModelBlockedError` for refusals; anything else fails the call.
+
+    An adapter may also define ``describe(selection) -> dict | None``: how it names itself
+    when it answers ``selection`` (see :func:`describe_model`); without it, or when it
+    returns None, events name the selection.
     """
 
     async def invoke(self, request: ModelRequest) -> ModelResponse:
         """Answer one request."""
         ...
+
+
+def describe_model(model: Model, selection: ModelSelection) -> dict[str, Any]:
+    """What a ``model.started`` event names: the answering model's own description.
+
+    A model that answers in place of what the selection asks for (a scripted model playing
+    a flow written for a real provider, an engine's model override) says so through an
+    optional ``describe(selection)`` method; otherwise the selection names it. Secrets are
+    stripped either way.
+    """
+    describe = getattr(model, "describe", None)
+    described = describe(selection) if callable(describe) else None
+    if described is None:
+        return selection.public()
+    return cast(dict[str, Any], strip_secrets(dict(described)))

@@ -34,7 +34,7 @@ from .errors import (
 )
 from .events import safe_value
 from .messages import Message, ai_message, human_message, system_message
-from .models import Model, ModelRequest, ModelResponse
+from .models import Model, ModelRequest, ModelResponse, describe_model
 from .turn import turn_of
 
 if TYPE_CHECKING:
@@ -147,7 +147,7 @@ async def call_model(flow: Flow, step: Step) -> ModelResponse | str:
         observed = turn.observed
         if observed:
             turn.emit(ev.ModelStarted, step=step.name, call=call, attempt=attempt,
-                      model=selection.public(),
+                      model=describe_model(model, selection),
                       messages=[_message_json(m) for m in request.messages],
                       tools=[t.name for t in request.tools])
         started = time.monotonic()

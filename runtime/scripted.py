@@ -19,7 +19,7 @@ import anyio
 
 from .errors import FlowDefinitionError, ScriptedModelError
 from .messages import MessageType, ToolCall
-from .models import ModelRequest, ModelResponse, TokenUsage
+from .models import ModelRequest, ModelResponse, ModelSelection, TokenUsage
 
 Responder = Callable[[ModelRequest], "ModelResponse | str"]
 
@@ -82,6 +82,9 @@ class ScriptedModel:
         latency: default seconds each answer takes (a rule may override).
         chars_per_token: used to derive token counts when a rule gives none.
         keep_requests: record every request in :attr:`requests`.
+        name: when set, events of the calls it answers name it (provider ``scripted``,
+            this name, and the selection it was ``requested`` for) instead of the
+            selection, which a scripted model only plays.
     """
 
     def __init__(
@@ -91,8 +94,11 @@ class ScriptedModel:
         latency: float = 0.0,
         chars_per_token: int = 4,
         keep_requests: bool = True,
+        name: str | None = None,
     ) -> None:
         self.rules = list(rules)
+        self.name = name
+        """How events name this model; None: they name the selection it answers."""
         self.latency = latency
         self.chars_per_token = chars_per_token
         self.keep_requests = keep_requests
@@ -100,6 +106,13 @@ class ScriptedModel:
         self.requests: list[ModelRequest] = []
         """Every request answered, in order (what a test or a debugger reads back)."""
         self._call_ids = 0
+
+    def describe(self, selection: ModelSelection) -> dict[str, Any] | None:
+        """How events name this model when it answers ``selection`` (None: the selection)."""
+        if self.name is None:
+            return None
+        return {"provider": "scripted", "name": self.name, "params": {},
+                "requested": selection.public()}
 
     def add(self, *rules: Rule) -> ScriptedModel:
         """Append rules; returns self for chaining."""

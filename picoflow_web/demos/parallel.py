@@ -168,6 +168,12 @@ class ResearchFlow(DemoFlow):
     def define_steps(self) -> list[Step]:
         return [ResearchDesk(self), Planner(self), Finder(self)]
 
+    def example_messages(self) -> list[str]:
+        return ["research tide pools", "research about coral reefs"]
+
+    def needs_message(self) -> bool:
+        return True  # the message is the topic
+
 
 def research_flow(latency: float = DEFAULT_LATENCY) -> tuple[type[ResearchFlow], ScriptedModel]:
     """:class:`ResearchFlow` at time unit ``latency``, with its model."""
@@ -481,6 +487,9 @@ class TimingFlow(DemoFlow):
 
     def define_steps(self) -> list[Step]:
         return [Stopwatch(self), Worker(self), Stage(self)]
+
+    def example_messages(self) -> list[str]:
+        return ["pipelined", "batched"]
 
 
 def timing_flow(latency: float = DEFAULT_LATENCY) -> tuple[type[TimingFlow], ScriptedModel]:

@@ -8,9 +8,10 @@ Config (``config`` of the first turn, all optional): ``branches`` (default 1,000
 
 from __future__ import annotations
 
-from typing import Any
+from typing import cast
 
 import anyio
+from pydantic import BaseModel, Field
 
 from runtime import (
     Channel,
@@ -25,6 +26,16 @@ from runtime import (
 )
 
 MAX_BRANCHES = 100_000
+
+
+class FanOutConfig(BaseModel):
+    """How wide the barrier is and how fast its branches finish."""
+
+    branches: int = Field(1000, ge=1, le=MAX_BRANCHES, description="Branches to fork.")
+    rate: float = Field(0, ge=0, le=1_000_000,
+                        description="Branches finishing per second; 0: as fast as possible.")
+    concurrency: int | None = Field(None, ge=1, le=MAX_BRANCHES,
+                                    description="Branches running at once; empty: all.")
 
 
 class Tick(LogicStep):
@@ -47,11 +58,8 @@ class FanOut(LogicStep):
     """Forks the configured number of branches and reports what the join published."""
 
     async def run_logic(self) -> Routable:
-        config: dict[str, Any] = self.get_context("config") or {}
-        count = max(1, min(int(config.get("branches", 1000)), MAX_BRANCHES))
-        rate = float(config.get("rate", 0))
-        concurrency = config.get("concurrency")
-        concurrency = int(concurrency) if concurrency else None
+        config = cast(FanOutConfig, self.flow.get_config())
+        count, rate, concurrency = config.branches, config.rate, config.concurrency
         # With `concurrency` branches at a time, each must take concurrency/rate seconds
         # for `rate` branches to finish per second.
         delay = (concurrency or count) / rate if rate > 0 else 0
@@ -74,3 +82,6 @@ class FanOutFlow(Flow):
 
     def config_parallel_execution(self) -> ParallelConfig:
         return ParallelConfig(max_invocations=MAX_BRANCHES)
+
+    def config_schema(self) -> type[BaseModel]:
+        return FanOutConfig

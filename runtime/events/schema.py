@@ -190,7 +190,8 @@ class ModelStarted(_Event):
     """Model call number within the turn (attempts of one call share it)."""
     attempt: int
     model: dict[str, Any]
-    """The selection, secrets stripped."""
+    """The model that answers, secrets stripped: the selection, or what the answering model
+    says of itself (``describe``; a named scripted model adds the ``requested`` selection)."""
     messages: list[dict[str, Any]]
     tools: list[str]
 

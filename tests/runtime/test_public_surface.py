@@ -27,10 +27,11 @@ FLOW_HOOKS = {
     "config_model", "define_steps", "initial_step", "define_tools", "init",
     "on_restore_session_doc", "call_timeout", "config_parallel_execution",
     "should_retry_model_error", "on_model_error", "on_model_blocked",
+    "config_schema", "example_messages", "needs_message", "model_providers",
 }
 FLOW_HELPERS = {
     "id", "max_model_calls_per_turn", "retry_delay",
-    "get_context", "add_context", "steps", "require_step", "require_tool",
+    "get_config", "get_context", "add_context", "steps", "require_step", "require_tool",
     "current_step_name", "require_current_step", "get_executing_step",
     "require_executing_step", "goto", "read_step_state", "get_step_state", "save_step_state",
     "save_transient_step_state", "get_memory", "model_selection", "session_id", "run_status",

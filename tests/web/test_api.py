@@ -222,7 +222,10 @@ async def test_ai_flows_and_api_flows_list_the_engine_flows() -> None:
     response = await AsyncClient().get("/ai/flows", headers=auth)
     assert response.status_code == 200 and response.json() == names
     response = await AsyncClient().get("/api/flows", headers=auth)
-    assert response.status_code == 200 and response.json() == {"flows": names}
+    assert response.status_code == 200
+    assert [f["id"] for f in response.json()["flows"]] == names
+    assert {tuple(sorted(f)) for f in response.json()["flows"]} == {
+        ("config_schema", "description", "example_messages", "id", "needs_message")}
 
 
 async def test_ai_end_deletes_the_session() -> None:

@@ -19,6 +19,7 @@ from runtime import (
     Flow,
     Message,
     ModelSelection,
+    ScriptedModelError,
     Step,
     TerminateSessionStep,
     Transition,
@@ -38,6 +39,7 @@ from .backend import (
     resolve_hotel_choices,
     search_hotels,
 )
+from .script import REFERENCE_TURNS
 
 NO_HOTEL_FOUND = "No hotel found, please adjust your criteria and try again."
 PRESENT_OPENING = "What hotels choice I have"
@@ -238,8 +240,33 @@ class CompareStep(Step):
         return go(PresentStep) if args.isResumed else None
 
 
+class HotelConfig(BaseModel):
+    """The config of a booking session."""
+
+    current_date: date | None = Field(
+        None, description="Today's date in the prompt (default: the real date).")
+
+
+def next_scripted_line(flow: Flow) -> str:
+    """The reference conversation's next line from where the session stands."""
+    step = flow.current_step_name
+    if step == "PresentStep":
+        if "two beds" not in str(flow.get_step_state(ExploreStep, "json") or ""):
+            return "change to a 2 bed rooms, search"
+        compared = flow.get_step_state(CompareStep, "chosen_hotels") or []
+        return "8" if compared else "compare hotel 2,5,8 on price"
+    if step == "CompareStep":
+        compared = flow.get_step_state(CompareStep, "chosen_hotels") or []
+        later = ["compare on amenities", "compare hotels 2,5 on price", "resume booking"]
+        return later[min(max(len(compared) - 1, 0), len(later) - 1)]
+    said = {m.content for m in flow.get_memory("hotel-explore") if m.type == "human"}
+    reached = [i for i, line in enumerate(REFERENCE_TURNS[:8]) if line in said]
+    return REFERENCE_TURNS[min(reached[-1] + 1, 7)] if reached else REFERENCE_TURNS[0]
+
+
 class HotelFlow(Flow):
-    """Hotel booking assistant (Portland, OR)."""
+    """Hotel booking assistant (Portland, OR): dates, budget, room type and amenities, then
+    search, compare and book."""
 
     def config_model(self) -> ModelSelection:
         return ModelSelection(provider="openai", name="gpt-4o", retry_attempts=3)
@@ -257,3 +284,25 @@ class HotelFlow(Flow):
             ),
             TerminateSessionStep(self).use_memory("end"),
         ]
+
+    def config_schema(self) -> type[BaseModel]:
+        return HotelConfig
+
+    def example_messages(self) -> list[str]:
+        return list(REFERENCE_TURNS)
+
+    def needs_message(self) -> bool:
+        return True
+
+    async def on_model_error(self, error: Exception) -> str | None:
+        """Off the script, the scripted demo says what it can do and what to type next; the
+        session goes on (a real model's errors still fail the turn)."""
+        if not isinstance(error, ScriptedModelError):
+            return None
+        return (
+            "I am the scripted demo of a hotel booking assistant, so I only follow its "
+            "reference conversation: I can book a hotel in the Portland, Oregon area — "
+            "dates, budget, room type and amenities, then search, compare hotels and book "
+            f"one. I have no scripted answer to that. Next in the script: "
+            f"\u201c{next_scripted_line(self)}\u201d."
+        )

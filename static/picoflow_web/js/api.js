@@ -6,11 +6,13 @@
  */
 
 export class ApiError extends Error {
-  /** @param {string} message @param {number} status @param {string} code */
-  constructor(message, status, code) {
+  /** @param {string} message @param {number} status @param {string} code @param {any} [body] */
+  constructor(message, status, code, body = null) {
     super(message);
     this.status = status;
     this.code = code;
+    /** The whole error body (a bad config's also has `fields`: {name: message}). */
+    this.body = body;
   }
 }
 
@@ -46,7 +48,7 @@ export async function requestJson(url, options = {}) {
   }
   if (!response.ok) {
     const message = data && typeof data.message === "string" ? data.message : `${response.status} ${response.statusText}`;
-    throw new ApiError(message, response.status, (data && data.code) || "http_error");
+    throw new ApiError(message, response.status, (data && data.code) || "http_error", data);
   }
   return data;
 }

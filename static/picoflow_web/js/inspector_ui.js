@@ -201,6 +201,17 @@ function callsAndEvents(parent, view, inv, ctx) {
   eventsSection(parent, view, inv.seqs, ctx);
 }
 
+/**
+ * `provider/name` of the model that answered; a model playing another's selection (a
+ * scripted model) adds what was requested: `scripted/x (as openai/gpt-5.1)`.
+ * @param {any} model
+ */
+function modelLabel(model) {
+  const name = (/** @type {any} */ m) => (m && m.name ? `${m.provider ? `${m.provider}/` : ""}${m.name}` : "");
+  const requested = model ? name(model.requested) : "";
+  return name(model) + (requested ? ` (as ${requested})` : "");
+}
+
 /** @param {any} call @param {boolean} last @param {InspectorContext} ctx */
 function modelCall(call, last, ctx) {
   const box = h("div", "pf-model-call");
@@ -209,7 +220,7 @@ function modelCall(call, last, ctx) {
   append(head,
     h("strong", "", `call ${call.call}`),
     call.attempt > 1 ? h("span", "pf-chip", `attempt ${call.attempt}`) : null,
-    h("span", "pf-muted pf-mono", call.model?.name ? `${call.model.provider ? `${call.model.provider}/` : ""}${call.model.name}` : ""),
+    h("span", "pf-muted pf-mono", modelLabel(call.model)),
     f ? h("span", "pf-chip", `${f.total_tokens} tokens`) : null,
     f ? h("span", "pf-chip", formatDuration(f.latency)) : null,
     f && !f.accepted ? badge("not accepted", "rejected") : null,

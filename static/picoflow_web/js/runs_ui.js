@@ -12,10 +12,15 @@
  *   #pf-runs-body                                  the table body of the list
  *   #pf-filters select[name=flow|status], input[name=session|conflicts]
  *   #pf-start-form with select[name=flow], textarea[name=message], select[name=session],
- *     button[type=submit]; errors show in #pf-start-form .pf-form-error
+ *     button[type=submit]; errors show in #pf-start-form .pf-form-error;
+ *     #pf-start-form[data-ready=1] once the flows' details have loaded
+ *   #pf-examples button.pf-example[data-message]   the chosen flow's example messages
+ *   #pf-config-fields .pf-config-field[data-field] with [name="config.<field>"] and
+ *     .pf-field-error                              the chosen flow's config fields
  */
 
 import { ApiError, requestJson, runPageUrl, sessionPageUrl, wsUrl } from "./api.js";
+import { fieldsFromSchema, initialValue, readConfig } from "./config_form.js";
 import { append, badge, h, setAttr, setText } from "./dom.js";
 import { formatClock, formatDuration, interruptionText, preview, runStatusKind } from "./format.js";
 import { createFeed } from "./socket.js";
@@ -142,12 +147,34 @@ export function mountRunsPage(root) {
     if (error instanceof ApiError && error.status === 401) location.assign(`/login/?next=${encodeURIComponent(location.pathname)}`);
   });
 
-  // Start a run.
+  // Start a run: the chosen flow's example messages and config fields come from
+  // /api/flows (its config JSON Schema); the config is checked here, then by the server.
   const flowSelect = /** @type {HTMLSelectElement} */ (startForm.elements.namedItem("flow"));
   const sessionSelect = /** @type {HTMLSelectElement} */ (startForm.elements.namedItem("session"));
+  const messageInput = /** @type {HTMLTextAreaElement} */ (startForm.elements.namedItem("message"));
   const errorBox = /** @type {HTMLElement} */ (startForm.querySelector(".pf-form-error"));
   const submit = /** @type {HTMLButtonElement} */ (startForm.querySelector("button[type=submit]"));
-  const syncSessions = () => {
+  const examplesBox = /** @type {HTMLElement} */ (document.getElementById("pf-examples"));
+  const configBox = /** @type {HTMLElement} */ (document.getElementById("pf-config"));
+  const configFields = /** @type {HTMLElement} */ (document.getElementById("pf-config-fields"));
+  const needsMark = /** @type {HTMLElement} */ (startForm.querySelector(".pf-needs-message"));
+  /** @type {Map<string, any>} */
+  const flowInfo = new Map();
+  /** @type {{fields: import("./config_form.js").FieldSpec[], inputs: Map<string, HTMLInputElement | HTMLSelectElement>, errors: Map<string, HTMLElement>}} */
+  let form = { fields: [], inputs: new Map(), errors: new Map() };
+  const showError = (/** @type {string} */ text) => {
+    errorBox.hidden = !text;
+    setText(errorBox, text);
+  };
+  const markFields = (/** @type {Record<string, string>} */ errors) => {
+    for (const [name, box] of form.errors) {
+      const text = errors[name] || "";
+      box.hidden = !text;
+      setText(box, text);
+      form.inputs.get(name)?.setAttribute("aria-invalid", text ? "true" : "false");
+    }
+  };
+  const syncForm = () => {
     // Sessions belong to one flow: offer only the chosen flow's.
     for (const option of Array.from(sessionSelect.options)) {
       if (!option.value) continue;
@@ -155,22 +182,75 @@ export function mountRunsPage(root) {
     }
     const chosen = sessionSelect.selectedOptions[0];
     if (chosen && chosen.hidden) sessionSelect.value = "";
+    const info = flowInfo.get(flowSelect.value);
+    needsMark.hidden = !(info && info.needs_message);
+    messageInput.required = Boolean(info && info.needs_message);
+    // A config is taken by a session's first turn only: no fields for an existing one.
+    configBox.hidden = form.fields.length === 0 || Boolean(sessionSelect.value);
   };
-  flowSelect.addEventListener("change", syncSessions);
-  syncSessions();
+  const buildFlowForm = () => {
+    const info = flowInfo.get(flowSelect.value);
+    examplesBox.replaceChildren(h("span", "pf-label", "Try"));
+    for (const example of (info && info.example_messages) || []) {
+      const button = h("button", "pf-example", preview(String(example), 40, true));
+      button.setAttribute("type", "button");
+      button.title = String(example);
+      button.dataset.message = String(example);
+      button.addEventListener("click", () => {
+        messageInput.value = String(example);
+        messageInput.focus();
+      });
+      examplesBox.appendChild(button);
+    }
+    examplesBox.hidden = !(info && info.example_messages && info.example_messages.length);
+    form = { fields: fieldsFromSchema(info ? info.config_schema : null), inputs: new Map(), errors: new Map() };
+    configFields.replaceChildren(...form.fields.map((field) => configField(field, form)));
+    showError("");
+    syncForm();
+  };
+  flowSelect.addEventListener("change", buildFlowForm);
+  sessionSelect.addEventListener("change", syncForm);
+  syncForm();
+  requestJson("/api/flows").then((data) => {
+    for (const info of data.flows || []) flowInfo.set(info.id, info);
+    buildFlowForm();
+    startForm.dataset.ready = "1";
+  }).catch(() => {});
   startForm.addEventListener("submit", async (event) => {
     event.preventDefault();
-    errorBox.hidden = true;
-    const message = /** @type {HTMLTextAreaElement} */ (startForm.elements.namedItem("message")).value;
+    showError("");
+    const info = flowInfo.get(flowSelect.value);
+    const message = messageInput.value;
+    messageInput.setAttribute("aria-invalid", "false");
+    /** @type {Record<string, any>} */
     const body = { flow: flowSelect.value, message, session_id: sessionSelect.value || undefined };
+    if (info && info.needs_message && !message.trim()) {
+      messageInput.setAttribute("aria-invalid", "true");
+      showError(`${flowSelect.value} needs a message.`);
+      return;
+    }
+    if (!sessionSelect.value && form.fields.length) {
+      /** @type {Record<string, string | boolean>} */
+      const raws = {};
+      for (const [name, input] of form.inputs) {
+        raws[name] = input instanceof HTMLInputElement && input.type === "checkbox" ? input.checked : input.value;
+      }
+      const { config, errors } = readConfig(form.fields, raws);
+      markFields(errors);
+      if (Object.keys(errors).length) {
+        showError("Some config fields need fixing.");
+        return;
+      }
+      body.config = config;
+    }
     submit.disabled = true;
     setText(submit, "Starting…");
     try {
       const data = await requestJson("/api/runs", { method: "POST", body });
       location.assign(runPageUrl(data.run.id));
     } catch (error) {
-      errorBox.hidden = false;
-      setText(errorBox, error instanceof Error ? error.message : String(error));
+      if (error instanceof ApiError && error.body && error.body.fields) markFields(error.body.fields);
+      showError(error instanceof Error ? error.message : String(error));
       submit.disabled = false;
       setText(submit, "Start");
     }
@@ -219,6 +299,62 @@ export function mountRunsPage(root) {
   store.touch();
   void root;
   return { store, feed };
+}
+
+/**
+ * One config field of the start form: a labelled input for its kind, its hint and a
+ * place for its validation message. Hooks: .pf-config-field[data-field], inputs named
+ * `config.<field>`, .pf-field-error.
+ * @param {import("./config_form.js").FieldSpec} field
+ * @param {{inputs: Map<string, HTMLInputElement | HTMLSelectElement>, errors: Map<string, HTMLElement>}} form
+ */
+function configField(field, form) {
+  const wrap = h("label", field.kind === "boolean" ? "pf-field pf-config-field pf-config-field-check" : "pf-field pf-config-field");
+  wrap.dataset.field = field.name;
+  const label = h("span", "pf-label", field.label + (field.required && !field.hasDefault ? " *" : ""));
+  /** @type {HTMLInputElement | HTMLSelectElement} */
+  let input;
+  const initial = initialValue(field);
+  if (field.kind === "enum") {
+    const select = /** @type {HTMLSelectElement} */ (h("select", "pf-input"));
+    if (field.nullable || !field.hasDefault) select.appendChild(h("option", "", field.nullable ? "—" : "Choose…"));
+    for (const option of field.options) {
+      const el = /** @type {HTMLOptionElement} */ (h("option", "", String(option)));
+      el.value = JSON.stringify(option);
+      select.appendChild(el);
+    }
+    select.value = String(initial);
+    input = select;
+  } else {
+    const el = /** @type {HTMLInputElement} */ (h("input", "pf-input"));
+    if (field.kind === "boolean") {
+      el.type = "checkbox";
+      el.checked = initial === true;
+    } else {
+      el.type = field.kind === "integer" || field.kind === "number" ? "number" : field.format === "date" ? "date" : "text";
+      if (el.type === "number") {
+        el.step = field.kind === "integer" ? "1" : "any";
+        if (field.minimum !== undefined) el.min = String(field.minimum);
+        if (field.maximum !== undefined) el.max = String(field.maximum);
+      }
+      if (field.maxLength !== undefined) el.maxLength = field.maxLength;
+      el.value = String(initial);
+      el.placeholder = field.hasDefault && field.default !== null ? `default: ${initial}` : field.nullable ? "default" : "";
+    }
+    input = el;
+  }
+  input.name = `config.${field.name}`;
+  const error = h("span", "pf-field-error");
+  error.hidden = true;
+  error.setAttribute("role", "alert");
+  form.inputs.set(field.name, input);
+  form.errors.set(field.name, error);
+  if (field.kind === "boolean") append(wrap, input, label);
+  else append(wrap, label, input);
+  if (field.description) wrap.appendChild(h("span", "pf-hint", field.description));
+  wrap.appendChild(error);
+  if (field.description) wrap.title = field.description;
+  return wrap;
 }
 
 /** @param {any} run */

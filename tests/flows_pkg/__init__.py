@@ -1,0 +1,1 @@
+"""Flows that are not demos, served by the dashboard through ``PICOFLOW_FLOWS`` in tests."""

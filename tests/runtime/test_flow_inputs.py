@@ -1,0 +1,173 @@
+"""What a flow says about how to start it, and what the engine does with it: the config
+schema (validated before any session is touched), example messages, whether a message is
+needed, the models a flow brings, and how events name the model that answered."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import pytest
+from pydantic import BaseModel, Field
+
+from runtime import (
+    ConfigValidationError,
+    Flow,
+    FlowDefinitionError,
+    FlowEngine,
+    LogicStep,
+    MessageRequiredError,
+    ModelSelection,
+    Routable,
+    Rule,
+    ScriptedModel,
+    Step,
+)
+from runtime.events import MemorySink
+
+pytestmark = pytest.mark.anyio
+
+
+class OrderConfig(BaseModel):
+    count: int = Field(3, ge=1, le=10)
+    size: Literal["small", "large"] = "small"
+    gift: bool = False
+
+
+class Order(LogicStep):
+    async def run_logic(self) -> Routable:
+        config = self.flow.get_config()
+        return f"{config.count} {config.size}{' gift' if config.gift else ''}"
+
+
+class OrderFlow(Flow):
+    """Orders things.
+
+    A second paragraph that start forms do not show.
+    """
+
+    def config_model(self) -> ModelSelection:
+        return ModelSelection(provider="none", name="none")
+
+    def define_steps(self) -> list[Step]:
+        return [Order(self)]
+
+    def config_schema(self) -> type[BaseModel]:
+        return OrderConfig
+
+    def example_messages(self) -> list[str]:
+        return ["order", "order again"]
+
+    def needs_message(self) -> bool:
+        return True
+
+
+async def test_a_valid_config_is_kept_as_given_and_read_with_defaults() -> None:
+    engine = FlowEngine(flows=[OrderFlow])
+    reply = await engine.run("OrderFlow", "order", config={"count": "7", "gift": True})
+    assert (reply.success, reply.message) == (True, "7 small gift")
+    doc = await engine.store.load(reply.session_id)
+    assert doc is not None and doc.flow.context == {"config": {"count": 7, "gift": True}}
+    reply = await engine.run("OrderFlow", "order")
+    assert reply.message == "3 small"
+
+
+@pytest.mark.parametrize(("config", "fields"), [
+    ({"count": 11}, ["count"]),
+    ({"count": 0, "size": "huge"}, ["count", "size"]),
+    ({"count": "many"}, ["count"]),
+])
+async def test_a_bad_config_fails_the_request_before_any_session(
+    config: dict[str, object], fields: list[str]
+) -> None:
+    engine = FlowEngine(flows=[OrderFlow])
+    with pytest.raises(ConfigValidationError) as caught:
+        engine.check_input("OrderFlow", "order", config)
+    assert [e["field"] for e in caught.value.extra["errors"]] == fields
+    assert caught.value.code == "invalid_config"
+    assert all(f"{field}:" in str(caught.value) for field in fields)
+    reply = await engine.run("OrderFlow", "order", session_id="s1", config=config)
+    assert (reply.success, reply.error_code) == (False, "invalid_config")
+    assert await engine.store.load("s1") is None
+
+
+@pytest.mark.parametrize("message", [None, "", "   \n"])
+async def test_a_flow_that_needs_a_message_refuses_a_blank_one(message: str | None) -> None:
+    engine = FlowEngine(flows=[OrderFlow])
+    with pytest.raises(MessageRequiredError, match="OrderFlow' needs a message"):
+        engine.check_input("OrderFlow", message, None)
+    reply = await engine.run("OrderFlow", message, session_id="s2")
+    assert (reply.success, reply.error_code) == (False, "message_required")
+    assert await engine.store.load("s2") is None
+
+
+async def test_flow_info_carries_the_schema_examples_and_the_first_doc_paragraph() -> None:
+    info = FlowEngine(flows=[OrderFlow]).flow_info("OrderFlow")
+    assert info.id == "OrderFlow" and info.description == "Orders things."
+    assert info.example_messages == ["order", "order again"] and info.needs_message is True
+    assert info.config_schema == OrderConfig.model_json_schema()
+    assert info.config_schema["properties"]["count"]["maximum"] == 10
+
+
+class Ask(Step):
+    def get_prompt(self) -> str:
+        return "Answer."
+
+
+class OwnModelFlow(Flow):
+    """Brings its own model under a provider the engine does not know."""
+
+    model = ScriptedModel([Rule(text="from my own model")], name="own-script")
+
+    def config_model(self) -> ModelSelection:
+        return ModelSelection(provider="mine", name="gpt-imaginary")
+
+    def define_steps(self) -> list[Step]:
+        return [Ask(self)]
+
+    def model_providers(self) -> dict[str, ScriptedModel]:
+        return {"mine": self.model}
+
+
+async def test_a_flow_brings_its_own_model_and_events_name_the_scripted_model() -> None:
+    sink = MemorySink()
+    engine = FlowEngine(flows=[OwnModelFlow], sinks=[sink])
+    reply = await engine.run("OwnModelFlow", "hi")
+    assert (reply.success, reply.message) == (True, "from my own model")
+    (started,) = [e for e in sink.events if e.type == "model.started"]
+    assert started.model == {"provider": "scripted", "name": "own-script", "params": {},
+                             "requested": {"provider": "mine", "name": "gpt-imaginary",
+                                           "params": {}}}
+
+
+async def test_an_unnamed_scripted_override_still_names_the_selection() -> None:
+    sink = MemorySink()
+    engine = FlowEngine(flows=[OwnModelFlow], sinks=[sink],
+                        model_override=ScriptedModel([Rule(text="override")]))
+    reply = await engine.run("OwnModelFlow", "hi")
+    assert reply.message == "override"
+    (started,) = [e for e in sink.events if e.type == "model.started"]
+    assert started.model == {"provider": "mine", "name": "gpt-imaginary", "params": {}}
+
+
+async def test_without_its_own_model_the_flow_names_the_known_providers() -> None:
+    class Bare(OwnModelFlow):
+        id = "Bare"
+
+        def model_providers(self) -> dict[str, ScriptedModel]:
+            return {}
+
+    engine = FlowEngine(flows=[Bare], providers={"openai": ScriptedModel()})
+    reply = await engine.run("Bare", "hi")
+    assert reply.error_code == "flow_definition"
+    assert "'mine' is not registered (known: openai)" in reply.message
+
+
+def test_model_providers_must_be_models() -> None:
+    class Broken(OwnModelFlow):
+        id = "Broken"
+
+        def model_providers(self) -> dict[str, object]:  # type: ignore[override]
+            return {"mine": "not a model"}
+
+    with pytest.raises(FlowDefinitionError, match="model_providers\\(\\) of flow 'Broken'"):
+        FlowEngine(flows=[Broken])
