@@ -52,6 +52,7 @@ class IngestServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # headers and body leave at once
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass
