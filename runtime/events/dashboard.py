@@ -259,7 +259,8 @@ class DashboardSink:
             return False
         # Left only with events that wait for a loss report (which the run's next event
         # brings), the run must go on: never block on those.
-        return not (self._disabled or self._closing or self._stuck)
+        return not (self._disabled or self._closing or self._stuck
+                    or not self._thread.is_alive())
 
     # -- flushing and closing -------------------------------------------------------------
 

@@ -346,8 +346,12 @@ async def test_close_sends_what_is_buffered(
 async def test_the_engine_attaches_a_sink_from_the_environment(
         server: IngestServer, monkeypatch: pytest.MonkeyPatch) -> None:
     assert dashboard_from_env({"PICOFLOW_DASHBOARD_URL": server.url}) is None
-    assert FlowEngine().dashboard is None or os.environ.get("PICOFLOW_DASHBOARD_URL")
+    assert dashboard_from_env({"PICOFLOW_DASHBOARD_URL": server.url,
+                               "PICOFLOW_DASHBOARD_TOKEN": ""}) is None
     monkeypatch.setenv("PICOFLOW_DASHBOARD_URL", server.url)
+    monkeypatch.delenv("PICOFLOW_DASHBOARD_TOKEN", raising=False)
+    assert FlowEngine().dashboard is None
+    assert FlowEngine().sinks == []
     monkeypatch.setenv("PICOFLOW_DASHBOARD_TOKEN", server.token)
     engine = FlowEngine(flows=[FanFlow])
     assert isinstance(engine.dashboard, DashboardSink)
