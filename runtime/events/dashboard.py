@@ -157,6 +157,8 @@ class DashboardSink:
         self._lock = threading.Lock()
         self._cv = threading.Condition(self._lock)
         self._queue: deque[Event] = deque()
+        self._lines: dict[tuple[str, int], str] = {}
+        """Serialised lines of events sent once and put back, by ``(run_id, seq)``."""
         self._first_at = 0.0
         self._inflight = 0
         self._sending = False
@@ -169,6 +171,7 @@ class DashboardSink:
         self._closed = False
         self._closing = False
         self._stuck = False
+        self._requeued: set[tuple[str, int]] = set()
         self._abort = threading.Event()
         self._conn: http.client.HTTPConnection | None = None
         self._warned = False
@@ -391,7 +394,7 @@ class DashboardSink:
                 continue
             first, last, count = run.dropping
             run.dropping = None
-            seq = run.last_seq + 1
+            seq = max([run.last_seq, *(e.seq for e in self._queue if e.run_id == run_id)]) + 1
             run.last_seq = seq
             overflow = SinkOverflowed(
                 run_id=run_id, session_id=run.session_id, seq=seq, time=time.time(),
@@ -423,8 +426,9 @@ class DashboardSink:
             cover.first = min(cover.first, first) if cover.overflow == -1 else cover.first
 
     def _requeue(self, events: list[Event]) -> None:
-        """Under the lock: put unsent events back in front, in order."""
+        """Under the lock: put unsent events back in front, in order (their lines kept)."""
         live = [e for e in events if e.run_id not in self._dead]
+        self._requeued.update((e.run_id, e.seq) for e in live)
         if live:
             if not self._queue:
                 self._first_at = time.monotonic()
@@ -437,11 +441,27 @@ class DashboardSink:
         if run is not None:
             self._held -= sum(1 for _ in run.covers)
         self._queue = deque(e for e in self._queue if e.run_id != run_id)
+        for key in [k for k in self._lines if k[0] == run_id]:
+            del self._lines[key]
 
     # -- HTTP -----------------------------------------------------------------------------
 
     def _send(self, batch: list[Event]) -> None:
-        lines = [dump_event(e) for e in batch]
+        cache = self._lines
+        with self._lock:
+            lines = [cache.pop((e.run_id, e.seq), "") or dump_event(e) for e in batch]
+        try:
+            self._send_lines(batch, lines)
+        finally:
+            with self._lock:  # a requeued event keeps its line for the next request
+                if self._requeued:
+                    for event, line in zip(batch, lines, strict=True):
+                        key = (event.run_id, event.seq)
+                        if key in self._requeued:
+                            cache[key] = line
+                    self._requeued.clear()
+
+    def _send_lines(self, batch: list[Event], lines: list[str]) -> None:
         attempt = 0
         while batch:
             body = ("\n".join(lines) + "\n").encode("utf-8")
@@ -472,8 +492,8 @@ class DashboardSink:
                                run_id)
                 with self._cv:
                     self._kill(run_id)
-                batch = [e for e in batch if e.run_id != run_id]
-                lines = [dump_event(e) for e in batch]
+                kept = [(e, x) for e, x in zip(batch, lines, strict=True) if e.run_id != run_id]
+                batch, lines = [e for e, _ in kept], [x for _, x in kept]
                 continue
             if status == 409 and reply.get("code") == "seq_gap":
                 with self._cv:
@@ -503,6 +523,7 @@ class DashboardSink:
                 run = self._runs.get(event.run_id)
                 if run is not None:
                     run.contact = now
+                    run.last_seq = max(run.last_seq, event.seq)
             for run_id, run in list(self._runs.items()):
                 if run.ended and not run.covers and run.dropping is None and not any(
                         e.run_id == run_id for e in unacked):
@@ -548,6 +569,7 @@ class DashboardSink:
             self._disabled = f"HTTP {status}"
             self.dropped += len(self._queue)
             self._queue.clear()
+            self._lines.clear()
             self._runs.clear()
 
     def _give_up(self, batch: list[Event]) -> None:
@@ -555,6 +577,7 @@ class DashboardSink:
         with self._cv:
             self.dropped += len(batch) + len(self._queue)
             self._queue.clear()
+            self._lines.clear()
 
     def _wait_retry(self, attempt: int, retry_after: str | None) -> bool:
         delay = min(self.max_backoff, self.backoff * 2 ** attempt)

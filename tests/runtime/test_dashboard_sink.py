@@ -27,6 +27,7 @@ from runtime import (
 )
 from runtime.engine import dashboard_from_env
 from runtime.events import DashboardSink, Event, MemorySink, dump_event, parse_event
+from runtime.events import dashboard as dashboard_module
 from tests.runtime.ingest_server import IngestServer
 
 pytestmark = pytest.mark.anyio
@@ -62,6 +63,19 @@ class FanFlow(Flow):
 
     def config_parallel_execution(self) -> ParallelConfig:
         return ParallelConfig(max_invocations=100_000)
+
+
+@pytest.fixture
+def dumps(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts the sink's calls of dump_event, by seq."""
+    calls: list[int] = []
+
+    def counting(event: Event) -> str:
+        calls.append(event.seq)
+        return dump_event(event)
+
+    monkeypatch.setattr(dashboard_module, "dump_event", counting)
+    return calls
 
 
 @pytest.fixture
@@ -142,7 +156,8 @@ async def test_events_of_several_runs_share_requests(
 
 
 async def test_resends_the_same_events_after_a_503_and_a_dropped_connection(
-        server: IngestServer, make_sink: Callable[..., DashboardSink]) -> None:
+        server: IngestServer, make_sink: Callable[..., DashboardSink],
+        dumps: list[int]) -> None:
     server.script = [503, "drop", 503, "drop"]
     sink = make_sink(batch_events=50)
     emitted, run_id = await fan_turn(sink, n=30)
@@ -153,6 +168,7 @@ async def test_resends_the_same_events_after_a_503_and_a_dropped_connection(
     assert server.seqs(run_id) == list(range(len(emitted)))
     assert [dump_event(e) for e in server.stored[run_id]] == lines_of(emitted)
     assert sink.dropped == 0
+    assert sorted(dumps) == list(range(len(emitted)))  # serialised once, resent as is
 
 
 async def test_429_is_retried_with_backoff_and_retry_after(
@@ -182,7 +198,8 @@ async def test_a_bad_token_is_not_retried_and_warned_about_once(
 
 
 async def test_a_gap_is_resent_from_the_expected_seq_when_the_sink_still_has_it(
-        server: IngestServer, make_sink: Callable[..., DashboardSink]) -> None:
+        server: IngestServer, make_sink: Callable[..., DashboardSink],
+        dumps: list[int]) -> None:
     sink = make_sink(batch_events=10_000, batch_seconds=30.0)
     memory = MemorySink()
     engine = FlowEngine(flows=[FanFlow], sinks=[sink, memory])
@@ -198,6 +215,7 @@ async def test_a_gap_is_resent_from_the_expected_seq_when_the_sink_still_has_it(
     run_id = memory.events[0].run_id
     assert [r.status for r in server.of("ingest")] == [409, 200]
     assert server.seqs(run_id) == list(range(len(memory.events)))
+    assert sorted(dumps) == list(range(len(memory.events)))  # the resend reused its lines
     assert not [e for e in server.stored[run_id] if e.type == "sink.overflowed"]
 
 
@@ -295,12 +313,14 @@ async def test_a_congested_sink_holds_the_run_instead_of_dropping(
             with anyio.fail_after(20):
                 while not (server.held and sink.congested()):
                     await anyio.sleep(0.01)
-            seen = len(memory.events)
+            def fulfilled() -> int:
+                return sum(1 for e in memory.events if e.type == "branch.fulfilled")
+
+            before = fulfilled()
             for _ in range(10):  # the run gets every chance to go on; it must not
                 await anyio.sleep(0.01)
-            assert (done, len(memory.events)) == ([], seen)
-            fulfilled = [e for e in memory.events if e.type == "branch.fulfilled"]
-            assert len(fulfilled) < 40
+            assert (done, fulfilled()) == ([], before)
+            assert before < 40
             assert "turn.finished" not in {e.type for e in memory.events}
             server.release.set()
     await flush(sink)
