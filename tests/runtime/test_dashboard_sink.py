@@ -246,6 +246,26 @@ async def test_a_gap_the_sink_cannot_fill_is_reported_as_sink_overflowed(
     assert sink.dropped == len(lost)
 
 
+async def test_a_refused_line_is_dropped_reported_and_the_rest_delivered(
+        server: IngestServer, make_sink: Callable[..., DashboardSink],
+        caplog: pytest.LogCaptureFixture) -> None:
+    server.max_line = 1000  # the fork of 30 branches is larger: 413 names its line
+    sink = make_sink(batch_events=10_000, batch_seconds=30.0)
+    with caplog.at_level(logging.WARNING, logger="picoflow"):
+        emitted, run_id = await fan_turn(sink, n=30)
+        await flush(sink)
+    (big,) = [e for e in emitted if len(dump_event(e)) > 1000]
+    assert big.type == "barrier.forked"
+    assert [r.status for r in server.of("ingest")][:2] == [413, 200]
+    stored = server.stored[run_id]
+    (overflow,) = [e for e in stored if e.type == "sink.overflowed"]
+    assert (overflow.first_seq, overflow.last_seq, overflow.dropped) == (big.seq, big.seq, 1)
+    assert [e.seq for e in stored] == [e.seq for e in emitted if e is not big] + [
+        overflow.seq]
+    assert server.status[run_id] == "finished"
+    assert any("413" in r.getMessage() for r in caplog.records if r.name == "picoflow")
+
+
 async def test_an_interrupted_run_is_dropped_and_not_sent_again(
         server: IngestServer, make_sink: Callable[..., DashboardSink]) -> None:
     sink = make_sink(batch_events=5)
