@@ -103,7 +103,10 @@ class DashboardSink:
     Args:
         url: the dashboard's base URL (``http://host:8000``).
         token: an API token with the ingest scope.
-        batch_events: send as soon as this many events are buffered.
+        batch_events: send as soon as this many events are buffered (at most this many
+            per request).
+        batch_bytes: at most this many bytes of lines per request (a single larger line
+            goes alone).
         batch_seconds: send buffered events at the latest this long after the oldest came.
         max_buffer: above this many buffered (or unacknowledged) events the sink is
             congested and the runtime holds runs at their next await point.
@@ -119,7 +122,8 @@ class DashboardSink:
         url: str,
         token: str,
         *,
-        batch_events: int = 500,
+        batch_events: int = 1000,
+        batch_bytes: int = 1_000_000,
         batch_seconds: float = 0.2,
         max_buffer: int = 10_000,
         hard_cap: int | None = None,
@@ -142,6 +146,7 @@ class DashboardSink:
             "PicoFlow-Origin-Pid": str(os.getpid()),
         }
         self.batch_events = max(1, batch_events)
+        self.batch_bytes = batch_bytes
         self.batch_seconds = batch_seconds
         self.max_buffer = max_buffer
         self.hard_cap = hard_cap if hard_cap is not None else 10 * max_buffer
@@ -446,16 +451,30 @@ class DashboardSink:
 
     # -- HTTP -----------------------------------------------------------------------------
 
-    def _send(self, batch: list[Event]) -> None:
+    def _send(self, taken: list[Event]) -> None:
+        batch = taken
         cache = self._lines
         with self._lock:
-            lines = [cache.pop((e.run_id, e.seq), "") or dump_event(e) for e in batch]
+            cached = [cache.pop((e.run_id, e.seq), "") for e in batch]
+        lines = every = [line or dump_event(e) for line, e in zip(cached, batch, strict=True)]
+        size, cut = 0, len(batch)
+        for index, line in enumerate(lines):
+            size += len(line) + 1
+            if size > self.batch_bytes and index > 0:
+                cut = index
+                break
         try:
+            if cut < len(batch):
+                with self._lock:
+                    if not self._held:  # a gap's events travel with its report: no cut
+                        self._requeue(batch[cut:])  # sent next, lines kept
+                        batch, lines = batch[:cut], lines[:cut]
+                        self._inflight = cut
             self._send_lines(batch, lines)
         finally:
             with self._lock:  # a requeued event keeps its line for the next request
                 if self._requeued:
-                    for event, line in zip(batch, lines, strict=True):
+                    for event, line in zip(taken, every, strict=True):
                         key = (event.run_id, event.seq)
                         if key in self._requeued:
                             cache[key] = line

@@ -139,6 +139,24 @@ async def test_batches_many_events_into_few_requests_in_emission_order(
     assert headers["PicoFlow-Origin-Pid"] == str(os.getpid())
 
 
+async def test_a_request_stays_under_batch_bytes(
+        server: IngestServer, make_sink: Callable[..., DashboardSink],
+        dumps: list[int]) -> None:
+    sink = make_sink(batch_events=10_000, batch_seconds=30.0, batch_bytes=4000)
+    emitted, run_id = await fan_turn(sink, n=60)
+    await flush(sink)
+    requests = server.of("ingest")
+    sizes = [sum(len(line) + 1 for line in r.lines) for r in requests]
+    big = max(len(line) + 1 for line in lines_of(emitted))
+    assert len(requests) > 3
+    assert all(size <= 4000 or len(r.lines) == 1 for size, r in zip(sizes, requests,
+                                                                    strict=True))
+    assert big > 4000  # the fork's line is larger than the budget: it went alone
+    assert [line for r in requests for line in r.lines] == lines_of(emitted)
+    assert sorted(dumps) == list(range(len(emitted)))
+    assert server.seqs(run_id) == list(range(len(emitted)))
+
+
 async def test_events_of_several_runs_share_requests(
         server: IngestServer, make_sink: Callable[..., DashboardSink]) -> None:
     sink = make_sink(batch_events=10_000, batch_seconds=30.0)
