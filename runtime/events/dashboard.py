@@ -200,8 +200,9 @@ class DashboardSink:
             if len(queue) + self._inflight >= self.hard_cap:
                 self._drop(event)
                 return None
-            if not queue:
+            if not queue:  # a new batch starts aging: the sender sets its clock by it
                 self._first_at = time.monotonic()
+                self._cv.notify()
             queue.append(event)
             if len(queue) == self.batch_events:
                 self._cv.notify()
@@ -227,6 +228,7 @@ class DashboardSink:
             return None
         if not self._queue:
             self._first_at = time.monotonic()
+            self._cv.notify()
         self._queue.append(event)
         if kind == "sink.overflowed" and getattr(event, "sink", None) == self.name:
             for cover in run.covers:

@@ -157,6 +157,17 @@ async def test_a_request_stays_under_batch_bytes(
     assert server.seqs(run_id) == list(range(len(emitted)))
 
 
+async def test_a_few_events_are_sent_once_the_oldest_is_batch_seconds_old(
+        server: IngestServer, make_sink: Callable[..., DashboardSink]) -> None:
+    sink = make_sink(batch_events=10_000, batch_seconds=0.05, heartbeat_seconds=3600.0)
+    emitted, run_id = await fan_turn(sink, n=3)
+    with anyio.fail_after(20):  # no flush: the age of the batch alone sends it
+        while len(server.seqs(run_id)) < len(emitted):
+            await anyio.sleep(0.01)
+    assert len(server.of("ingest")) <= 2
+    assert server.seqs(run_id) == list(range(len(emitted)))
+
+
 async def test_events_of_several_runs_share_requests(
         server: IngestServer, make_sink: Callable[..., DashboardSink]) -> None:
     sink = make_sink(batch_events=10_000, batch_seconds=30.0)
