@@ -115,6 +115,9 @@ class DashboardSink:
         heartbeat_seconds: how often running runs no batch reached are kept alive.
         timeout: seconds one HTTP request may take.
         backoff: the first retry delay; doubled per failure, capped at ``max_backoff``.
+        outage_seconds: when every attempt has failed for this long (the dashboard is
+            down, not slow), the sink stops holding runs: they go on, and what exceeds
+            ``hard_cap`` meanwhile is dropped and reported.
     """
 
     def __init__(
@@ -131,6 +134,7 @@ class DashboardSink:
         timeout: float = 10.0,
         backoff: float = 0.1,
         max_backoff: float = 5.0,
+        outage_seconds: float = 60.0,
         name: str = "dashboard",
     ) -> None:
         parts = urllib.parse.urlsplit(url)
@@ -153,6 +157,8 @@ class DashboardSink:
         self.heartbeat_seconds = heartbeat_seconds
         self.timeout = timeout
         self.backoff, self.max_backoff = backoff, max_backoff
+        self.outage_seconds = outage_seconds
+        self._failing_since: float | None = None
         self.requests = 0
         """Ingest requests answered 200 (batches delivered)."""
         self.heartbeats = 0
@@ -269,8 +275,10 @@ class DashboardSink:
             return False
         # Left only with events that wait for a loss report (which the run's next event
         # brings), the run must go on: never block on those.
-        return not (self._disabled or self._closing or self._stuck
-                    or not self._thread.is_alive())
+        if self._disabled or self._closing or self._stuck or not self._thread.is_alive():
+            return False
+        failing = self._failing_since
+        return failing is None or time.monotonic() - failing < self.outage_seconds
 
     # -- flushing and closing -------------------------------------------------------------
 
@@ -495,15 +503,16 @@ class DashboardSink:
                     return self._give_up(batch)
                 attempt += 1
                 continue
-            if status == 200:
-                self._accepted(batch, reply)
-                return
             if status == 429 or status >= 500:
                 logger.debug("Dashboard ingest answered %s; retrying", status)
                 if not self._wait_retry(attempt, headers.get("Retry-After")):
                     return self._give_up(batch)
                 attempt += 1
                 continue
+            self._failing_since = None  # a real answer: the dashboard is up
+            if status == 200:
+                self._accepted(batch, reply)
+                return
             if status in (401, 403):
                 self._refused_auth(status, reply)
                 return
@@ -601,6 +610,8 @@ class DashboardSink:
             self._lines.clear()
 
     def _wait_retry(self, attempt: int, retry_after: str | None) -> bool:
+        if self._failing_since is None:
+            self._failing_since = time.monotonic()
         delay = min(self.max_backoff, self.backoff * 2 ** attempt)
         if retry_after:
             delay = max(delay, min(_retry_after_seconds(retry_after), 60.0))

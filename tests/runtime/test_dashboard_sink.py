@@ -380,6 +380,20 @@ async def test_a_congested_sink_holds_the_run_instead_of_dropping(
     assert sink.dropped == 0
 
 
+async def test_a_dashboard_that_is_down_does_not_hold_the_run_past_outage_seconds(
+        server: IngestServer, make_sink: Callable[..., DashboardSink]) -> None:
+    server.script = [503] * 100_000
+    sink = make_sink(batch_events=5, max_buffer=5, hard_cap=10_000, outage_seconds=0.0)
+    with anyio.fail_after(30):  # held, it would wait until the dashboard came back
+        emitted, run_id = await fan_turn(sink, n=40)
+    assert emitted[-1].type == "turn.finished"
+    assert not any(r.status == 200 for r in server.of("ingest"))  # down all along
+    server.script.clear()  # back up: everything buffered arrives
+    await flush(sink)
+    assert server.seqs(run_id) == list(range(len(emitted)))
+    assert sink.dropped == 0
+
+
 async def test_past_the_hard_cap_events_are_dropped_and_reported(
         server: IngestServer, make_sink: Callable[..., DashboardSink]) -> None:
     sink = make_sink(batch_events=5, max_buffer=5, hard_cap=20)
