@@ -34,7 +34,9 @@ the runtime then holds the run at its next await point (a branch start, a model 
 the buffer drains, so a slow dashboard slows the run instead of losing events. Only past
 ``hard_cap`` (far above ``max_buffer``: code that emits without ever awaiting) are events
 dropped; the sink then returns the dropped range from ``handle`` and the bus emits
-``sink.overflowed``, which is shipped like any other event. A loss the sink learns of after
+``sink.overflowed``, which is shipped like any other event. A dashboard that is down (every
+attempt failing for ``outage_seconds``) stops holding runs, so an outage cannot stall them;
+delivery resumes when it answers again. A loss the sink learns of after
 the run's last event is reported by a ``sink.overflowed`` event of its own, stamped with the
 run's next seq.
 

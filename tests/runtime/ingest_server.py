@@ -32,7 +32,7 @@ class Request:
 class IngestServer:
     """``with IngestServer() as server:`` serves on ``server.url`` until the block ends."""
 
-    def __init__(self, token: str = "secret", max_line: int = 1_000_000) -> None:
+    def __init__(self, token: str = "secret", max_line: int = 1_000_000, port: int = 0) -> None:
         self.token = token
         self.max_line = max_line
         self.lock = threading.Lock()
@@ -62,7 +62,7 @@ class IngestServer:
                 body = self.rfile.read(length)
                 server.handle(self, body)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)

@@ -187,17 +187,55 @@ async def test_events_of_several_runs_share_requests(
 async def test_resends_the_same_events_after_a_503_and_a_dropped_connection(
         server: IngestServer, make_sink: Callable[..., DashboardSink],
         dumps: list[int]) -> None:
-    server.script = [503, "drop", 503, "drop"]
+    server.script = [503, "drop", 500, "drop"]
     sink = make_sink(batch_events=50)
     emitted, run_id = await fan_turn(sink, n=30)
     await flush(sink)
     requests = server.of("ingest")
-    assert [r.status for r in requests[:5]] == [503, -1, 503, -1, 200]
+    assert [r.status for r in requests[:5]] == [503, -1, 500, -1, 200]
     assert len({tuple(r.lines) for r in requests[:5]}) == 1  # the same batch, five times
     assert server.seqs(run_id) == list(range(len(emitted)))
     assert [dump_event(e) for e in server.stored[run_id]] == lines_of(emitted)
     assert sink.dropped == 0
     assert sorted(dumps) == list(range(len(emitted)))  # serialised once, resent as is
+
+
+async def test_a_reply_slower_than_the_timeout_is_retried_and_stored_once(
+        server: IngestServer, make_sink: Callable[..., DashboardSink]) -> None:
+    sink = make_sink(batch_events=10_000, timeout=0.2)
+    memory = MemorySink()
+    engine = FlowEngine(flows=[FanFlow], sinks=[sink, memory])
+    with server.holding():
+        reply = await engine.run("FanFlow", "go", config={"n": 10})
+        with anyio.fail_after(20):
+            while server.held < 2:  # the first request timed out; its resend is here
+                await anyio.sleep(0.01)
+    await flush(sink)
+    assert reply.success
+    run_id = memory.events[0].run_id
+    requests = server.of("ingest")
+    assert len(requests) >= 2 and len({tuple(r.lines) for r in requests}) == 1
+    assert server.seqs(run_id) == list(range(len(memory.events)))  # no duplicates
+
+
+async def test_a_refused_connection_is_retried_until_the_dashboard_listens(
+        make_sink: Callable[..., DashboardSink]) -> None:
+    with socket.socket() as probe:  # a port nobody listens on (yet)
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    sink = DashboardSink(f"http://127.0.0.1:{port}", "secret", batch_seconds=0.01,
+                         backoff=0.01, max_backoff=0.05)
+    try:
+        memory = MemorySink()
+        engine = FlowEngine(flows=[FanFlow], sinks=[sink, memory])
+        assert (await engine.run("FanFlow", "go", config={"n": 5})).success
+        assert not await anyio.to_thread.run_sync(sink.flush, 0.3)  # refused: still held
+        with IngestServer(port=port) as late:
+            await flush(sink)
+            run_id = memory.events[0].run_id
+            assert late.seqs(run_id) == list(range(len(memory.events)))
+    finally:
+        sink.close(timeout=5)
 
 
 async def test_429_is_retried_with_backoff_and_retry_after(
