@@ -1,9 +1,9 @@
-"""``python -m runtime trace FILE.jsonl`` and ``python -m runtime schema``."""
+"""``python -m runtime run|trace|schema`` (see :mod:`runtime.cli`)."""
 
 from __future__ import annotations
 
 import sys
 
-from .events.trace import main
+from .cli import main
 
 raise SystemExit(main(sys.argv[1:]))

@@ -8,6 +8,7 @@ errors inside the flow it first marks the session aborted and saves it.
 from __future__ import annotations
 
 import logging
+import os
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -26,7 +27,7 @@ from .errors import (
     SessionFlowInvariantError,
     SessionFlowMismatchError,
 )
-from .events import EventBus, EventSink, error_info
+from .events import DashboardSink, EventBus, EventSink, error_info
 from .flow import Flow
 from .models import Model, ModelSelection
 from .session import LogEntry
@@ -73,6 +74,11 @@ class FlowEngine:
             call regardless of selection — how the embedded default plays scripted
             conversations against flows written for real providers.
         sinks: event sinks receiving every turn's events (see :mod:`runtime.events`).
+
+    When ``PICOFLOW_DASHBOARD_URL`` and ``PICOFLOW_DASHBOARD_TOKEN`` are both set, the
+    engine also ships every turn's events to that dashboard through one
+    :class:`~runtime.events.DashboardSink` of its own (:attr:`dashboard`), which
+    :meth:`close` flushes and closes.
     """
 
     def __init__(
@@ -91,6 +97,10 @@ class FlowEngine:
         self._override = model_override
         self.sinks: list[EventSink] = list(sinks)
         """Event sinks that receive every turn's events."""
+        self.dashboard: DashboardSink | None = dashboard_from_env()
+        """The sink to the dashboard named by the environment, if any."""
+        if self.dashboard is not None:
+            self.sinks.append(self.dashboard)
         self._locks: dict[str, tuple[anyio.Lock, int]] = {}
         for flow in flows:
             self.register_flow(flow)
@@ -204,7 +214,9 @@ class FlowEngine:
             return await self.store.delete(session_id)
 
     async def close(self) -> None:
-        """Close the store."""
+        """Send what the dashboard sink holds (if any), then close the store."""
+        if self.dashboard is not None:
+            await anyio.to_thread.run_sync(self.dashboard.close)
         await self.store.close()
 
     async def _run_unlocked(
@@ -317,6 +329,16 @@ class FlowEngine:
 
     def _session_lock(self, session_id: str) -> _SessionLock:
         return _SessionLock(self._locks, session_id)
+
+
+def dashboard_from_env(environ: Mapping[str, str] = os.environ) -> DashboardSink | None:
+    """A :class:`DashboardSink` for ``PICOFLOW_DASHBOARD_URL`` and
+    ``PICOFLOW_DASHBOARD_TOKEN``, or None unless both are set (empty counts as unset)."""
+    url = environ.get("PICOFLOW_DASHBOARD_URL", "").strip()
+    token = environ.get("PICOFLOW_DASHBOARD_TOKEN", "").strip()
+    if not (url and token):
+        return None
+    return DashboardSink(url, token)
 
 
 class _SessionLock:

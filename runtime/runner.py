@@ -143,6 +143,9 @@ async def call_model(flow: Flow, step: Step) -> ModelResponse | str:
     for attempt in range(1, attempts + 1):
         if attempt > 1 and flow.retry_delay > 0:
             await anyio.sleep(flow.retry_delay)
+        bus = turn.bus
+        if bus is not None and bus.pressure and bus.congested():
+            await turn.wait_while_congested()  # back-pressure from a slow sink
         request = build_request(flow, step)
         observed = turn.observed
         if observed:

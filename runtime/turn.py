@@ -67,6 +67,9 @@ frames: ContextVar[tuple[Step, ...]] = ContextVar("picoflow_frames", default=())
 """The stack of open child execution frames (``run_step``, branches). A contextvar, so
 concurrent tasks each see their own stack."""
 
+CONGESTION_POLL = 0.01
+"""Seconds between two looks at a congested sink while a run waits for it to drain."""
+
 _SLOT = "__picoflow_turn__"
 """Where a flow instance keeps its turn: in its own ``__dict__``, under a dunder-style
 name no subclass would choose, so the turn lives and dies with the flow instance."""
@@ -134,6 +137,17 @@ class Turn:
             view = current_view.get()
             path = view.path_str if view is not None else ""
         bus.emit_fields(cls, path, fields)
+
+    async def wait_while_congested(self) -> None:
+        """Back-pressure: wait while a sink says it is congested (see ``runtime.events.bus``).
+
+        Called at branch start and before each model call; callers check
+        ``bus.pressure and bus.congested()`` inline first, so a run without congestible
+        sinks pays two attribute reads.
+        """
+        bus = self.bus
+        while bus is not None and bus.congested():
+            await anyio.sleep(CONGESTION_POLL)
 
     # -- steps and tools -----------------------------------------------------------------
 
@@ -372,6 +386,9 @@ class Turn:
     async def run_branch(self, registered: StepHost, view: BranchView, message: str | None) -> Any:
         """Run one branch: a fresh step instance in its own view and execution frame."""
         assert isinstance(registered, _step.Step)
+        bus = self.bus
+        if bus is not None and bus.pressure and bus.congested():
+            await self.wait_while_congested()
         worker = type(registered)(self.flow)
         # The fresh instance keeps the registered one's configuration (use_memory and
         # use_model in define_steps), which its constructor does not repeat.

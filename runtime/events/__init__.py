@@ -8,6 +8,7 @@
                    ``PICOFLOW_STRICT_EVENTS=1``)
 ``bus``            :class:`EventBus` (stamps and delivers) and the :class:`EventSink` protocol
 ``sinks``          memory, callback, JSONL and bounded sinks; the JSONL export format
+``dashboard``      :class:`DashboardSink`: batches events to a dashboard over HTTP
 ``fold``           events to a run model, and any invocation's view at any moment
 ``trace``          the readable text dump (``python -m runtime trace FILE.jsonl``)
 =================  ========================================================================
@@ -23,6 +24,7 @@ Note that ``runtime.events.fold`` is the function :func:`fold`; the module is im
 from __future__ import annotations
 
 from .bus import EventBus, EventSink
+from .dashboard import DashboardSink
 from .fold import (
     Anomaly,
     Barrier,
@@ -122,6 +124,7 @@ __all__ = [
     "CheckpointFailed",
     "CheckpointSaved",
     "CursorMoved",
+    "DashboardSink",
     "ErrorInfo",
     "Event",
     "EventBuildError",

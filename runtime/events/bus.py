@@ -8,14 +8,20 @@ consumer can never stall a branch or a join. A sink whose buffer is full does no
 silently: it reports the dropped range, and the bus emits a ``sink.overflowed`` event
 (to every sink) naming the sink and the sequence numbers it lost, so the gap is in the
 stream itself. A sink that raises is removed from the run and reported the same way; the
-flow goes on. The sinks that ship with the runtime are in :mod:`runtime.events.sinks`.
+flow goes on. The sinks that ship with the runtime are in :mod:`runtime.events.sinks`
+and :mod:`runtime.events.dashboard`.
+
+A sink whose buffer cannot drain fast enough may instead ask the run to slow down: an
+optional ``congested()`` method returning True says so. :meth:`EventBus.congested` is
+true while any sink says it; the runtime core waits at its next await point (a branch
+start, a model call) until it is false again. The bus itself never waits.
 """
 
 from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol, runtime_checkable
 
 from .schema import SCHEMA_VERSION, Event, SinkOverflowed, _Event
@@ -46,9 +52,17 @@ class EventBus:
         self.run_id = run_id or uuid.uuid4().hex
         self.session_id = session_id
         self.sinks = list(sinks)
+        self.pressure: tuple[Callable[[], bool], ...] = tuple(
+            check for sink in self.sinks
+            if callable(check := getattr(sink, "congested", None)))
+        """The ``congested`` methods of the sinks that have one (empty: never congested)."""
         self.seq = 0
         self._start = time.monotonic()
         self._wall = time.time()  # wall time of _start: one clock read per event after
+
+    def congested(self) -> bool:
+        """Whether any sink asks the run to wait before doing more work."""
+        return any(check() for check in self.pressure)
 
     def emit(self, cls: type[_Event], path: str = "", **fields: Any) -> Event | None:
         """Stamp and deliver one event; returns it (None when nothing listens)."""
@@ -74,6 +88,8 @@ class EventBus:
                 dropped = sink.handle(event)
             except Exception as exc:  # a broken sink must not break the flow
                 self.sinks.remove(sink)
+                self.pressure = tuple(check for check in self.pressure
+                                      if getattr(check, "__self__", None) is not sink)
                 reports = [*(reports or []), (f"{sink.name} ({exc!r})", event.seq, event.seq)]
                 continue
             if dropped:

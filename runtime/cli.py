@@ -1,0 +1,138 @@
+"""The ``python -m runtime`` command line.
+
+    python -m runtime run module:FlowClass "message" [--session ID] [--config JSON]
+                                                     [--store PATH]
+    python -m runtime trace FILE.jsonl
+    python -m runtime schema
+
+``run`` runs one turn of a flow: ``module`` is a dotted module path (importable from the
+current directory) or a path to a ``.py`` file. It prints the reply, then the session id on
+a line of its own (``session: <id>``) so the next turn can continue it with ``--session``,
+and exits 1 when the turn failed. Sessions live in memory unless ``--store PATH`` names a
+SQLite file, which is what lets ``--session`` continue a session across invocations.
+
+Models: the ``providers`` the flow's module defines (a mapping of provider name to model,
+or a function returning one), plus an ``openai`` provider
+(:meth:`~runtime.openai_compat.OpenAICompatibleModel.from_env`) when ``OPENAI_BASE_URL`` or
+``OPENAI_API_KEY`` is set. Flows made only of logic steps need none. With
+``PICOFLOW_DASHBOARD_URL`` and ``PICOFLOW_DASHBOARD_TOKEN`` set, the turn's events go to
+that dashboard, flushed before the command exits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import json
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import anyio
+
+from .engine import FlowEngine
+from .events.trace import USAGE as TRACE_USAGE
+from .events.trace import main as trace_main
+from .flow import Flow
+from .models import Model
+from .openai_compat import OpenAICompatibleModel
+from .stores import MemorySessionStore, SessionStore, SQLiteSessionStore
+
+USAGE = f"""{TRACE_USAGE}
+  python -m runtime run module:FlowClass "message" [--session ID] [--config JSON]
+                                                   [--store PATH]
+                                       one turn of a flow; prints the reply and the session"""
+
+
+class UsageError(Exception):
+    """A command line that cannot run (exit status 2)."""
+
+
+def load_flow(spec: str) -> tuple[type[Flow], ModuleType]:
+    """``module:FlowClass`` (a dotted module or a ``.py`` path) to the flow class."""
+    module_name, sep, class_name = spec.rpartition(":")
+    if not sep or not module_name or not class_name:
+        raise UsageError(f"expected module:FlowClass, not {spec!r}")
+    if module_name.endswith(".py") or os.sep in module_name or "/" in module_name:
+        path = Path(module_name).resolve()
+        if not path.is_file():
+            raise UsageError(f"no such file: {module_name}")
+        unique = f"picoflow_cli_{path.stem}"
+        loader = importlib.util.spec_from_file_location(unique, path)
+        if loader is None or loader.loader is None:
+            raise UsageError(f"cannot import {module_name}")
+        module = importlib.util.module_from_spec(loader)
+        sys.modules[unique] = module
+        sys.path.insert(0, str(path.parent))  # its own sibling imports
+        loader.loader.exec_module(module)
+    else:
+        if "" not in sys.path and os.getcwd() not in sys.path:
+            sys.path.insert(0, os.getcwd())
+        module = importlib.import_module(module_name)
+    flow = getattr(module, class_name, None)
+    if not (isinstance(flow, type) and issubclass(flow, Flow)):
+        raise UsageError(f"{class_name!r} in {module_name} is not a Flow subclass")
+    return flow, module
+
+
+def providers_for(module: ModuleType, environ: Mapping[str, str]) -> dict[str, Model]:
+    """The module's own ``providers`` and, when configured, the ``openai`` provider."""
+    providers: dict[str, Model] = {}
+    if environ.get("OPENAI_BASE_URL") or environ.get("OPENAI_API_KEY"):
+        providers["openai"] = OpenAICompatibleModel.from_env(environ)
+    own: Any = getattr(module, "providers", None)
+    if callable(own):
+        own = own()
+    if isinstance(own, Mapping):
+        providers.update(own)
+    return providers
+
+
+async def run_turn(args: argparse.Namespace) -> int:
+    flow, module = load_flow(args.flow)
+    try:
+        config = json.loads(args.config) if args.config is not None else None
+    except ValueError as exc:
+        raise UsageError(f"--config is not JSON: {exc}") from None
+    if config is not None and not isinstance(config, dict):
+        raise UsageError("--config must be a JSON object")
+    store: SessionStore = SQLiteSessionStore(args.store) if args.store else MemorySessionStore()
+    engine = FlowEngine(flows=[flow], providers=providers_for(module, os.environ), store=store)
+    try:
+        reply = await engine.run(flow.id, args.message, session_id=args.session, config=config)
+    finally:
+        await engine.close()
+    stream = sys.stdout if reply.success else sys.stderr
+    print(reply.message, file=stream)
+    print(f"session: {reply.session_id}")
+    if not reply.success:
+        print(f"error: {reply.error_code}", file=sys.stderr)
+    return 0 if reply.success else 1
+
+
+def main(argv: Sequence[str]) -> int:
+    """Dispatch ``run`` here, ``trace`` and ``schema`` to :mod:`runtime.events.trace`."""
+    argv = list(argv)
+    if not argv or argv[0] != "run":
+        if argv and argv[0] in ("trace", "schema"):
+            return trace_main(argv)
+        print(USAGE)
+        return 2
+    parser = argparse.ArgumentParser(prog="python -m runtime run",
+                                     description="Run one turn of a flow.")
+    parser.add_argument("flow", help="module:FlowClass (dotted module or path to a .py file)")
+    parser.add_argument("message", help="the user message")
+    parser.add_argument("--session", default=None, help="continue this session")
+    parser.add_argument("--config", default=None, help="the turn's config, a JSON object")
+    parser.add_argument("--store", default=None,
+                        help="SQLite file for sessions (default: in memory, this run only)")
+    args = parser.parse_args(argv[1:])
+    try:
+        return anyio.run(run_turn, args)
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2

@@ -1,0 +1,715 @@
+"""The dashboard sink: ship a process's events to a PicoFlow dashboard over HTTP.
+
+:class:`DashboardSink` is an :class:`~runtime.events.bus.EventSink` for runs that execute
+outside the web app (a script, a user's own service). ``handle`` only appends the event to
+a buffer under a lock; a daemon thread batches the buffer (by count and by age), serialises
+each event once (:func:`~runtime.events.sinks.dump_event`) and POSTs the lines to the
+dashboard's ingest endpoint. Standard library HTTP only.
+
+The ingest contract, client side:
+
+* ``POST {url}/api/ingest`` with ``Authorization: Bearer <token>``, ``Content-Type:
+  application/x-ndjson``, ``PicoFlow-Origin-Host`` and ``PicoFlow-Origin-Pid``; the body is
+  one event per line, of any number of runs, in emission order. A 200 reply names the last
+  stored seq of each run of the request; events the reply does not acknowledge are kept and
+  sent again.
+* Resending is idempotent (the server ignores seqs it already stored), so 5xx, 429
+  (``Retry-After`` is respected), connection errors and timeouts are retried with capped
+  exponential backoff, resending the same events.
+* 409 ``seq_gap``: nothing was stored; the sink resends from ``expected_seq`` when it still
+  holds that event, else the events are lost, and it says so with a ``sink.overflowed`` event
+  naming the missing range, sent in the same request as the events after the gap.
+* 409 ``run_interrupted`` (or a reply saying the run is ``interrupted``): the server gave up
+  on the run; its events are dropped and nothing more is sent for it.
+* 401/403: logged once (logger ``picoflow``); the sink stops sending and drops everything.
+* 400/413: logged; the offending line (the reply's ``line``, 1-based) or else the whole batch
+  is dropped, and reported as lost.
+* Heartbeats: every ``heartbeat_seconds`` the sink POSTs ``{url}/api/ingest/heartbeat``
+  ``{"runs": [...]}`` for the runs between ``turn.started`` and ``turn.finished`` /
+  ``turn.failed`` that no batch reached meanwhile, so the server does not declare them
+  interrupted.
+
+Back-pressure. Above ``max_buffer`` buffered events :meth:`DashboardSink.congested` is true;
+the runtime then holds the run at its next await point (a branch start, a model call) until
+the buffer drains, so a slow dashboard slows the run instead of losing events. Only past
+``hard_cap`` (far above ``max_buffer``: code that emits without ever awaiting) are events
+dropped; the sink then returns the dropped range from ``handle`` and the bus emits
+``sink.overflowed``, which is shipped like any other event. A dashboard that is down (every
+attempt failing for ``outage_seconds``) stops holding runs, so an outage cannot stall them;
+delivery resumes when it answers again. A loss the sink learns of after
+the run's last event is reported by a ``sink.overflowed`` event of its own, stamped with the
+run's next seq.
+
+``flush()`` sends what is buffered; ``close()`` flushes and stops the thread. Every open sink
+is flushed at interpreter exit (``atexit``), so a script that ends normally loses nothing.
+"""
+
+from __future__ import annotations
+
+import atexit
+import email.utils
+import http.client
+import json
+import logging
+import os
+import socket
+import threading
+import time
+import urllib.parse
+import weakref
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from .schema import Event, SinkOverflowed
+from .sinks import dump_event
+
+logger = logging.getLogger("picoflow")
+
+_TERMINAL = frozenset({"turn.finished", "turn.failed"})
+_SPECIAL = frozenset({"turn.started", "turn.finished", "turn.failed", "sink.overflowed"})
+_LIVE: weakref.WeakSet[DashboardSink] = weakref.WeakSet()
+
+
+class IngestRefused(Exception):
+    """The dashboard refused a request for good (not retried)."""
+
+
+@dataclass
+class _Cover:
+    """A gap in a run's stream: events ``first`` .. of it must travel with the
+    ``sink.overflowed`` event (seq ``overflow``, -1 until emitted) that names the gap."""
+
+    first: int
+    overflow: int = -1
+
+
+@dataclass
+class _Run:
+    session_id: str = ""
+    last_seq: int = -1
+    """Highest seq handled (admitted or dropped)."""
+    last_offset: float = 0.0
+    running: bool = False
+    ended: bool = False
+    contact: float = 0.0
+    """Monotonic time the server last heard of the run (batch or heartbeat)."""
+    dropping: list[int] | None = None
+    """``[first, last, count]`` of events lost and not yet reported."""
+    covers: list[_Cover] = field(default_factory=list)
+
+
+class DashboardSink:
+    """Ships events to a dashboard's ``/api/ingest`` in batches (see the module docstring).
+
+    Args:
+        url: the dashboard's base URL (``http://host:8000``).
+        token: an API token with the ingest scope.
+        batch_events: send as soon as this many events are buffered (at most this many
+            per request).
+        batch_bytes: at most this many bytes of lines per request (a single larger line
+            goes alone).
+        batch_seconds: send buffered events at the latest this long after the oldest came.
+        max_buffer: above this many buffered (or unacknowledged) events the sink is
+            congested and the runtime holds runs at their next await point.
+        hard_cap: buffered events past which new ones are dropped (default 10 x
+            ``max_buffer``); reported as ``sink.overflowed``.
+        heartbeat_seconds: how often running runs no batch reached are kept alive.
+        timeout: seconds one HTTP request may take.
+        backoff: the first retry delay; doubled per failure, capped at ``max_backoff``.
+        outage_seconds: when every attempt has failed for this long (the dashboard is
+            down, not slow), the sink stops holding runs: they go on, and what exceeds
+            ``hard_cap`` meanwhile is dropped and reported.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        token: str,
+        *,
+        batch_events: int = 1000,
+        batch_bytes: int = 1_000_000,
+        batch_seconds: float = 0.2,
+        max_buffer: int = 10_000,
+        hard_cap: int | None = None,
+        heartbeat_seconds: float = 5.0,
+        timeout: float = 10.0,
+        backoff: float = 0.1,
+        max_backoff: float = 5.0,
+        outage_seconds: float = 60.0,
+        name: str = "dashboard",
+    ) -> None:
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"Dashboard URL must be http(s)://host[:port][/path], not {url!r}.")
+        self.name = name
+        self.url = url.rstrip("/")
+        self._parts = parts
+        self._base = parts.path.rstrip("/")
+        self._headers = {
+            "Authorization": f"Bearer {token}",
+            "PicoFlow-Origin-Host": socket.gethostname(),
+            "PicoFlow-Origin-Pid": str(os.getpid()),
+        }
+        self.batch_events = max(1, batch_events)
+        self.batch_bytes = batch_bytes
+        self.batch_seconds = batch_seconds
+        self.max_buffer = max_buffer
+        self.hard_cap = hard_cap if hard_cap is not None else 10 * max_buffer
+        self.heartbeat_seconds = heartbeat_seconds
+        self.timeout = timeout
+        self.backoff, self.max_backoff = backoff, max_backoff
+        self.outage_seconds = outage_seconds
+        self._failing_since: float | None = None
+        self.requests = 0
+        """Ingest requests answered 200 (batches delivered)."""
+        self.heartbeats = 0
+        """Heartbeat requests answered 200."""
+        self.dropped = 0
+        """Events lost (hard cap, refused lines, gaps that could not be repaired)."""
+        self._lock = threading.Lock()
+        self._cv = threading.Condition(self._lock)
+        self._queue: deque[Event] = deque()
+        self._lines: dict[tuple[str, int], str] = {}
+        """Serialised lines of events sent once and put back, by ``(run_id, seq)``."""
+        self._first_at = 0.0
+        self._inflight = 0
+        self._sending = False
+        self._runs: dict[str, _Run] = {}
+        self._dead: set[str] = set()
+        self._held = 0
+        """Number of open covers (gaps) across runs: the batch taker's slow path."""
+        self._disabled: str | None = None
+        self._flushing = 0
+        self._closed = False
+        self._closing = False
+        self._stuck = False
+        self._requeued: set[tuple[str, int]] = set()
+        self._abort = threading.Event()
+        self._conn: http.client.HTTPConnection | None = None
+        self._warned = False
+        self._thread = threading.Thread(target=self._loop, name=f"picoflow-{name}", daemon=True)
+        self._thread.start()
+        _LIVE.add(self)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.url!r})"
+
+    # -- the event loop's side (must not block) -------------------------------------------
+
+    def handle(self, event: Event) -> tuple[int, int] | None:
+        """Buffer one event; returns a lost range for the bus to report, if any."""
+        with self._lock:
+            run_id = event.run_id
+            if event.type in _SPECIAL or (run_id in self._runs and self._runs[run_id].dropping) \
+                    or self._dead or self._disabled or self._closing:
+                return self._handle_special(event)
+            queue = self._queue
+            if len(queue) + self._inflight >= self.hard_cap:
+                self._drop(event)
+                return None
+            if not queue:  # a new batch starts aging: the sender sets its clock by it
+                self._first_at = time.monotonic()
+                self._cv.notify()
+            queue.append(event)
+            if len(queue) == self.batch_events:
+                self._cv.notify()
+            return None
+
+    def _handle_special(self, event: Event) -> tuple[int, int] | None:
+        run_id = event.run_id
+        if self._closing or self._disabled or run_id in self._dead:
+            return None
+        run = self._runs.get(run_id)
+        if run is None:
+            run = self._runs[run_id] = _Run(session_id=event.session_id)
+        run.last_seq = max(run.last_seq, event.seq)
+        run.last_offset = event.offset
+        kind = event.type
+        if kind == "turn.started":
+            run.running, run.contact = True, time.monotonic()
+        elif kind in _TERMINAL:
+            run.running, run.ended = False, True
+            run.session_id = event.session_id
+        if len(self._queue) + self._inflight >= self.hard_cap:
+            self._drop(event)
+            return None
+        if not self._queue:
+            self._first_at = time.monotonic()
+            self._cv.notify()
+        self._queue.append(event)
+        if kind == "sink.overflowed" and getattr(event, "sink", None) == self.name:
+            for cover in run.covers:
+                if cover.overflow == -1:
+                    cover.overflow = event.seq
+                    break
+            self._cv.notify()
+        if run.dropping is not None:
+            first, last, count = run.dropping
+            run.dropping = None
+            self._cv.notify()
+            del count  # the bus reports last - first + 1; self.dropped keeps the count
+            return first, last
+        if len(self._queue) >= self.batch_events:
+            self._cv.notify()
+        return None
+
+    def _drop(self, event: Event) -> None:
+        run = self._runs.get(event.run_id)
+        if run is None:
+            run = self._runs[event.run_id] = _Run(session_id=event.session_id)
+        run.last_seq = max(run.last_seq, event.seq)
+        run.last_offset = event.offset
+        self.dropped += 1
+        if run.dropping is None:
+            run.dropping = [event.seq, event.seq, 1]
+            run.covers.append(_Cover(event.seq))
+            self._held += 1
+        else:
+            run.dropping[1], run.dropping[2] = event.seq, run.dropping[2] + 1
+        if event.type in _TERMINAL:
+            run.running, run.ended = False, True
+        self._cv.notify()  # an ended run's loss is reported by the sender
+
+    def congested(self) -> bool:
+        """Whether the run should wait: more than ``max_buffer`` events unsent."""
+        if len(self._queue) + self._inflight <= self.max_buffer:
+            return False
+        # Left only with events that wait for a loss report (which the run's next event
+        # brings), the run must go on: never block on those.
+        if self._disabled or self._closing or self._stuck or not self._thread.is_alive():
+            return False
+        failing = self._failing_since
+        return failing is None or time.monotonic() - failing < self.outage_seconds
+
+    # -- flushing and closing -------------------------------------------------------------
+
+    def flush(self, timeout: float | None = 10.0) -> bool:
+        """Send everything buffered now; True when all of it was answered in time."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cv:
+            self._flushing += 1
+            self._cv.notify_all()
+            try:
+                while (self._queue or self._sending or self._pending_reports()) \
+                        and self._thread.is_alive():
+                    left = None if deadline is None else deadline - time.monotonic()
+                    if left is not None and left <= 0:
+                        return False
+                    self._cv.wait(left)
+                return not self._queue
+            finally:
+                self._flushing -= 1
+
+    def close(self, timeout: float | None = 10.0) -> bool:
+        """Flush, then stop the sending thread; True when nothing was left unsent."""
+        with self._cv:
+            self._closing = True  # from now on nothing is taken, so every run has ended
+        done = self.flush(timeout)
+        with self._cv:
+            self._closed = True
+            self._cv.notify_all()
+        if not done:
+            self._abort.set()
+        self._thread.join(timeout if done else 1.0)
+        _LIVE.discard(self)
+        return done
+
+    def _pending_reports(self) -> bool:
+        return any(r.dropping is not None and (r.ended or self._closing)
+                   for r in self._runs.values())
+
+    # -- the sending thread ---------------------------------------------------------------
+
+    def _loop(self) -> None:
+        try:
+            while True:
+                with self._cv:
+                    batch = self._next_batch()
+                    if batch is None:
+                        if self._closed and not self._queue:
+                            return
+                        continue
+                    beats = self._due_heartbeats() if not batch else []
+                    self._sending = True
+                    self._inflight = len(batch)
+                try:
+                    if batch:
+                        self._send(batch)
+                    elif beats:
+                        self._heartbeat(beats)
+                finally:
+                    with self._cv:
+                        self._sending = False
+                        self._inflight = 0
+                        self._cv.notify_all()
+        except Exception:  # pragma: no cover - a bug here must not go unnoticed
+            logger.exception("Dashboard sink %s stopped", self.url)
+        finally:
+            self._close_connection()
+
+    def _next_batch(self) -> list[Event] | None:
+        """Under the lock: the events to send now, [] for a heartbeat, None after a wait."""
+        self._report_ended_losses()
+        now = time.monotonic()
+        due = self._closing or self._flushing or len(self._queue) >= self.batch_events
+        held = False
+        if self._queue and (due or now - self._first_at >= self.batch_seconds):
+            batch = self._take()
+            if batch:
+                return batch
+            held = self._stuck = True  # all left waits for a loss report: for handle()
+        if self._due_heartbeats(now):
+            return []
+        if self._closed and not self._queue:
+            return None
+        waits = [self.heartbeat_seconds]
+        if self._queue and not held:
+            waits.append(self.batch_seconds - (now - self._first_at))
+        for run in self._runs.values():
+            if run.running:
+                waits.append(run.contact + self.heartbeat_seconds - now)
+        self._cv.wait(max(0.001, min(waits)))
+        return None
+
+    def _take(self) -> list[Event]:
+        queue = self._queue
+        if not self._held:
+            count = min(self.batch_events, len(queue))
+            batch = [queue.popleft() for _ in range(count)]
+        else:
+            batch, kept = [], deque[Event]()
+            owed: dict[str, int] = {}
+            for event in queue:
+                run = self._runs.get(event.run_id)
+                cover = _cover_of(run, event.seq) if run is not None else None
+                if cover is not None and cover.overflow == -1:
+                    kept.append(event)
+                    continue
+                if len(batch) >= self.batch_events and not owed:
+                    kept.append(event)
+                    continue
+                batch.append(event)
+                if cover is not None:
+                    owed[event.run_id] = cover.overflow
+                    if event.seq == cover.overflow:
+                        assert run is not None
+                        run.covers.remove(cover)
+                        self._held -= 1
+                        del owed[event.run_id]
+            self._queue = kept
+        if self._queue:
+            self._first_at = time.monotonic()
+        if batch:
+            self._stuck = False
+        return batch
+
+    def _report_ended_losses(self) -> None:
+        """Under the lock: a run that emits no more gets a ``sink.overflowed`` of ours."""
+        for run_id, run in self._runs.items():
+            if run.dropping is None or not (run.ended or self._closing):
+                continue
+            first, last, count = run.dropping
+            run.dropping = None
+            seq = max([run.last_seq, *(e.seq for e in self._queue if e.run_id == run_id)]) + 1
+            run.last_seq = seq
+            overflow = SinkOverflowed(
+                run_id=run_id, session_id=run.session_id, seq=seq, time=time.time(),
+                offset=run.last_offset, path="", sink=self.name, first_seq=first,
+                last_seq=last, dropped=count)
+            for cover in run.covers:
+                if cover.overflow == -1:
+                    cover.overflow = seq
+                    break
+            if not self._queue:
+                self._first_at = time.monotonic()
+            self._queue.append(overflow)
+
+    def _lose(self, run_id: str, first: int, last: int, count: int) -> None:
+        """Under the lock: events of a run are gone for good; report them."""
+        if run_id in self._dead or count <= 0:
+            return
+        run = self._runs.setdefault(run_id, _Run())
+        self.dropped += count
+        if run.dropping is None:
+            run.dropping = [first, last, count]
+            run.covers.append(_Cover(first))
+            self._held += 1
+        else:
+            run.dropping = [min(first, run.dropping[0]), max(last, run.dropping[1]),
+                            run.dropping[2] + count]
+        # Events of the run at or after the gap wait for the report (see _take).
+        for cover in run.covers:
+            cover.first = min(cover.first, first) if cover.overflow == -1 else cover.first
+
+    def _requeue(self, events: list[Event]) -> None:
+        """Under the lock: put unsent events back in front, in order (their lines kept)."""
+        live = [e for e in events if e.run_id not in self._dead]
+        self._requeued.update((e.run_id, e.seq) for e in live)
+        if live:
+            if not self._queue:
+                self._first_at = time.monotonic()
+            self._queue.extendleft(reversed(live))
+
+    def _kill(self, run_id: str) -> None:
+        """Under the lock: the server declared the run interrupted."""
+        self._dead.add(run_id)
+        run = self._runs.pop(run_id, None)
+        if run is not None:
+            self._held -= sum(1 for _ in run.covers)
+        self._queue = deque(e for e in self._queue if e.run_id != run_id)
+        for key in [k for k in self._lines if k[0] == run_id]:
+            del self._lines[key]
+
+    # -- HTTP -----------------------------------------------------------------------------
+
+    def _send(self, taken: list[Event]) -> None:
+        batch = taken
+        cache = self._lines
+        with self._lock:
+            cached = [cache.pop((e.run_id, e.seq), "") for e in batch]
+        lines = every = [line or dump_event(e) for line, e in zip(cached, batch, strict=True)]
+        size, cut = 0, len(batch)
+        for index, line in enumerate(lines):
+            size += len(line) + 1
+            if size > self.batch_bytes and index > 0:
+                cut = index
+                break
+        try:
+            if cut < len(batch):
+                with self._lock:
+                    if not self._held:  # a gap's events travel with its report: no cut
+                        self._requeue(batch[cut:])  # sent next, lines kept
+                        batch, lines = batch[:cut], lines[:cut]
+                        self._inflight = cut
+            self._send_lines(batch, lines)
+        finally:
+            with self._lock:  # a requeued event keeps its line for the next request
+                if self._requeued:
+                    for event, line in zip(taken, every, strict=True):
+                        key = (event.run_id, event.seq)
+                        if key in self._requeued:
+                            cache[key] = line
+                    self._requeued.clear()
+
+    def _send_lines(self, batch: list[Event], lines: list[str]) -> None:
+        attempt = 0
+        while batch:
+            body = ("\n".join(lines) + "\n").encode("utf-8")
+            try:
+                status, headers, reply = self._post("/api/ingest", body,
+                                                     "application/x-ndjson")
+            except OSError as exc:  # refused, reset, timeout: resend the same events
+                logger.debug("Dashboard ingest failed (%r); retrying", exc)
+                if not self._wait_retry(attempt, None):
+                    return self._give_up(batch)
+                attempt += 1
+                continue
+            if status == 429 or status >= 500:
+                logger.debug("Dashboard ingest answered %s; retrying", status)
+                if not self._wait_retry(attempt, headers.get("Retry-After")):
+                    return self._give_up(batch)
+                attempt += 1
+                continue
+            self._failing_since = None  # a real answer: the dashboard is up
+            if status == 200:
+                self._accepted(batch, reply)
+                return
+            if status in (401, 403):
+                self._refused_auth(status, reply)
+                return
+            if status == 409 and reply.get("code") == "run_interrupted":
+                run_id = str(reply.get("run_id", ""))
+                logger.warning("Dashboard interrupted run %s; no more events are sent for it",
+                               run_id)
+                with self._cv:
+                    self._kill(run_id)
+                kept = [(e, x) for e, x in zip(batch, lines, strict=True) if e.run_id != run_id]
+                batch, lines = [e for e, _ in kept], [x for _, x in kept]
+                continue
+            if status == 409 and reply.get("code") == "seq_gap":
+                with self._cv:
+                    self._repair_gap(batch, reply)
+                return
+            # 400, 413 and anything else: the request cannot succeed as it is.
+            logger.warning("Dashboard refused a batch (%s): %s", status,
+                           reply.get("message", reply))
+            with self._cv:
+                self._refused_batch(batch, reply)
+            return
+
+    def _accepted(self, batch: list[Event], reply: dict[str, Any]) -> None:
+        runs = reply.get("runs") if isinstance(reply.get("runs"), dict) else {}
+        now = time.monotonic()
+        with self._cv:
+            self.requests += 1
+            unacked: list[Event] = []
+            for event in batch:
+                info = runs.get(event.run_id) if runs else None
+                if isinstance(info, dict) and info.get("status") == "interrupted":
+                    self._kill(event.run_id)
+                    continue
+                if isinstance(info, dict) and isinstance(info.get("last_seq"), int) \
+                        and event.seq > info["last_seq"]:
+                    unacked.append(event)
+                run = self._runs.get(event.run_id)
+                if run is not None:
+                    run.contact = now
+                    run.last_seq = max(run.last_seq, event.seq)
+            for run_id, run in list(self._runs.items()):
+                if run.ended and not run.covers and run.dropping is None and not any(
+                        e.run_id == run_id for e in unacked):
+                    del self._runs[run_id]  # done: forget it
+            if unacked:
+                self._requeue(unacked)
+
+    def _repair_gap(self, batch: list[Event], reply: dict[str, Any]) -> None:
+        run_id = str(reply.get("run_id", ""))
+        expected = reply.get("expected_seq")
+        mine = [e.seq for e in batch if e.run_id == run_id] + [
+            e.seq for e in self._queue if e.run_id == run_id]
+        if not isinstance(expected, int) or not mine:
+            logger.warning("Dashboard refused a batch: %s", reply.get("message", reply))
+            return self._refused_batch(batch, {})
+        keep = [e for e in batch if e.run_id != run_id or e.seq >= expected]
+        if expected not in mine:  # the events the server wants are gone: report them
+            following = min(s for s in mine if s > expected) if any(
+                s > expected for s in mine) else expected + 1
+            self._lose(run_id, expected, following - 1, following - expected)
+        self._requeue(keep)
+
+    def _refused_batch(self, batch: list[Event], reply: dict[str, Any]) -> None:
+        line = reply.get("line")
+        if isinstance(line, int) and 1 <= line <= len(batch):
+            bad = batch[line - 1]
+            self._lose(bad.run_id, bad.seq, bad.seq, 1)
+            self._requeue(batch[:line - 1] + batch[line:])
+            return
+        ranges: dict[str, list[int]] = {}
+        for event in batch:
+            r = ranges.setdefault(event.run_id, [event.seq, event.seq, 0])
+            r[0], r[1], r[2] = min(r[0], event.seq), max(r[1], event.seq), r[2] + 1
+        for run_id, (first, last, count) in ranges.items():
+            self._lose(run_id, first, last, count)
+
+    def _refused_auth(self, status: int, reply: dict[str, Any]) -> None:
+        if not self._warned:
+            self._warned = True
+            logger.warning("Dashboard %s refused the token (%s: %s); events are not sent",
+                           self.url, status, reply.get("message", ""))
+        with self._cv:
+            self._disabled = f"HTTP {status}"
+            self.dropped += len(self._queue)
+            self._queue.clear()
+            self._lines.clear()
+            self._runs.clear()
+
+    def _give_up(self, batch: list[Event]) -> None:
+        """Closing ran out of time: what is left is lost (nobody can report it)."""
+        with self._cv:
+            self.dropped += len(batch) + len(self._queue)
+            self._queue.clear()
+            self._lines.clear()
+
+    def _wait_retry(self, attempt: int, retry_after: str | None) -> bool:
+        if self._failing_since is None:
+            self._failing_since = time.monotonic()
+        delay = min(self.max_backoff, self.backoff * 2 ** attempt)
+        if retry_after:
+            delay = max(delay, min(_retry_after_seconds(retry_after), 60.0))
+        return not self._abort.wait(delay)
+
+    def _due_heartbeats(self, now: float | None = None) -> list[str]:
+        now = time.monotonic() if now is None else now
+        return [run_id for run_id, run in self._runs.items()
+                if run.running and now - run.contact >= self.heartbeat_seconds]
+
+    def _heartbeat(self, runs: list[str]) -> None:
+        body = json.dumps({"runs": runs}).encode("utf-8")
+        now = time.monotonic()
+        with self._cv:
+            for run_id in runs:  # one try per interval, answered or not
+                if run_id in self._runs:
+                    self._runs[run_id].contact = now
+        try:
+            status, _, reply = self._post("/api/ingest/heartbeat", body, "application/json")
+        except OSError as exc:
+            logger.debug("Dashboard heartbeat failed: %r", exc)
+            return
+        if status in (401, 403):
+            self._refused_auth(status, reply)
+            return
+        if status == 409 and reply.get("code") == "run_interrupted":
+            with self._cv:
+                self._kill(str(reply.get("run_id", "")))
+            return
+        if status != 200:
+            return
+        with self._cv:
+            self.heartbeats += 1
+            answered = reply.get("runs")
+            if isinstance(answered, dict):
+                for run_id, info in answered.items():
+                    if isinstance(info, dict) and info.get("status") == "interrupted":
+                        self._kill(run_id)
+
+    def _post(self, path: str, body: bytes, content_type: str) -> tuple[
+            int, http.client.HTTPMessage, dict[str, Any]]:
+        """One POST on the kept-alive connection; OSError on transport failures."""
+        conn = self._connection()
+        try:
+            conn.request("POST", self._base + path, body=body, headers={
+                **self._headers, "Content-Type": content_type,
+                "Content-Length": str(len(body))})
+            response = conn.getresponse()
+            raw = response.read()
+        except (OSError, http.client.HTTPException) as exc:
+            self._close_connection()
+            raise OSError(str(exc) or type(exc).__name__) from exc
+        if response.will_close:
+            self._close_connection()
+        try:
+            parsed = json.loads(raw) if raw else {}
+        except ValueError:
+            parsed = {}
+        return response.status, response.headers, parsed if isinstance(parsed, dict) else {}
+
+    def _connection(self) -> http.client.HTTPConnection:
+        if self._conn is None:
+            parts = self._parts
+            cls = http.client.HTTPSConnection if parts.scheme == "https" \
+                else http.client.HTTPConnection
+            self._conn = cls(parts.hostname or "", parts.port, timeout=self.timeout)
+        return self._conn
+
+    def _close_connection(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+
+def _cover_of(run: _Run, seq: int) -> _Cover | None:
+    """The last gap at or before ``seq``: the report the event must travel with."""
+    found = None
+    for cover in run.covers:
+        if seq >= cover.first:
+            found = cover
+    return found
+
+
+def _retry_after_seconds(value: str) -> float:
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return 0.0
+    return max(0.0, when.timestamp() - time.time())
+
+
+@atexit.register
+def _flush_at_exit() -> None:
+    for sink in list(_LIVE):
+        sink.close(timeout=10.0)
