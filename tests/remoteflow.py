@@ -1,7 +1,7 @@
 """A flow of the tests' own (not a demo) for runs shipped from another process.
 
-``TeamSurvey`` forks one branch per team; the ``research`` team forks a nested barrier of
-two analysts. Every branch contributes to two reduced channels, and the coordinator first
+``TeamSurvey`` forks one branch per team; the ``research`` team, after its pause, forks a
+nested barrier of two analysts. Every branch contributes to two reduced channels, and the coordinator first
 writes a plan the branches read, so the inspector's visibility snapshot has something to
 show. ``config.pause`` (seconds, default 0) makes
 each branch wait before it reports — long enough for a browser to watch the tree grow, or
@@ -52,11 +52,11 @@ class Team(LogicStep):
         invocation = self.parallel_invocation()
         pause = float(invocation.params["pause"])
         plan = self.flow.get_step_state(Survey, "plan")
-        if invocation.key == "research":
-            await self.run_steps([RunStepRequest(Team, key=f"analyst{i}",
-                                                 params={"pause": pause}) for i in (1, 2)])
         if pause:
             await anyio.sleep(pause)
+        if invocation.key == "research":  # forks after its pause: the tree grows later
+            await self.run_steps([RunStepRequest(Team, key=f"analyst{i}",
+                                                 params={"pause": pause}) for i in (1, 2)])
         self.contribute_state("answers", f"{invocation.key}: {plan['question']} meetings")
         self.contribute_state("votes", 1)
         return invocation.key

@@ -92,10 +92,13 @@ def remote_turn(live: LiveDaphne, token: str, events_file: Path, *, pause: float
 
 async def open_run_page(page: Any, run_id: str) -> None:
     """Wait for the run's first events to arrive, then open its page."""
-    await page.wait_for_function(
-        "id => fetch(`/api/runs/${id}`).then(r => r.ok)", arg=run_id, polling=100,
-        timeout=30_000)
+    for _ in range(600):  # the process needs a moment to start and ship its first batch
+        if await page.evaluate("async id => (await fetch(`/api/runs/${id}`)).ok", run_id):
+            break
+        await page.wait_for_timeout(50)
     await page.goto(f"/runs/{run_id}/")
+    if not await page.locator("#pf-run").count():  # say what the page shows instead
+        raise AssertionError(f"{page.url}: {await page.locator('body').inner_text()}")
 
 
 async def stored_events(page: Any, run_id: str) -> list[dict[str, Any]]:
@@ -113,7 +116,7 @@ async def test_a_turn_in_another_process_is_watched_live_and_stored_as_emitted(
 ) -> None:
     live, _, token = server
     events_file = tmp_path / "events.jsonl"
-    run_id, process = remote_turn(live, token, events_file, pause=1.0)
+    run_id, process = remote_turn(live, token, events_file, pause=2.0)
     try:
         await open_run_page(page, run_id)
         rows_seen: list[tuple[int, str | None]] = []
