@@ -1,11 +1,12 @@
 """A flow of the tests' own (not a demo) for runs shipped from another process.
 
 ``TeamSurvey`` forks one branch per team; the ``research`` team, after its pause, forks a
-nested barrier of two analysts. Every branch contributes to two reduced channels, and the coordinator first
-writes a plan the branches read, so the inspector's visibility snapshot has something to
-show. ``config.pause`` (seconds, default 0) makes
-each branch wait before it reports — long enough for a browser to watch the tree grow, or
-for a test to kill the process mid-run — and ``config.teams`` sets the number of teams.
+nested barrier of two analysts, so the tree grows while the run is live. Every branch
+contributes to two reduced channels, and the coordinator first writes a plan the branches
+read, so the inspector's visibility snapshot has something to show. ``config.pause``
+(seconds, default 0) makes each branch wait before it reports — long enough for a browser
+to watch, or for a test to kill the process mid-run — and ``config.teams`` sets the number
+of teams.
 
 Only logic steps: no model is called, so the process needs no provider.
 """
