@@ -202,15 +202,17 @@ async def test_resends_the_same_events_after_a_503_and_a_dropped_connection(
 
 async def test_a_reply_slower_than_the_timeout_is_retried_and_stored_once(
         server: IngestServer, make_sink: Callable[..., DashboardSink]) -> None:
-    sink = make_sink(batch_events=10_000, timeout=0.2)
+    sink = make_sink(batch_events=10_000, batch_seconds=30.0, timeout=0.2)
     memory = MemorySink()
     engine = FlowEngine(flows=[FanFlow], sinks=[sink, memory])
+    reply = await engine.run("FanFlow", "go", config={"n": 10})  # buffered: one batch
     with server.holding():
-        reply = await engine.run("FanFlow", "go", config={"n": 10})
-        with anyio.fail_after(20):
-            while server.held < 2:  # the first request timed out; its resend is here
-                await anyio.sleep(0.01)
-    await flush(sink)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(flush, sink)
+            with anyio.fail_after(20):
+                while server.held < 2:  # the first request timed out; its resend is here
+                    await anyio.sleep(0.01)
+            server.release.set()
     assert reply.success
     run_id = memory.events[0].run_id
     requests = server.of("ingest")
