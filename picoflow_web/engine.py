@@ -32,11 +32,15 @@ def get_engine() -> FlowEngine:
     classes = [f for f, _ in flows]
     if os.environ.get("PICOFLOW_MODEL", "scripted") == "openai":
         return _described(FlowEngine(flows=classes, store=DjangoSessionStore(),
-                                     providers={"openai": endpoint, "scripted": endpoint}))
+                                     providers={"openai": endpoint, "scripted": endpoint},
+                                     ship_to_dashboard=False))
     models: dict[str, Model] = {flow.id: m for flow, m in flows if m is not None}
+    # ship_to_dashboard=False: this engine's runs are recorded by the bridge already; with
+    # the dashboard variables set in the web process they would come back through ingest.
     return _described(FlowEngine(flows=classes, store=DjangoSessionStore(),
                                  providers={"openai": endpoint},
-                                 model_override=lambda name: models.get(name)))
+                                 model_override=lambda name: models.get(name),
+                                 ship_to_dashboard=False))
 
 
 def _described(engine: FlowEngine) -> FlowEngine:

@@ -6,7 +6,8 @@ this contract): ``POST /api/ingest`` with one event per line, as the runtime ser
 it. Each request is checked whole before anything is written — every line parses, is a
 known event type of this schema version, and continues its run's stored sequence (a
 resent event already stored is accepted and ignored, a gap is refused with the ``seq``
-expected next) — so a refused request stores nothing of itself. Then, in one transaction,
+expected next, unless a ``sink.overflowed`` of the same request says those events were
+lost) — so a refused request stores nothing of itself. Then, in one transaction,
 runs are created and updated from the events themselves (``turn.started`` creates the
 run, ``turn.finished``/``turn.failed`` end it), the events are stored, and only then
 broadcast to the run's group: the same path, and the same page, as runs the dashboard
@@ -183,7 +184,8 @@ def _plan(lines: list[Line], runs: dict[str, Run]) -> list[_Planned]:
     plans = []
     for run_id, items in by_run.items():
         run = runs.get(run_id)
-        last = run.event_count - 1 if run is not None else -1
+        last = run.last_seq if run is not None else -1
+        lost = _reported_losses(items)
         if run is not None and not run.is_remote:
             raise IngestError(409, "not_remote",
                               f"Run {run_id} was executed by this dashboard; its events "
@@ -193,6 +195,8 @@ def _plan(lines: list[Line], runs: dict[str, Run]) -> list[_Planned]:
         for item in items:
             if item.seq < expected:
                 continue  # already stored (or repeated in this request): idempotent resend
+            if item.seq > expected and _covered(expected, item.seq, lost):
+                expected = item.seq  # the sink said it lost these: a gap on purpose
             if item.seq > expected:
                 raise IngestError(409, "seq_gap",
                                   f"Line {item.number}: run {run_id} continues at seq "
@@ -216,6 +220,23 @@ def _plan(lines: list[Line], runs: dict[str, Run]) -> list[_Planned]:
                               line=plan.fresh[0].number)
         plans.append(plan)
     return plans
+
+
+def _reported_losses(items: list[Line]) -> list[tuple[int, int]]:
+    """The ``(first_seq, last_seq)`` ranges the request's ``sink.overflowed`` events say
+    their sink dropped, sorted."""
+    return sorted((int(i.data["first_seq"]), int(i.data["last_seq"]))
+                  for i in items if i.type == "sink.overflowed")
+
+
+def _covered(start: int, stop: int, ranges: list[tuple[int, int]]) -> bool:
+    """Whether every seq in ``start .. stop - 1`` lies in one of the sorted ``ranges``."""
+    for first, last in ranges:
+        if first <= start <= last:
+            start = last + 1
+        if start >= stop:
+            return True
+    return start >= stop
 
 
 @dataclass
@@ -253,7 +274,7 @@ def _store(lines: list[Line], origin: dict[str, Any], user: Any) -> _Stored:
             else:
                 run.last_seen_at = now
                 run.save(update_fields=["last_seen_at"])
-            out.reply[run.id] = {"last_seq": run.event_count - 1, "status": run.status}
+            out.reply[run.id] = {"last_seq": run.last_seq, "status": run.status}
     return out
 
 
@@ -268,6 +289,7 @@ def _run_create(first: dict[str, Any], origin: dict[str, Any], user: Any, now: A
 def _apply(run: Run, events: list[dict[str, Any]], now: Any) -> bool:
     """Bring the run's row up to date with newly stored events; True when it ended."""
     run.event_count += len(events)
+    run.last_seq = events[-1]["seq"]
     run.has_conflicts |= any(e["type"] == "join.invalidated" for e in events)
     run.branch_count += sum(len(e["requests"]) for e in events if e["type"] == "barrier.forked")
     run.last_seen_at = now
@@ -325,8 +347,7 @@ async def runs_heartbeat(run_ids: list[str]) -> dict[str, dict[str, Any]]:
 def _heartbeat_sync(run_ids: list[str]) -> dict[str, dict[str, Any]]:
     runs = Run.objects.filter(id__in=run_ids, origin__kind="remote")
     runs.filter(status=Run.Status.RUNNING).update(last_seen_at=timezone.now())
-    return {run.id: {"last_seq": run.event_count - 1, "status": run.status}
-            for run in runs}
+    return {run.id: {"last_seq": run.last_seq, "status": run.status} for run in runs}
 
 
 # -- the watchdog: silent remote runs become interrupted -------------------------------
@@ -359,8 +380,9 @@ def interrupt_silent_runs() -> _Stored:
                                        path=event.path, payload=payload)
             run.status, run.finished_at = Run.Status.INTERRUPTED, timezone.now()
             run.interruption = {"reason": event.reason, "silent_for": event.silent_for}
-            run.event_count += 1
-            run.save(update_fields=["status", "finished_at", "event_count", "interruption"])
+            run.event_count, run.last_seq = run.event_count + 1, event.seq
+            run.save(update_fields=["status", "finished_at", "event_count", "last_seq",
+                                    "interruption"])
             out.events[run_id] = [payload]
             out.summaries.append(run.summary())
     return out

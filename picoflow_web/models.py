@@ -57,6 +57,9 @@ class Run(models.Model):
     executed, ``{"kind": "remote", "host": ..., "pid": ...}`` for one shipped to ingest."""
     last_seen_at = models.DateTimeField(null=True, blank=True, db_index=True)
     """When a remote run last sent events or a heartbeat."""
+    last_seq = models.IntegerField(default=-1)
+    """The last stored ``seq`` of a remote run (a sink's reported loss leaves gaps, so it is
+    not ``event_count - 1``)."""
     interruption = models.JSONField(null=True, blank=True)
     """``{"reason", "silent_for"}`` of an interrupted run (its ``run.interrupted``)."""
 

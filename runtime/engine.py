@@ -74,6 +74,8 @@ class FlowEngine:
             call regardless of selection — how the embedded default plays scripted
             conversations against flows written for real providers.
         sinks: event sinks receiving every turn's events (see :mod:`runtime.events`).
+        ship_to_dashboard: whether to attach the dashboard sink the environment names
+            (below); the dashboard's own engine says False, not to send to itself.
 
     When ``PICOFLOW_DASHBOARD_URL`` and ``PICOFLOW_DASHBOARD_TOKEN`` are both set, the
     engine also ships every turn's events to that dashboard through one
@@ -89,6 +91,7 @@ class FlowEngine:
         store: SessionStore | None = None,
         model_override: ModelOverride | None = None,
         sinks: Iterable[EventSink] = (),
+        ship_to_dashboard: bool = True,
     ) -> None:
         self.store: SessionStore = store or MemorySessionStore()
         self._flows: dict[str, type[Flow]] = {}
@@ -97,7 +100,8 @@ class FlowEngine:
         self._override = model_override
         self.sinks: list[EventSink] = list(sinks)
         """Event sinks that receive every turn's events."""
-        self.dashboard: DashboardSink | None = dashboard_from_env()
+        self.dashboard: DashboardSink | None = dashboard_from_env() if ship_to_dashboard \
+            else None
         """The sink to the dashboard named by the environment, if any."""
         if self.dashboard is not None:
             self.sinks.append(self.dashboard)

@@ -318,3 +318,20 @@ async def test_the_runs_list_never_shows_a_silent_remote_run_as_running() -> Non
         await amake_user("viewer"))))
     (listed,) = response.json()["runs"]
     assert (listed["id"], listed["status"]) == ("remote-1", "interrupted")
+
+
+async def test_a_gap_a_sink_reports_as_lost_is_accepted_and_others_are_not() -> None:
+    lines = await recorded_turn()
+    token, client = await ingest_token(), AsyncClient()
+    await post(client, token, body_of(lines[:5]))
+    overflow = {**{k: json.loads(lines[9])[k] for k in ("v", "run_id", "session_id", "time",
+                                                          "offset", "path")},
+                "seq": 9, "type": "sink.overflowed", "sink": "dashboard", "first_seq": 5,
+                "last_seq": 7, "dropped": 3}
+    # Seqs 5-7 lost, 8 kept, then the report of the loss at 9: accepted as sent.
+    accepted = await post(client, token, body_of([lines[8], json.dumps(overflow)]))
+    assert accepted.json() == {"runs": {"remote-1": {"last_seq": 9, "status": "running"}}}
+    assert [e["seq"] for e in await stored("remote-1")] == [0, 1, 2, 3, 4, 8, 9]
+    # A gap no report covers is still refused.
+    refused = await post(client, token, body_of([lines[11]]))
+    assert (refused.status_code, refused.json()["expected_seq"]) == (409, 10)
