@@ -83,10 +83,10 @@ def remote_turn(live: LiveDaphne, token: str, events_file: Path, *, pause: float
            if not key.startswith(("DJANGO_", "PYTEST_"))}
     env.update({"PICOFLOW_DASHBOARD_URL": live.base_url, "PICOFLOW_DASHBOARD_TOKEN": token,
                 "PYTHONPATH": str(ROOT)})
-    process = subprocess.Popen(
-        [sys.executable, str(SCRIPT), run_id, str(events_file), str(pause), str(teams)],
-        env=env, cwd=events_file.parent, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True)
+    with (events_file.parent / "process.log").open("w") as log:  # the child keeps its copy
+        process = subprocess.Popen(
+            [sys.executable, str(SCRIPT), run_id, str(events_file), str(pause), str(teams)],
+            env=env, cwd=events_file.parent, stdout=log, stderr=subprocess.STDOUT, text=True)
     return run_id, process
 
 
@@ -127,7 +127,7 @@ async def test_a_turn_in_another_process_is_watched_live_and_stored_as_emitted(
             if status == "finished":
                 break
             await page.wait_for_timeout(50)
-        assert process.wait(timeout=60) == 0, process.stderr.read() if process.stderr else ""
+        assert process.wait(timeout=60) == 0, (tmp_path / "process.log").read_text()
     finally:
         process.kill()
     # The tree grew while the run was live: first the three teams, then research's two
