@@ -180,3 +180,35 @@ async def test_a_killed_remote_process_leaves_an_interrupted_run_with_what_it_se
     assert last["seq"] == len(kept) >= before  # nothing stored before the kill was lost
     assert kept == sent[:len(kept)]
     assert "interrupted" in (await page.locator("body").inner_text()).lower()
+
+
+def readme_example(title: str) -> str:
+    """The Python example of the README section ``### <title>``."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text[text.index(f"### {title}\n"):]
+    return section[section.index("```python\n") + 10:section.index("```", section.index(
+        "```python\n") + 10)]
+
+
+def test_the_readmes_example_ships_its_run_to_the_dashboard(
+    server: tuple[LiveDaphne, str, str], tmp_path: Path,
+) -> None:
+    live, _, token = server
+    script = tmp_path / "counting.py"
+    script.write_text(readme_example("Ship events from your process"), encoding="utf-8")
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith(("DJANGO_", "PYTEST_"))}
+    env.update({"PICOFLOW_DASHBOARD_URL": live.base_url, "PICOFLOW_DASHBOARD_TOKEN": token,
+                "PYTHONPATH": str(ROOT)})
+    done = subprocess.run([sys.executable, str(script)], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert (done.returncode, done.stdout.strip()) == (0, "total 10"), done.stderr
+    reader = run_manage("create_api_token", "admin", "reader", env=live.env)
+    raw = reader.stdout.strip().splitlines()[-1]
+    status, _, body = live.get("/api/runs?flow=Counting", headers={
+        "Authorization": f"Bearer {raw}"})
+    (run,) = json.loads(body)["runs"]
+    assert status == 200
+    assert (run["status"], run["origin"]["kind"], run["branch_count"]) == (
+        "finished", "remote", 4)
+    assert run["reply"]["message"] == "total 10"
