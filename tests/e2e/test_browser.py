@@ -14,15 +14,13 @@ from typing import Any
 
 import pytest
 
+from tests.e2e.browsing import ARGS, CHROMIUM, logged_in_page
 from tests.livedaphne import LiveDaphne, live_daphne, run_manage
 
 playwright_api = pytest.importorskip("playwright.async_api", reason="pip install playwright")
 
 pytestmark = [pytest.mark.browser, pytest.mark.anyio]
 
-CHROMIUM = Path("/usr/bin/chromium")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 HOSTILE = "<img src=x onerror=window.__pwned=1><script>window.__pwned=2</script>"
 
@@ -48,22 +46,8 @@ def server() -> Iterator[tuple[LiveDaphne, str]]:
 @pytest.fixture
 async def page(server: tuple[LiveDaphne, str]) -> AsyncIterator[Any]:
     live, password = server
-    async with playwright_api.async_playwright() as pw:
-        browser = await pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        context = await browser.new_context(viewport={"width": 1400, "height": 900},
-                                            base_url=live.base_url)
-        page = await context.new_page()
-        errors: list[str] = []
-        page.on("pageerror", lambda exc: errors.append(str(exc)))
-        await page.goto("/login/")
-        await page.fill("#id_username", "admin")
-        await page.fill("#id_password", password)
-        await page.click("button[type=submit], input[type=submit]")
-        await page.wait_for_url(re.compile(r"/$"))
-        page.js_errors = errors
+    async with logged_in_page(live.base_url, password) as page:
         yield page
-        await browser.close()
-    assert not errors, f"JavaScript errors on the page: {errors}"
 
 
 async def start_run(page: Any, flow: str, message: str) -> str:

@@ -20,7 +20,8 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.test_browser import ARGS, CHROMIUM, shot
+from tests.e2e.browsing import CHROMIUM, logged_in_page
+from tests.e2e.test_browser import shot
 from tests.livedaphne import LiveDaphne, live_daphne, run_manage
 
 playwright_api = pytest.importorskip("playwright.async_api", reason="pip install playwright")
@@ -58,21 +59,8 @@ def server() -> Iterator[tuple[LiveDaphne, str, str]]:
 @pytest.fixture
 async def page(server: tuple[LiveDaphne, str, str]) -> AsyncIterator[Any]:
     live, password, _ = server
-    async with playwright_api.async_playwright() as pw:
-        browser = await pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        context = await browser.new_context(viewport={"width": 1400, "height": 900},
-                                            base_url=live.base_url)
-        page = await context.new_page()
-        errors: list[str] = []
-        page.on("pageerror", lambda exc: errors.append(str(exc)))
-        await page.goto("/login/")
-        await page.fill("#id_username", "admin")
-        await page.fill("#id_password", password)
-        await page.click("button[type=submit], input[type=submit]")
-        await page.wait_for_url(lambda url: url.endswith("/"))
+    async with logged_in_page(live.base_url, password) as page:
         yield page
-        await browser.close()
-    assert not errors, f"JavaScript errors on the page: {errors}"
 
 
 def remote_turn(live: LiveDaphne, token: str, events_file: Path, *, pause: float,

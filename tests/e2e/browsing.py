@@ -1,0 +1,37 @@
+"""A logged-in page in Debian's chromium, shared by the browser tests."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+@asynccontextmanager
+async def logged_in_page(base_url: str, password: str) -> AsyncIterator[Any]:
+    """A page of ``base_url`` logged in as the first user; on exit, no JavaScript error may
+    have happened on it."""
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        context = await browser.new_context(viewport={"width": 1400, "height": 900},
+                                            base_url=base_url)
+        page = await context.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        await page.goto("/login/")
+        await page.fill("#id_username", "admin")
+        await page.fill("#id_password", password)
+        await page.click("button[type=submit], input[type=submit]")
+        await page.wait_for_url(re.compile(r"/$"))
+        page.js_errors = errors
+        yield page
+        await browser.close()
+    assert not errors, f"JavaScript errors on the page: {errors}"
