@@ -39,8 +39,15 @@ from django.utils import timezone
 from pydantic import ValidationError
 
 from picoflow_web import groups
-from picoflow_web.models import EventRecord, Run
-from runtime.events import EVENT_TYPES, SCHEMA_VERSION, dump_event, interruption, parse_event
+from picoflow_web.models import EventRecord, Run, StoredSession
+from runtime.events import (
+    EVENT_TYPES,
+    SCHEMA_VERSION,
+    dump_event,
+    fold,
+    interruption,
+    parse_event,
+)
 
 logger = logging.getLogger("picoflow.web")
 
@@ -269,6 +276,8 @@ def _store(lines: list[Line], origin: dict[str, Any], user: Any) -> _Stored:
                     for line in plan.fresh
                 ])
                 out.events[run.id] = [line.data for line in plan.fresh]
+                if ended:
+                    _session_record(run)
                 if created or ended:
                     out.summaries.append(run.summary())
             else:
@@ -311,6 +320,37 @@ def _apply(run: Run, events: list[dict[str, Any]], now: Any) -> bool:
         run.finished_at = now
     run.save()
     return ended
+
+
+def _session_record(run: Run) -> None:
+    """The session of a remote turn that ended, as its events describe it: state, cursor,
+    context and tokens (the process keeps the real document; this one is for reading, and
+    marked ``remote`` so the dashboard's own engine never continues it)."""
+    if not run.session_id:
+        return
+    existing = StoredSession.objects.filter(id=run.session_id).values_list("doc", flat=True)
+    doc = existing.first()
+    if doc is not None and not (isinstance(doc, dict) and doc.get("remote")):
+        return  # a session this dashboard runs itself: its own document is the truth
+    payloads = list(EventRecord.objects.filter(run_id=run.id).order_by("seq").values_list(
+        "payload", flat=True))
+    model = fold(parse_event(payload) for payload in payloads)
+    loaded = next((p for p in payloads if p["type"] == "session.loaded"), {})
+    revision = max((p["revision"] for p in payloads if p["type"] == "session.saved"),
+                   default=0)
+    reply = run.reply or {}
+    status = ("aborted" if run.status == Run.Status.FAILED
+              else "completed" if reply.get("completed") else "running")
+    record = {
+        "id": run.session_id, "revision": revision, "run_status": status, "remote": True,
+        "flow": {"name": run.flow, "current_step": model.cursor,
+                 "context": loaded.get("context", {}),
+                 "steps": [{"name": name, "state": state}
+                           for name, state in model.state.items()]},
+        "tokens": model.tokens,
+    }
+    StoredSession.objects.update_or_create(id=run.session_id, defaults={
+        "flow": run.flow, "revision": revision, "run_status": status, "doc": record})
 
 
 async def _broadcast(stored: _Stored) -> None:

@@ -21,6 +21,8 @@ def json_copy(value: Any, what: str = "value") -> Any:
         return value  # immutable and already JSON: the common case, kept cheap
     if kind is float and math.isfinite(value):
         return value
+    if (kind is dict or kind is list) and not value:
+        return kind()  # a fresh empty container: what a branch's params usually are
     try:
         return json.loads(json.dumps(value, allow_nan=False, default=_plain))
     except (TypeError, ValueError) as exc:

@@ -19,10 +19,11 @@ from django.core.management import call_command
 from django.test import AsyncClient, override_settings
 from django.utils import timezone
 
-from picoflow_web import ingest
+from picoflow_web import ingest, selectors
 from picoflow_web.groups import run_group
 from picoflow_web.models import ApiToken, EventRecord, Run
-from runtime import FlowEngine
+from picoflow_web.store import DjangoSessionStore
+from runtime import FlowEngine, SessionStoreError
 from runtime.events import MemorySink, dump_event
 from tests.remoteflow import TeamSurvey
 from tests.webhelpers import amake_user, atoken, bearer
@@ -335,3 +336,26 @@ async def test_a_gap_a_sink_reports_as_lost_is_accepted_and_others_are_not() -> 
     # A gap no report covers is still refused.
     refused = await post(client, token, body_of([lines[11]]))
     assert (refused.status_code, refused.json()["expected_seq"]) == (409, 10)
+
+
+async def test_a_remote_session_is_recorded_from_its_events_and_never_continued_here() -> None:
+    lines = await recorded_turn()
+    await post(AsyncClient(), await ingest_token(), body_of(lines))
+    run = await Run.objects.aget(id="remote-1")
+    found = await selectors.session_get(run.session_id)
+    assert found is not None
+    assert (found["flow"], found["run_status"], found["doc"]["remote"]) == (
+        "TeamSurvey", "running", True)
+    steps = {s["name"]: s["state"] for s in found["doc"]["flow"]["steps"]}
+    assert steps["Survey"]["plan"]["question"] == "What slows us down?"
+    assert sorted(steps["Team"]["answers"]) == [
+        "analyst1", "analyst2", "research", "team1", "team2"]
+    assert [r["id"] for r in found["runs"]] == ["remote-1"]
+    viewer = AsyncClient()
+    await sync_to_async(viewer.force_login)(await amake_user("viewer"))
+    page = await viewer.get(f"/sessions/{run.session_id}/")
+    assert page.status_code == 200
+    assert "What slows us down?" in page.content.decode()
+    # The dashboard's own store refuses to load it: only the process has the whole doc.
+    with pytest.raises(SessionStoreError):
+        await DjangoSessionStore().load(run.session_id)
