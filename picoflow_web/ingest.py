@@ -55,6 +55,8 @@ MAX_BODY_BYTES = 64 * 1024 * 1024
 """Largest request body (a batch of events)."""
 MAX_LINE_BYTES = 4 * 1024 * 1024
 """Largest single event (a fork of many thousands of branches is large)."""
+MAX_ID_CHARS = 64
+"""Longest run or session id (what the database columns hold)."""
 BROADCAST_EVENTS = 200
 """Events per group message, as the bridge batches them."""
 
@@ -165,6 +167,10 @@ def _parse(number: int, raw: bytes) -> dict[str, Any]:
                       ) from None
     except RecursionError:
         raise _refuse(number, "invalid_event", "values nested too deeply.") from None
+    for name in ("run_id", "session_id"):
+        if len(data[name]) > MAX_ID_CHARS or (name == "run_id" and not data[name]):
+            raise _refuse(number, "invalid_event",
+                          f"{name} must be 1 to {MAX_ID_CHARS} characters.")
     try:  # what the event store can hold: no lone surrogates, no NUL (PostgreSQL)
         encoded = json.dumps(data, ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError:
@@ -216,10 +222,11 @@ def _plan(lines: list[Line], runs: dict[str, Run]) -> list[_Planned]:
                               f"Run {run_id} was declared interrupted (silent for longer "
                               f"than {settings.PICOFLOW_REMOTE_TIMEOUT:g} s); it takes no "
                               "more events.", run_id=run_id, line=plan.fresh[0].number)
-        if plan.fresh and run is not None and run.status != Run.Status.RUNNING:
+        after_end = [item for item in plan.fresh if item.type != "sink.overflowed"]
+        if after_end and run is not None and run.status != Run.Status.RUNNING:
             raise IngestError(409, "run_ended", f"Run {run_id} has ended ({run.status}); it "
-                              "takes no more events.", run_id=run_id,
-                              line=plan.fresh[0].number)
+                              "takes no more events (but a sink's report of what it lost).",
+                              run_id=run_id, line=after_end[0].number)
         if run is None and plan.fresh and plan.fresh[0].type != "turn.started":
             raise IngestError(400, "run_unknown",
                               f"Line {plan.fresh[0].number}: run {run_id} is new, so its "
@@ -272,7 +279,7 @@ def _store(lines: list[Line], origin: dict[str, Any], user: Any) -> _Stored:
                 ended = _apply(run, [line.data for line in plan.fresh], now)
                 EventRecord.objects.bulk_create([
                     EventRecord(run_id=run.id, seq=line.seq, type=line.type,
-                                path=line.data.get("path", ""), payload=line.data)
+                                path=line.data.get("path", "")[:400], payload=line.data)
                     for line in plan.fresh
                 ])
                 out.events[run.id] = [line.data for line in plan.fresh]

@@ -359,3 +359,27 @@ async def test_a_remote_session_is_recorded_from_its_events_and_never_continued_
     # The dashboard's own store refuses to load it: only the process has the whole doc.
     with pytest.raises(SessionStoreError):
         await DjangoSessionStore().load(run.session_id)
+
+
+async def test_an_id_longer_than_the_store_holds_is_refused() -> None:
+    lines = await recorded_turn()
+    long_id = _with(lines[0], run_id="r" * 65)
+    response = await post(AsyncClient(), await ingest_token(), long_id + "\n")
+    assert (response.status_code, response.json()["code"]) == (400, "invalid_event")
+    assert "run_id must be 1 to 64 characters" in response.json()["message"]
+
+
+async def test_an_ended_run_takes_only_a_sinks_report_of_what_it_lost() -> None:
+    lines = await recorded_turn()
+    token, client = await ingest_token(), AsyncClient()
+    await post(client, token, body_of(lines))
+    last = json.loads(lines[-1])
+    late = {**{k: last[k] for k in ("v", "run_id", "session_id", "time", "offset", "path")},
+            "seq": last["seq"] + 1}
+    report = {**late, "type": "sink.overflowed", "sink": "dashboard", "first_seq": 3,
+              "last_seq": 3, "dropped": 1}
+    accepted = await post(client, token, json.dumps(report) + "\n")
+    assert accepted.json()["runs"]["remote-1"] == {"last_seq": len(lines), "status": "finished"}
+    other = {**late, "seq": last["seq"] + 2, "type": "step.exited", "step": "Survey"}
+    refused = await post(client, token, json.dumps(other) + "\n")
+    assert (refused.status_code, refused.json()["code"]) == (409, "run_ended")
