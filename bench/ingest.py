@@ -22,10 +22,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 import urllib.request
 import uuid
@@ -38,11 +36,10 @@ sys.path.insert(0, str(REPO_ROOT))
 from bench.stream import (  # noqa: E402
     Server,
     _connect,
-    _env,
     _flow_class,
-    _manage,
     events_per_branch,
     run_ours,
+    served,
 )
 
 CREDENTIALS = """
@@ -144,27 +141,10 @@ def main() -> None:
     args = parser.parse_args()
     args.database_url = args.redis_url = ""
 
-    data_dir = Path(tempfile.mkdtemp(prefix="pf-bench-ingest-"))
-    server = None
-    try:
-        env = _env(data_dir, args)
-        env["PICOFLOW_DEBUG"] = "0"
-        env["PICOFLOW_ALLOWED_HOSTS"] = "127.0.0.1,localhost"
-        env["PICOFLOW_SECURE_SSL_REDIRECT"] = "0"
-        _manage(env, "migrate", "--noinput")
-        credentials = json.loads(_manage(env, "shell", "-c", CREDENTIALS).strip().splitlines()[-1])
-        server = Server(env, data_dir / "daphne.log")
+    overrides = {"PICOFLOW_DEBUG": "0", "PICOFLOW_ALLOWED_HOSTS": "127.0.0.1,localhost",
+                 "PICOFLOW_SECURE_SSL_REDIRECT": "0"}
+    with served(args, CREDENTIALS, "pf-bench-ingest-", overrides) as (server, credentials):
         asyncio.run(bench(args, server, credentials))
-    except BaseException:
-        if server is not None:
-            tail = server.log.read_text(errors="replace").splitlines()[-80:]
-            print("--- Daphne log (last lines) ---", *tail, sep="\n", file=sys.stderr)
-        raise
-    finally:
-        if server is not None:
-            server.stop()
-        shutil.rmtree(data_dir, ignore_errors=True)
-
 
 if __name__ == "__main__":
     main()

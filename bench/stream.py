@@ -37,6 +37,8 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -408,6 +410,31 @@ async def bench(args: argparse.Namespace, server: Server, cookie: str, token: st
           f"largest {largest / 1e6:.2f} MB")
 
 
+@contextmanager
+def served(args: argparse.Namespace, credentials_script: str, prefix: str,
+           overrides: dict[str, str] | None = None) -> Iterator[tuple[Server, dict[str, Any]]]:
+    """A migrated data folder, the credentials ``credentials_script`` prints, and Daphne
+    on it; the server's log tail is printed if the benchmark fails."""
+    data_dir = Path(tempfile.mkdtemp(prefix=prefix))
+    server = None
+    try:
+        env = {**_env(data_dir, args), **(overrides or {})}
+        _manage(env, "migrate", "--noinput")
+        credentials = json.loads(
+            _manage(env, "shell", "-c", credentials_script).strip().splitlines()[-1])
+        server = Server(env, data_dir / "daphne.log")
+        yield server, credentials
+    except BaseException:
+        if server is not None:
+            tail = server.log.read_text(errors="replace").splitlines()[-80:]
+            print("--- Daphne log (last lines) ---", *tail, sep="\n", file=sys.stderr)
+        raise
+    finally:
+        if server is not None:
+            server.stop()
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=10_000,
@@ -420,24 +447,8 @@ def main() -> None:
     args = parser.parse_args()
     sys.path.insert(0, str(REPO_ROOT))
 
-    data_dir = Path(tempfile.mkdtemp(prefix="pf-bench-stream-"))
-    server = None
-    try:
-        env = _env(data_dir, args)
-        _manage(env, "migrate", "--noinput")
-        credentials = json.loads(_manage(env, "shell", "-c", CREDENTIALS).strip().splitlines()[-1])
-        server = Server(env, data_dir / "daphne.log")
+    with served(args, CREDENTIALS, "pf-bench-stream-") as (server, credentials):
         asyncio.run(bench(args, server, credentials["cookie"], credentials["token"]))
-    except BaseException:
-        if server is not None:
-            tail = server.log.read_text(errors="replace").splitlines()[-80:]
-            print("--- Daphne log (last lines) ---", *tail, sep="\n", file=sys.stderr)
-        raise
-    finally:
-        if server is not None:
-            server.stop()
-        shutil.rmtree(data_dir, ignore_errors=True)
-
 
 if __name__ == "__main__":
     main()

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -35,3 +35,19 @@ async def logged_in_page(base_url: str, password: str) -> AsyncIterator[Any]:
         yield page
         await browser.close()
     assert not errors, f"JavaScript errors on the page: {errors}"
+
+
+@contextmanager
+def dashboard(env: Mapping[str, str] | None = None, **kwargs: Any) -> Iterator[tuple[Any, str]]:
+    """A live Daphne (``tests/livedaphne.py``) with its first user made: the server and
+    that user's password. Fails at once where Debian's chromium is missing."""
+    import pytest
+
+    from tests.livedaphne import live_daphne, run_manage
+
+    if not CHROMIUM.exists():
+        pytest.fail("Debian's chromium is missing: apt-get install chromium (make test does)")
+    with live_daphne(env, **kwargs) as live:
+        result = run_manage("ensure_admin", env=live.env)
+        assert result.returncode == 0, result.stderr
+        yield live, (live.data_dir / "admin_password").read_text().strip()

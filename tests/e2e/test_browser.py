@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.browsing import ARGS, CHROMIUM, logged_in_page
-from tests.livedaphne import LiveDaphne, live_daphne, run_manage
+from tests.e2e.browsing import ARGS, CHROMIUM, dashboard, logged_in_page
+from tests.livedaphne import LiveDaphne
 
 playwright_api = pytest.importorskip("playwright.async_api", reason="pip install playwright")
 
@@ -33,14 +33,9 @@ def anyio_backend() -> str:
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[tuple[LiveDaphne, str]]:
-    if not CHROMIUM.exists():
-        pytest.fail("Debian's chromium is missing: apt-get install chromium (make test does)")
-    with live_daphne({"PICOFLOW_DEMO_LATENCY": "0.6"},
-                     extra_args=("--websocket-max-message-size", "67108864")) as live:
-        result = run_manage("ensure_admin", env=live.env)
-        assert result.returncode == 0, result.stderr
-        password = (live.data_dir / "admin_password").read_text().strip()
-        yield live, password
+    with dashboard({"PICOFLOW_DEMO_LATENCY": "0.6"},
+                   extra_args=("--websocket-max-message-size", "67108864")) as found:
+        yield found
 
 
 @pytest.fixture

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.browsing import CHROMIUM, logged_in_page
+from tests.e2e.browsing import dashboard, logged_in_page
 from tests.e2e.test_browser import shot
-from tests.livedaphne import REPO_ROOT, LiveDaphne, live_daphne, run_manage
+from tests.livedaphne import REPO_ROOT, LiveDaphne
 
 playwright_api = pytest.importorskip("playwright.async_api", reason="pip install playwright")
 
@@ -28,14 +28,10 @@ def anyio_backend() -> str:
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[tuple[LiveDaphne, str]]:
-    if not CHROMIUM.exists():
-        pytest.fail("Debian's chromium is missing: apt-get install chromium (make test does)")
     env = {"PICOFLOW_FLOWS": "tests.flows_pkg.greeter:flows", "PYTHONPATH": str(REPO_ROOT),
            "PICOFLOW_DEMO_LATENCY": "0"}
-    with live_daphne(env) as live:
-        result = run_manage("ensure_admin", env=live.env)
-        assert result.returncode == 0, result.stderr
-        yield live, (live.data_dir / "admin_password").read_text().strip()
+    with dashboard(env) as found:
+        yield found
 
 
 @pytest.fixture

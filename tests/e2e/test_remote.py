@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.browsing import CHROMIUM, logged_in_page
+from tests.e2e.browsing import dashboard, logged_in_page
 from tests.e2e.test_browser import shot
-from tests.livedaphne import LiveDaphne, live_daphne, run_manage
+from tests.livedaphne import LiveDaphne, run_manage
 
 playwright_api = pytest.importorskip("playwright.async_api", reason="pip install playwright")
 
@@ -42,18 +42,12 @@ def anyio_backend() -> str:
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[tuple[LiveDaphne, str, str]]:
-    if not CHROMIUM.exists():
-        pytest.fail("Debian's chromium is missing: apt-get install chromium (make test does)")
-    with live_daphne({"PICOFLOW_REMOTE_TIMEOUT": str(REMOTE_TIMEOUT)},
-                     extra_args=("--websocket-max-message-size", "67108864")) as live:
-        result = run_manage("ensure_admin", env=live.env)
-        assert result.returncode == 0, result.stderr
-        password = (live.data_dir / "admin_password").read_text().strip()
+    with dashboard({"PICOFLOW_REMOTE_TIMEOUT": str(REMOTE_TIMEOUT)},
+                   extra_args=("--websocket-max-message-size", "67108864")) as (live, password):
         made = run_manage("create_api_token", "admin", "remote", "--scope", "ingest",
                           env=live.env)
         assert made.returncode == 0, made.stderr
-        token = made.stdout.strip().splitlines()[-1]
-        yield live, password, token
+        yield live, password, made.stdout.strip().splitlines()[-1]
 
 
 @pytest.fixture
