@@ -57,14 +57,21 @@ async def page(server: tuple[LiveDaphne, str, str]) -> AsyncIterator[Any]:
         yield page
 
 
-def remote_turn(live: LiveDaphne, token: str, events_file: Path, *, pause: float,
-                teams: int = 3) -> tuple[str, subprocess.Popen[str]]:
-    """Start the user's process; its run id and the process."""
-    run_id = uuid.uuid4().hex
+def process_env(live: LiveDaphne, token: str) -> dict[str, str]:
+    """The environment of a user's own process: no Django or pytest settings of ours, the
+    two dashboard variables set."""
     env = {key: value for key, value in os.environ.items()
            if not key.startswith(("DJANGO_", "PYTEST_"))}
     env.update({"PICOFLOW_DASHBOARD_URL": live.base_url, "PICOFLOW_DASHBOARD_TOKEN": token,
                 "PYTHONPATH": str(ROOT)})
+    return env
+
+
+def remote_turn(live: LiveDaphne, token: str, events_file: Path, *, pause: float,
+                teams: int = 3) -> tuple[str, subprocess.Popen[str]]:
+    """Start the user's process; its run id and the process."""
+    run_id = uuid.uuid4().hex
+    env = process_env(live, token)
     with (events_file.parent / "process.log").open("w") as log:  # the child keeps its copy
         process = subprocess.Popen(
             [sys.executable, str(SCRIPT), run_id, str(events_file), str(pause), str(teams)],
@@ -178,10 +185,7 @@ def test_the_readmes_example_ships_its_run_to_the_dashboard(
     live, _, token = server
     script = tmp_path / "counting.py"
     script.write_text(readme_example("Ship events from your process"), encoding="utf-8")
-    env = {key: value for key, value in os.environ.items()
-           if not key.startswith(("DJANGO_", "PYTEST_"))}
-    env.update({"PICOFLOW_DASHBOARD_URL": live.base_url, "PICOFLOW_DASHBOARD_TOKEN": token,
-                "PYTHONPATH": str(ROOT)})
+    env = process_env(live, token)
     done = subprocess.run([sys.executable, str(script)], env=env, cwd=tmp_path,
                           capture_output=True, text=True, timeout=60, check=False)
     assert (done.returncode, done.stdout.strip()) == (0, "total 10"), done.stderr
