@@ -56,6 +56,7 @@ from .errors import (
     SessionStoreError,
     StateValueError,
     ToolArgumentsError,
+    TurnCancelledError,
     TurnLimitError,
 )
 from .flow import Flow
@@ -142,6 +143,7 @@ __all__ = [
     "ToolSchema",
     "ToolSpec",
     "Transition",
+    "TurnCancelledError",
     "TurnLimitError",
     "define_tool",
     "direct",

@@ -3,6 +3,12 @@
 :meth:`FlowEngine.run` is the one entry point of a turn. It never raises for flow or
 session problems: it returns a failure :class:`RunReply` (``success=False``), and for
 errors inside the flow it first marks the session aborted and saves it.
+
+A turn run with a cancel token ends *cancelled* once the token fires (:mod:`runtime.stop`
+says how its step is stopped): ``turn.cancelled`` is its last event and the reply has
+``error_code="turn_cancelled"``. It is no failure: the session is neither marked aborted
+nor saved again, so it stays at its last saved revision and takes the next turn as if this
+one had not been sent (root-join checkpoints its barriers saved stay saved).
 """
 
 from __future__ import annotations
@@ -17,22 +23,26 @@ import anyio
 from pydantic import BaseModel, ValidationError
 
 from . import events as ev
+from .barrier import CancelToken
 from .errors import (
     ConfigValidationError,
     FlowDefinitionError,
     FlowNotRegisteredError,
     MessageRequiredError,
+    ParallelConfigurationError,
     PicoFlowError,
     SessionConflictError,
     SessionFlowInvariantError,
     SessionFlowMismatchError,
+    TurnCancelledError,
 )
 from .events import DashboardSink, EventBus, EventSink, error_info
 from .flow import Flow
 from .models import Model, ModelSelection
 from .session import LogEntry
+from .stop import run_step
 from .stores import MemorySessionStore, SessionStore
-from .turn import turn_of
+from .turn import Turn, turn_of
 
 logger = logging.getLogger("picoflow")
 
@@ -76,6 +86,9 @@ class FlowEngine:
         sinks: event sinks receiving every turn's events (see :mod:`runtime.events`).
         ship_to_dashboard: whether to attach the dashboard sink the environment names
             (below); the dashboard's own engine says False, not to send to itself.
+        max_invocations: a cap on the branches one turn may fork, over every flow: a turn's
+            limit is the lower of this and its flow's ``ParallelConfig.max_invocations``
+            (None: the flow's alone). Past it a fork raises ``ParallelLimitError``.
 
     When ``PICOFLOW_DASHBOARD_URL`` and ``PICOFLOW_DASHBOARD_TOKEN`` are both set, the
     engine also ships every turn's events to that dashboard through one
@@ -92,7 +105,16 @@ class FlowEngine:
         model_override: ModelOverride | None = None,
         sinks: Iterable[EventSink] = (),
         ship_to_dashboard: bool = True,
+        max_invocations: int | None = None,
     ) -> None:
+        if max_invocations is not None and (
+                isinstance(max_invocations, bool) or not isinstance(max_invocations, int)
+                or max_invocations < 1):
+            raise ParallelConfigurationError(
+                f"FlowEngine(max_invocations=...) must be a positive integer or None, not "
+                f"{max_invocations!r}.")
+        self.max_invocations = max_invocations
+        """The engine-wide cap on branches per turn (None: each flow's own limit)."""
         self.store: SessionStore = store or MemorySessionStore()
         self._flows: dict[str, type[Flow]] = {}
         self._providers: dict[str, Model] = dict(providers or {})
@@ -196,21 +218,30 @@ class FlowEngine:
         *,
         run_id: str | None = None,
         sinks: Iterable[EventSink] = (),
+        cancel: CancelToken | None = None,
     ) -> RunReply:
         """Run one turn and return its reply; see the module docstring for failures.
 
         ``run_id`` names the turn's events (default: a fresh id); ``sinks`` receive this
         turn's events besides the engine's. An empty ``session_id`` is the same as None: a
         new session with a generated id.
+
+        ``cancel`` stops the turn when it fires (``cancel.cancel(reason, by)``, from another
+        thread through the loop: ``loop.call_soon_threadsafe(cancel.cancel, reason, by)``):
+        its barriers are cancelled, the step gets the flow's ``cancellation_grace`` to
+        return, then is cancelled hard; the reply is ``Stopped: <reason>`` with
+        ``error_code="turn_cancelled"``. A token that already fired stops the turn before
+        it touches the session.
         """
         session_id = session_id or None
         # A new session's id is chosen now, so every event of the turn carries it.
         bus = EventBus([*self.sinks, *sinks], run_id=run_id,
                        session_id=session_id or str(uuid.uuid4()))
         if session_id is None:
-            return await self._run_unlocked(flow_name, user_message, None, config, bus)
+            return await self._run_unlocked(flow_name, user_message, None, config, bus, cancel)
         async with self._session_lock(session_id):
-            return await self._run_unlocked(flow_name, user_message, session_id, config, bus)
+            return await self._run_unlocked(flow_name, user_message, session_id, config, bus,
+                                            cancel)
 
     async def delete_session(self, session_id: str) -> bool:
         """Delete a session document (deletion is not completion)."""
@@ -225,7 +256,7 @@ class FlowEngine:
 
     async def _run_unlocked(
         self, flow_name: str, message: str | None, session_id: str | None,
-        config: dict[str, Any] | None, bus: EventBus,
+        config: dict[str, Any] | None, bus: EventBus, cancel: CancelToken | None,
     ) -> RunReply:
         try:
             flow = self.get_flow(flow_name)()
@@ -234,7 +265,13 @@ class FlowEngine:
             return self._failed(bus, _failure(exc, session_id or ""), exc)
         turn = turn_of(flow)
         turn.attach(self, bus)
+        turn.turn_cancel = cancel
         turn.emit(ev.TurnStarted, flow=flow_name, message=message)
+        if cancel is not None and cancel.cancelled:
+            # Stopped before it began (while queued, or waiting for the session's lock):
+            # nothing is created, restored or saved.
+            stored = await self._stored_revision(session_id)
+            return self._stopped(turn, cancel, session_id or "", stored)
         try:
             await self._bootstrap(flow, message, session_id, config)
         except PicoFlowError as exc:
@@ -247,17 +284,29 @@ class FlowEngine:
                 logger.exception("Turn of flow '%s' failed before its session", flow.id)
                 return self._failed(bus, _failure(exc, session_id or ""), exc)
             return await self._abort(flow, exc)
+        if cancel is not None and cancel.cancelled:
+            return self._stopped(turn, cancel, flow.session_id, turn.require_doc().revision)
         try:
-            text = await flow.require_current_step().run(message)
+            text = await run_step(turn, message)
+            if cancel is not None and cancel.cancelled:
+                return self._stopped(turn, cancel, flow.session_id, turn.require_doc().revision)
+            assert text is not None  # only a stopped turn's step has no reply
             current = flow.require_current_step()
             reply = RunReply(
                 success=True, completed=current.is_end(), message=text,
                 session_id=flow.session_id, content_type=current.content_type,
             )
             await flow.save_session("final")
-        except _UNTOUCHED as exc:
-            return self._failed(bus, _failure(exc, flow.session_id), exc)
         except Exception as exc:
+            if cancel is not None and cancel.cancelled:
+                # Whatever the step raised once it was told to stop (TurnCancelledError, or
+                # an error of code that found its barrier's branches cancelled) is the stop.
+                if not isinstance(exc, TurnCancelledError):
+                    logger.info("Turn of flow '%s' was stopped; its step ended with %r",
+                                flow.id, exc)
+                return self._stopped(turn, cancel, flow.session_id, turn.require_doc().revision)
+            if isinstance(exc, _UNTOUCHED):
+                return self._failed(bus, _failure(exc, flow.session_id), exc)
             return await self._abort(flow, exc)
         turn.emit(ev.TurnFinished, path="", success=True, completed=reply.completed,
                   message=reply.message, content_type=reply.content_type)
@@ -267,6 +316,28 @@ class FlowEngine:
     def _failed(bus: EventBus, reply: RunReply, exc: BaseException) -> RunReply:
         bus.emit(ev.TurnFailed, error=error_info(exc))
         return reply
+
+    @staticmethod
+    def _stopped(turn: Turn, cancel: CancelToken, session_id: str, revision: int) -> RunReply:
+        """End a turn whose token fired: ``turn.cancelled`` last, nothing saved."""
+        reason = cancel.reason or "cancelled"
+        turn.emit(ev.TurnCancelled, path="", reason=reason, requested_by=cancel.requested_by,
+                  revision=revision)
+        return RunReply(success=False, completed=False, message=f"Stopped: {reason}",
+                        session_id=session_id, content_type="text/plain",
+                        error_code=TurnCancelledError.code)
+
+    async def _stored_revision(self, session_id: str | None) -> int:
+        """The revision a session is stored at (0 for none), read for a turn stopped
+        before it began; a store that cannot say leaves the stop the headline."""
+        if not session_id:
+            return 0
+        try:
+            stored = await self.store.load(session_id)
+        except Exception:
+            logger.exception("Could not read session '%s' for a stopped turn", session_id)
+            return 0
+        return stored.revision if stored is not None else 0
 
     async def _bootstrap(
         self, flow: Flow, message: str | None, session_id: str | None,

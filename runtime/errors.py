@@ -42,10 +42,13 @@ Every error the runtime raises on purpose derives from :class:`PicoFlowError`::
     ├─ ToolArgumentsError               tool arguments failed validation (sent back to the
     │                                   model as a tool error, never raised out of a turn)
     ├─ StateValueError (ValueError)     a state or context value is not plain JSON
-    └─ TurnLimitError                   a turn exceeded its model-call budget (a loop)
+    ├─ TurnLimitError                   a turn exceeded its model-call budget (a loop)
+    └─ TurnCancelledError               the turn's cancel token fired: top-level code stops
+                                        at its next model call or step crossing
 
 Callers of :meth:`runtime.FlowEngine.run` never see these: the engine turns them into
-failure replies. They surface when a flow, step or store is used directly.
+failure replies (a stopped turn's has ``error_code="turn_cancelled"``). They surface when a
+flow, step or store is used directly.
 """
 
 from __future__ import annotations
@@ -204,6 +207,24 @@ class TurnLimitError(PicoFlowError):
     """A turn made more model calls than ``Flow.max_model_calls_per_turn`` (a routing loop)."""
 
     code = "turn_limit"
+
+
+class TurnCancelledError(PicoFlowError):
+    """The turn's cancel token fired (``FlowEngine.run(..., cancel=token)``).
+
+    Raised in top-level code where it would start new work — the next model call, the next
+    step crossing — so a stopped turn spends nothing more. Not a failure: the engine ends
+    the turn with ``turn.cancelled`` and leaves the session at its last saved revision.
+    ``extra`` holds ``reason`` and ``requested_by``.
+    """
+
+    code = "turn_cancelled"
+
+    def __init__(self, reason: str, requested_by: str | None = None) -> None:
+        super().__init__(f"The turn was cancelled: {reason}.",
+                         extra={"reason": reason, "requested_by": requested_by})
+        self.reason = reason
+        self.requested_by = requested_by
 
 
 class StateValueError(PicoFlowError, ValueError):

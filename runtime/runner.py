@@ -12,6 +12,10 @@ frame, else the cursor. Each pass:
 4. Tool calls are dispatched in call order; a direct reply ends the turn; anything else
    loops for another model call, maybe on a new step.
 5. A plain answer goes through ``on_response``: a string ends the turn, a route loops.
+
+A stopped turn (its cancel token fired) starts no new pass and no new model attempt at top
+level: :class:`~runtime.errors.TurnCancelledError` ends it there. A call already in flight
+is left to the engine's grace period; in a branch, the branch's token stops it at once.
 """
 
 from __future__ import annotations
@@ -47,7 +51,9 @@ BLANK_RESPONSE_NUDGE = "Follow the system prompt and respond properly."
 async def run_loop(flow: Flow, message: Message | None) -> str:
     """Run the executing step until a reply is produced; returns the reply text."""
     prior = flow.require_executing_step()
+    turn = turn_of(flow)
     while True:
+        turn.stop_if_cancelled()  # before a crossing's save or another model call
         step = flow.require_executing_step()
         if step.name != prior.name:
             await flow.save_session()
@@ -143,6 +149,7 @@ async def call_model(flow: Flow, step: Step) -> ModelResponse | str:
     for attempt in range(1, attempts + 1):
         if attempt > 1 and flow.retry_delay > 0:
             await anyio.sleep(flow.retry_delay)
+        turn.stop_if_cancelled()  # a stopped turn pays for no further attempt
         bus = turn.bus
         if bus is not None and bus.pressure and bus.congested():
             await turn.wait_while_congested()  # back-pressure from a slow sink

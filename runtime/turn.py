@@ -12,8 +12,8 @@ core reaches it; the barrier sees it only through its host Protocol
 from __future__ import annotations
 
 import copy
-from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, final
 
@@ -23,6 +23,7 @@ from . import events as ev
 from . import step as _step
 from .barrier import (
     BranchView,
+    CancelToken,
     Channel,
     ContributionMeta,
     ParallelConfig,
@@ -41,6 +42,7 @@ from .errors import (
     ParallelOutputError,
     ParallelReducerError,
     StateValueError,
+    TurnCancelledError,
     TurnLimitError,
 )
 from .events import EventBus, safe_value
@@ -103,6 +105,11 @@ class Turn:
         self.model_calls = 0
         self.invocations = 0
         self.root_barriers = 0
+        self.turn_cancel: CancelToken | None = None
+        """The token that stops this turn (``FlowEngine.run(..., cancel=...)``), if any."""
+        self.open_root_barriers = 0
+        """Root barriers between their fork and their publication right now."""
+        self._root_barriers_closed: anyio.Event | None = None
         self._selection: ModelSelection | None = None
         self._channels: dict[str, Mapping[str, Channel]] = {}
         self._model_limiter: anyio.CapacityLimiter | None = None
@@ -370,13 +377,52 @@ class Turn:
         return ParallelConfig.model_validate(self.flow.config_parallel_execution())
 
     def count_invocations(self, count: int, limit: int) -> None:
-        """Reserve ``count`` branch invocations of this turn's budget."""
-        if self.invocations + count > limit:
-            raise ParallelLimitError(
-                f"Forking {count} more branches would exceed the flow's limit of {limit} "
-                f"invocations per turn ({self.invocations} used)."
-            )
-        self.invocations += count
+        """Reserve ``count`` branch invocations of this turn's budget: the flow's ``limit``,
+        or the engine's cap (``FlowEngine(max_invocations=...)``) when that is lower."""
+        cap = self.engine.max_invocations if self.engine is not None else None
+        effective = limit if cap is None else min(limit, cap)
+        if self.invocations + count <= effective:
+            self.invocations += count
+            return
+        capped = effective < limit
+        why = (f"{self.invocations} used; FlowEngine(max_invocations={effective}) caps the "
+               f"flow's {limit}") if capped else f"{self.invocations} used"
+        raise ParallelLimitError(
+            f"Forking {count} more branches would exceed the {'engine' if capped else 'flow'}"
+            f"'s limit of {effective} invocations per turn ({why}).",
+            extra={"limit": effective, "used": self.invocations, "requested": count,
+                   "source": "engine" if capped else "flow"},
+        )
+
+    @contextmanager
+    def root_barrier_open(self) -> Iterator[None]:
+        """Count a root barrier as open while the ``with`` block runs."""
+        self.open_root_barriers += 1
+        try:
+            yield
+        finally:
+            self.open_root_barriers -= 1
+            closed = self._root_barriers_closed
+            if not self.open_root_barriers and closed is not None:
+                self._root_barriers_closed = None
+                closed.set()
+
+    async def root_barriers_closed(self) -> None:
+        """Return once no root barrier is open (at once when none is)."""
+        while self.open_root_barriers:
+            if self._root_barriers_closed is None:
+                self._root_barriers_closed = anyio.Event()
+            await self._root_barriers_closed.wait()
+
+    def stop_if_cancelled(self) -> None:
+        """Raise :class:`TurnCancelledError` once the turn's token fired.
+
+        Top-level code calls it where it would start new work (a model call, a step
+        crossing); branches answer to their own tokens instead, which the turn's reaches.
+        """
+        token = self.turn_cancel
+        if token is not None and token.cancelled and current_view.get() is None:
+            raise TurnCancelledError(token.reason or "cancelled", token.requested_by)
 
     def next_root_ordinal(self) -> int:
         """The ordinal of a new root barrier among this turn's root barriers."""

@@ -14,11 +14,11 @@ Why each branch catches its own exceptions: an ordinary branch error is data (it
 ``rejected``), so the task group only ever sees cancellation; callers never have to
 untangle an exception group.
 
-Cancellation: a cancel token (linked to the caller's and to the calling branch's) is
-watched by one task. Queued branches never start; running branches are told through the
-token (model calls stop at once); after the flow's grace period, branches still running
-lose their publication rights (their view closes, late writes are dropped) and are
-cancelled.
+Cancellation: a cancel token (linked to the caller's and to the calling branch's, or for
+a root barrier to the turn's) is watched by one task. Queued branches never start;
+running branches are told through the token (model calls stop at once); after the flow's
+grace period, branches still running lose their publication rights (their view closes,
+late writes are dropped) and are cancelled.
 """
 
 from __future__ import annotations
@@ -65,8 +65,12 @@ async def run_barrier(
 ) -> ParallelBatchResult:
     """Fork, run and join one barrier. See :meth:`runtime.Step.run_steps`."""
     barrier = _Barrier(host, caller_step, requests, options, cancel)
-    await barrier.run()
-    return await barrier.publish()
+    if barrier.parent is not None:
+        await barrier.run()
+        return await barrier.publish()
+    with host.root_barrier_open():
+        await barrier.run()
+        return await barrier.publish()
 
 
 @final
@@ -97,7 +101,10 @@ class _Barrier:
             )
         host.count_invocations(len(self.plan), self.config.max_invocations)
 
-        self.token = CancelToken(parent.cancel if parent else None, cancel)
+        # A root barrier answers to the turn's token, so stopping the turn stops it (and,
+        # through the branches' tokens, every barrier nested in it); a barrier forked after
+        # that starts cancelled.
+        self.token = CancelToken(parent.cancel if parent else host.turn_cancel, cancel)
         self.usage = BarrierUsage(budget=options.token_budget)
         self.usage.on_exhausted.append(self._exhaust)
         # A nested fork reads the calling branch's view as of now; a root fork the

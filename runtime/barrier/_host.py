@@ -10,12 +10,13 @@ join's back.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from pydantic import BaseModel
 
 from .reducers import Channel
-from .types import ParallelConfig
+from .types import CancelToken, ParallelConfig
 from .views import BranchView, View
 
 PublishedValues = Mapping[tuple[str, str], tuple[Any, bool]]
@@ -49,6 +50,17 @@ class BarrierHost(Protocol):
 
     def require_step(self, target: type[Any] | str) -> StepHost:
         """The registered step for a class or name; raises for an unknown one."""
+        ...
+
+    @property
+    def turn_cancel(self) -> CancelToken | None:
+        """The turn's cancel token, if it has one: every root barrier links its own to it,
+        so stopping the turn reaches every barrier and branch in it."""
+        ...
+
+    def root_barrier_open(self) -> AbstractContextManager[None]:
+        """Held by a root barrier from its fork to its publication: a cancelled turn stops
+        its step hard only once its barriers closed their late branches and published."""
         ...
 
     def parallel_config(self) -> ParallelConfig:

@@ -81,36 +81,46 @@ class ParallelConfig(BaseModel):
 
 
 class CancelToken:
-    """Cooperative cancellation for a barrier and everything forked under it.
+    """Cooperative cancellation for a barrier, a turn, and everything forked under them.
 
     A token is linked to its ``parents``: cancelling any of them cancels it. Create one,
-    pass it as ``run_steps(..., cancel=token)`` and call :meth:`cancel`. Nested barriers
-    link their tokens to the calling branch's, so cancelling an outer barrier reaches
-    every descendant. Branches read :attr:`cancelled` or await :meth:`wait`; model
-    calls in a cancelled branch stop at once.
+    pass it as ``run_steps(..., cancel=token)`` (one barrier) or
+    ``FlowEngine.run(..., cancel=token)`` (a whole turn: every root barrier links to it)
+    and call :meth:`cancel`. Nested barriers link their tokens to the calling branch's,
+    so cancelling an outer barrier reaches every descendant. Branches read
+    :attr:`cancelled` or await :meth:`wait`; model calls in a cancelled branch stop at
+    once.
+
+    A token belongs to the event loop that awaits it: from another thread, cancel it
+    through that loop, e.g. ``loop.call_soon_threadsafe(token.cancel, reason, by)`` or
+    ``anyio.from_thread.run_sync(token.cancel, reason, by)`` (``by`` is positional for
+    exactly this: neither passes keyword arguments).
     """
 
     def __init__(self, *parents: CancelToken | None) -> None:
         self._event: anyio.Event | None = None
         self._children: list[CancelToken] = []
         self.reason: str | None = None
+        self.requested_by: str | None = None
+        """Who asked for the cancellation (a user name, a worker), when the caller said."""
         self.cancelled = False
         for parent in parents:
             if parent is None:
                 continue
             parent._children.append(self)
             if parent.cancelled and not self.cancelled:
-                self.cancel(parent.reason or "cancelled")
+                self.cancel(parent.reason or "cancelled", parent.requested_by)
 
-    def cancel(self, reason: str = "cancelled") -> None:
-        """Request cancellation (idempotent); propagates to linked tokens."""
+    def cancel(self, reason: str = "cancelled", by: str | None = None) -> None:
+        """Request cancellation (idempotent: the first request's reason and ``by`` stay);
+        propagates to linked tokens with the same reason and ``by``."""
         if self.cancelled:
             return
-        self.cancelled, self.reason = True, reason
+        self.cancelled, self.reason, self.requested_by = True, reason, by
         if self._event is not None:
             self._event.set()
         for child in self._children:
-            child.cancel(reason)
+            child.cancel(reason, by)
 
     async def wait(self) -> None:
         """Return once cancellation is requested."""

@@ -27,7 +27,14 @@ caller, a branch event for an unknown branch, and an event naming an unknown bar
 its status becomes ``interrupted``, :attr:`RunModel.interruption` keeps the reason, and the
 branches still running and the barriers still open then are flagged ``interrupted`` (their
 own status stays what the events last said). Any event after it is recorded as an anomaly
-and not applied; so is a ``run.interrupted`` after ``turn.finished`` or ``turn.failed``.
+and not applied; so is a ``run.interrupted`` after ``turn.finished``, ``turn.failed`` or
+``turn.cancelled``.
+
+``turn.cancelled`` (the turn was stopped through its cancel token) ends the run like
+``turn.failed`` does, without being one: its status becomes ``cancelled`` and
+:attr:`RunModel.cancellation` keeps the reason, who asked and the revision the session
+stays at. The canonical state is what the events published, which may be more than the
+session saved: compare it with the state as of the last ``session.saved``.
 """
 
 from __future__ import annotations
@@ -126,7 +133,7 @@ class RunModel:
     session_id: str = ""
     flow: str = ""
     status: str = "running"
-    """running, finished, failed or interrupted."""
+    """running, finished, failed, interrupted or cancelled."""
     reply: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
     cursor: str | None = None
@@ -143,6 +150,8 @@ class RunModel:
     """Where sinks dropped events."""
     interruption: dict[str, Any] | None = None
     """``{seq, reason, silent_for}`` of the ``run.interrupted`` that ended the run."""
+    cancellation: dict[str, Any] | None = None
+    """``{seq, reason, requested_by, revision}`` of the ``turn.cancelled`` that ended it."""
 
 
 def new_run() -> RunModel:
@@ -313,11 +322,15 @@ def _apply(run: RunModel, event: ev.Event) -> None:
                          "message": event.message, "content_type": event.content_type}
         case ev.TurnFailed():
             run.status, run.error = "failed", event.error.model_dump()
+        case ev.TurnCancelled():
+            run.status = "cancelled"
+            run.cancellation = {"seq": event.seq, "reason": event.reason,
+                                "requested_by": event.requested_by, "revision": event.revision}
         case ev.SinkOverflowed():
             run.overflows.append(Overflow(event.seq, event.sink, event.first_seq,
                                           event.last_seq))
         case ev.RunInterrupted():
-            if run.status in ("finished", "failed"):
+            if run.status in ("finished", "failed", "cancelled"):
                 _anomaly(run, event, f"run.interrupted after turn.{run.status}")
                 return
             run.status = "interrupted"

@@ -21,6 +21,8 @@ Event types, ``<subject>.<past verb>``:
 ``turn.started``           a turn began: flow, user message, new or restored session
 ``turn.finished``          the reply (success, completed, message, content type)
 ``turn.failed``            the turn failed: error code and message
+``turn.cancelled``         the turn was stopped through its cancel token: reason, who asked,
+                           the revision the session stays at
 ``session.loaded``         the state a turn starts from (cursor, step states, tokens)
 ``session.saved``          a compare-and-swap save: revision and why
 ``step.entered``           a step became current, or was entered as a sequential child
@@ -50,7 +52,8 @@ Event types, ``<subject>.<past verb>``:
 ``checkpoint.failed``      the checkpoint failed and the join was rolled back
 ``sink.overflowed``        a sink shed load: which sequence numbers it dropped
 ``run.interrupted``        the run's executor stopped reporting before its turn ended:
-                           why it was declared, after how long a silence
+                           why it was declared, after how long a silence (and, for a run
+                           a dashboard worker held, which worker and the session revision)
 =========================  =================================================================
 
 ``run.interrupted`` is the one type the runtime never emits: the dashboard records it for a
@@ -133,6 +136,24 @@ class TurnFailed(_Event):
 
     type: Literal["turn.failed"] = "turn.failed"
     error: ErrorInfo
+
+
+class TurnCancelled(_Event):
+    """A turn stopped because its cancel token fired (``FlowEngine.run(..., cancel=token)``).
+
+    The last event of such a turn (``path`` is ``""``). Not a failure: the session's run
+    status is left as it was, and nothing is saved after the token fired except the
+    root-join checkpoints barriers make by their own rules, so the session can take its
+    next turn from ``revision``.
+    """
+
+    type: Literal["turn.cancelled"] = "turn.cancelled"
+    reason: str
+    """The reason given to :meth:`CancelToken.cancel`."""
+    requested_by: str | None
+    """Who asked (``cancel(reason, by)``), when the caller said."""
+    revision: int
+    """The session's last saved revision, the one it stays at; 0 when none was saved."""
 
 
 class SessionLoaded(_Event):
@@ -503,11 +524,16 @@ class RunInterrupted(_Event):
     """Why the run was declared interrupted, for people: "no events or heartbeats for 30 s"."""
     silent_for: float = Field(ge=0)
     """Seconds the run had been silent when it was declared interrupted."""
+    worker: str | None = None
+    """Which dashboard worker held the run, for runs the dashboard's workers executed."""
+    revision: int | None = Field(None, ge=0)
+    """The session revision the session stays at, when the recorder knows it."""
 
 
 Event = Annotated[
-    TurnStarted | TurnFinished | TurnFailed | SessionLoaded | SessionSaved | StepEntered
-    | StepExited | CursorMoved | ModelStarted | ModelFinished | ModelFailed | ToolStarted
+    TurnStarted | TurnFinished | TurnFailed | TurnCancelled | SessionLoaded | SessionSaved
+    | StepEntered | StepExited | CursorMoved | ModelStarted | ModelFinished | ModelFailed
+    | ToolStarted
     | ToolFinished | StateReplaced | StateRemoved | StateContributed | BarrierForked
     | BranchStarted | BranchFulfilled | BranchRejected | BranchDirectResult | JoinReduced
     | JoinPublished | JoinInvalidated | CancelRequested | CancelPropagated

@@ -43,8 +43,9 @@ def dump_trace(events: Sequence[ev.Event]) -> str:
         lines.append(f"{'  ' * _depth(event.path)}{event.seq:>4} {event.type}{where} {fields}")
     run = fold(events)
     lines.append("")
+    ended = run.interruption or run.cancellation
     lines.append(f"run {run.flow}: {run.status}" + (
-        f" ({run.interruption['reason']})" if run.interruption is not None else ""))
+        f" ({ended['reason']})" if ended is not None else ""))
     for barrier in run.barriers.values():
         indent = "  " * (_depth(barrier.caller) + 1)
         lines.append(f"{indent}barrier {barrier.id} ({barrier.policy}) by "

@@ -226,25 +226,28 @@ def error_info(exc: BaseException) -> ErrorInfo:
     )
 
 
-_ENDINGS = frozenset({"turn.finished", "turn.failed", "run.interrupted"})
+_ENDINGS = frozenset({"turn.finished", "turn.failed", "turn.cancelled", "run.interrupted"})
 """Event types after which a run has ended: it cannot be interrupted any more."""
 
 
-def interruption(last: Mapping[str, Any], *, now: float, silent_for: float,
-                 reason: str) -> RunInterrupted:
+def interruption(last: Mapping[str, Any], *, now: float, silent_for: float, reason: str,
+                 worker: str | None = None, revision: int | None = None) -> RunInterrupted:
     """The ``run.interrupted`` event that ends a run whose executor stopped reporting.
 
     ``last`` is the run's last stored event as a JSON dict (what a server has); ``now`` is
     the wall-clock time (Unix seconds) the interruption is declared at, ``silent_for`` how
     many seconds the run had been silent then, and ``reason`` says why, for people ("no
-    events or heartbeats for 30 s"). The event has the run's ``run_id`` and ``session_id``,
-    the next ``seq``, ``time`` ``now``, and an ``offset`` that advances by the wall-clock time
-    since ``last`` (never backwards); its ``path`` is ``""``.
+    events or heartbeats for 30 s"). For a run a dashboard worker held, ``worker`` may name
+    that worker and ``revision`` the session revision the session stays at. The event has
+    the run's ``run_id`` and ``session_id``, the next ``seq``, ``time`` ``now``, and an
+    ``offset`` that advances by the wall-clock time since ``last`` (never backwards); its
+    ``path`` is ``""``.
 
     Built rarely, so validated (the model's constructor, not :func:`build_unchecked`):
     raises ``ValueError`` when ``last`` lacks an envelope field or already ends its run
-    (``turn.finished``, ``turn.failed``, ``run.interrupted``), and pydantic's
-    ``ValidationError`` (a ``ValueError`` too) when a value does not fit the event.
+    (``turn.finished``, ``turn.failed``, ``turn.cancelled``, ``run.interrupted``), and
+    pydantic's ``ValidationError`` (a ``ValueError`` too) when a value does not fit the
+    event.
     """
     missing = [name for name in ("run_id", "session_id", "seq", "time", "offset")
                if name not in last]
@@ -256,5 +259,5 @@ def interruption(last: Mapping[str, Any], *, now: float, silent_for: float,
     return RunInterrupted(
         run_id=last["run_id"], session_id=last["session_id"], seq=last["seq"] + 1,
         time=now, offset=last["offset"] + max(0.0, now - last["time"]), path="",
-        reason=reason, silent_for=silent_for,
+        reason=reason, silent_for=silent_for, worker=worker, revision=revision,
     )

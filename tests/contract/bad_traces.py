@@ -189,12 +189,23 @@ def interrupted_after_the_end() -> dict[str, Any]:
                      "finished", [(3, "run.interrupted after turn.finished")])
 
 
+def interrupted_after_a_stop() -> dict[str, Any]:
+    run = Run("bad-interrupted-after-a-stop")
+    run.add("turn.cancelled", reason="stop pressed", requested_by="ada", revision=0)
+    # A watchdog that missed the stop (what interruption() refuses to build).
+    run.add("run.interrupted", reason="no events or heartbeats for 30 s", silent_for=30.0)
+    return run.trace("a run.interrupted after turn.cancelled is not applied: the run stays "
+                     "cancelled", [(3, "run.interrupted after turn.cancelled")],
+                     status="cancelled")
+
+
 def bad_traces() -> dict[str, dict[str, Any]]:
     """Every bad trace by name."""
     return {"unknown-barrier": unknown_barrier(), "unknown-invocation": unknown_invocation(),
             "sequence": sequence(), "fork-rules": fork_rules(),
             "after-interruption": after_interruption(),
-            "interrupted-after-the-end": interrupted_after_the_end()}
+            "interrupted-after-the-end": interrupted_after_the_end(),
+            "interrupted-after-a-stop": interrupted_after_a_stop()}
 
 
 def dumps(traces: dict[str, dict[str, Any]]) -> str:

@@ -297,8 +297,22 @@ async def test_a_finished_turn_starts_with_turn_started_and_ends_with_turn_finis
         assert events[-1].type == "turn.finished", run_id
         assert [e.type for e in events].count("turn.finished") == 1, run_id
         checked += 1
-    assert checked == sum(len(g.turns) - len(g.fails) - len(g.interrupted)
+    assert checked == sum(len(g.turns) - len(g.fails) - len(g.interrupted) - len(g.stops)
                           for g in GOLDENS) + 5
+
+
+async def test_turn_cancelled_is_the_last_event_of_its_run_and_nothing_else_ended_it() -> None:
+    checked = 0
+    for run_id, events in (await all_runs()).items():
+        kinds = [e.type for e in events]
+        if "turn.cancelled" not in kinds:
+            continue
+        assert kinds[0] == "turn.started" and kinds[-1] == "turn.cancelled", run_id
+        assert kinds.count("turn.cancelled") == 1, run_id
+        assert not {"turn.finished", "turn.failed", "run.interrupted"} & set(kinds), run_id
+        assert events[-1].path == "", run_id
+        checked += 1
+    assert checked == sum(len(g.stops) for g in GOLDENS)
 
 
 async def test_run_interrupted_is_the_last_event_of_its_run_and_nothing_ended_it() -> None:

@@ -9,7 +9,9 @@ the same files, so the two folds cannot drift apart.
 
 An interrupted turn (its executor died mid-run; the recording appended ``run.interrupted``)
 published nothing at the end: its session document is the last one saved before the cut,
-so its final state is not compared, but every other check holds.
+so its final state is not compared, but every other check holds. A stopped turn (its cancel
+token fired; it ended with ``turn.cancelled``) saved nothing after the stop either: its
+document is the state as of its last ``session.saved``.
 """
 
 from __future__ import annotations
@@ -85,9 +87,12 @@ async def test_a_fresh_recording_reproduces_the_committed_dump(name: str) -> Non
     golden = BY_NAME[name]
     recorded = await rerun(golden)
     assert [None if reply is None else reply.success for reply in recorded.replies] == [
-        None if turn in golden.interrupted else turn not in golden.fails
+        None if turn in golden.interrupted else
+        turn not in golden.fails and turn not in golden.stops
         for turn in range(1, len(golden.turns) + 1)], [
         reply and reply.message for reply in recorded.replies]
+    assert {turn for turn, reply in enumerate(recorded.replies, 1)
+            if reply is not None and reply.error_code == "turn_cancelled"} == set(golden.stops)
     expected = golden.txt_path.read_text("utf-8")
     actual = dump_text(recorded.events)
     diff = "".join(difflib.unified_diff(expected.splitlines(True), actual.splitlines(True),
@@ -112,6 +117,16 @@ async def test_folding_the_committed_events_gives_the_saved_state_of_every_turn(
             assert (run.status, run.reply, run.error) == ("interrupted", None, None)
             last_save = [e for e in events if isinstance(e, ev.SessionSaved)][-1]
             assert (doc.revision, doc.run_status) == (last_save.revision, "running")
+            continue
+        if reply.error_code == "turn_cancelled":  # stopped: nothing saved after the stop
+            cancelled = events[-1]
+            assert isinstance(cancelled, ev.TurnCancelled)
+            assert (run.status, run.reply, run.error) == ("cancelled", None, None)
+            assert reply.message == f"Stopped: {cancelled.reason}"
+            last_save = [e for e in events if isinstance(e, ev.SessionSaved)][-1]
+            assert doc.revision == last_save.revision == cancelled.revision
+            assert doc.run_status == "running"
+            assert user_state(fold(events, last_save.seq).state) == user_state(saved)
             continue
         assert user_state(run.state) == user_state(saved), events[0].run_id
         if reply.success:
@@ -242,6 +257,38 @@ def test_an_interrupted_turn_ends_with_run_interrupted_and_its_branches_still_ru
     assert (cut.status, cut.interruption) == ("running", None)
     assert not any(inv.interrupted for inv in cut.invocations.values())
     assert cut.state == run.state == {"ResearchDesk": {"topic": "tide pools"}}
+
+
+def test_a_stopped_turn_keeps_its_checkpoint_and_the_session_goes_on() -> None:
+    golden = BY_NAME["cancelled"]
+    stopped, resumed = committed(golden).values()
+    stop = golden.stops[1]
+    cancelled = stopped[-1]
+    assert isinstance(cancelled, ev.TurnCancelled)
+    assert (cancelled.reason, cancelled.requested_by) == (stop.reason, stop.by)
+    assert not {e.type for e in stopped} & {"turn.finished", "turn.failed", "run.interrupted"}
+    # Every barrier was told, running scanners returned, queued ones never started.
+    told = {e.barrier: (e.running, e.queued) for e in stopped
+            if isinstance(e, ev.CancelPropagated)}
+    assert told == {"b1": (["1:0", "1:1"], []), "1:0/b0": (["1:0.1"], ["1:0.2"]),
+                    "1:1/b0": (["1:1.0"], ["1:1.1", "1:1.2"])}
+    never = {e.key for e in stopped if isinstance(e, ev.BranchRejected)}
+    assert never == {"east-3", "west-2", "west-3"}
+    assert never.isdisjoint(e.key for e in stopped if isinstance(e, ev.BranchStarted))
+    (checkpoint,) = [e for e in stopped if isinstance(e, ev.CheckpointSaved)]
+    saves = [e for e in stopped if isinstance(e, ev.SessionSaved)]
+    assert saves[-1].seq < stopped.index(next(e for e in stopped
+                                              if isinstance(e, ev.CancelRequested)))
+    assert cancelled.revision == checkpoint.revision == saves[-1].revision
+    run = fold(stopped)
+    assert run.cancellation == {"seq": cancelled.seq, "reason": stop.reason,
+                                "requested_by": stop.by, "revision": checkpoint.revision}
+    assert "Scanner" in run.state  # published by the stopped barrier, never saved
+    # The next turn starts from the checkpoint: the catalogue, no scans.
+    loaded = next(e for e in resumed if isinstance(e, ev.SessionLoaded))
+    assert loaded.revision == checkpoint.revision + 1  # its own restore save
+    assert comparable(loaded.steps) == {"Cataloguer": {"catalogued": ["maps", "letters"]}}
+    assert resumed[-1].type == "turn.finished"
 
 
 def test_every_event_type_appears_in_a_golden() -> None:

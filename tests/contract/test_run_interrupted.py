@@ -28,8 +28,22 @@ def test_the_event_follows_the_last_one_of_its_run() -> None:
     assert event.model_dump(mode="json") == {
         "v": ev.SCHEMA_VERSION, "run_id": "run-7", "session_id": "sess-7", "seq": 42,
         "time": LAST["time"] + 30.0, "offset": 42.5, "path": "", "type": "run.interrupted",
-        "reason": REASON, "silent_for": 30.0,
+        "reason": REASON, "silent_for": 30.0, "worker": None, "revision": None,
     }
+
+
+def test_a_worker_run_names_its_worker_and_the_revision_its_session_stays_at() -> None:
+    event = ev.interruption(LAST, now=LAST["time"] + 30.0, silent_for=30.0, reason=REASON,
+                            worker="worker-3 (pid 4242)", revision=7)
+    assert (event.worker, event.revision) == ("worker-3 (pid 4242)", 7)
+    line = ev.dump_event(event)
+    assert line.endswith('"worker":"worker-3 (pid 4242)","revision":7}')
+    assert ev.parse_event(line) == event
+    # Stored before these fields existed: still valid, both read as unknown.
+    old = {k: v for k, v in event.model_dump(mode="json").items()
+           if k not in ("worker", "revision")}
+    assert ev.parse_event(old).model_dump(mode="json") == {**old, "worker": None,
+                                                           "revision": None}
 
 
 def test_it_parses_back_strictly_and_round_trips() -> None:
@@ -58,7 +72,8 @@ def test_a_last_event_without_its_envelope_is_refused(missing: str) -> None:
         ev.interruption(last, now=LAST["time"] + 30.0, silent_for=30.0, reason=REASON)
 
 
-@pytest.mark.parametrize("ending", ["turn.finished", "turn.failed", "run.interrupted"])
+@pytest.mark.parametrize("ending", ["turn.finished", "turn.failed", "turn.cancelled",
+                                    "run.interrupted"])
 def test_a_run_that_already_ended_cannot_be_interrupted(ending: str) -> None:
     with pytest.raises(ValueError, match=f"already ended with {ending}"):
         ev.interruption({**LAST, "type": ending}, now=LAST["time"] + 30.0, silent_for=30.0,
@@ -68,9 +83,11 @@ def test_a_run_that_already_ended_cannot_be_interrupted(ending: str) -> None:
 @pytest.mark.parametrize(("last", "args"), [
     (LAST, {"silent_for": -1.0}),
     (LAST, {"reason": None}),
+    (LAST, {"revision": -1}),
     ({**LAST, "run_id": 7}, {}),
     ({**LAST, "seq": -2}, {}),
-], ids=["negative-silence", "no-reason", "run-id-not-text", "seq-below-zero"])
+], ids=["negative-silence", "no-reason", "negative-revision", "run-id-not-text",
+        "seq-below-zero"])
 def test_the_values_are_validated(last: dict[str, Any], args: dict[str, Any]) -> None:
     given: dict[str, Any] = {"now": LAST["time"] + 30.0, "silent_for": 30.0, "reason": REASON,
                              **args}

@@ -104,9 +104,10 @@ def export_run(events: list[ev.Event], stops: list[int] | None = None) -> dict[s
     """The Python fold of one run, as the browser's fold must reproduce it.
 
     ``stops`` are the seqs to snapshot the fold at (default: after every event of the
-    :data:`SNAPSHOT_TYPES` and at the middle event). ``anomalies``, ``overflows`` and
-    ``interruption`` (and a branch's or barrier's ``interrupted`` flag) are listed only when
-    the fold recorded any, so the exports of runs that have none keep their shape.
+    :data:`SNAPSHOT_TYPES` and at the middle event). ``anomalies``, ``overflows``,
+    ``interruption`` and ``cancellation`` (and a branch's or barrier's ``interrupted`` flag)
+    are listed only when the fold recorded any, so the exports of runs that have none keep
+    their shape.
     """
     run = fold(events)
     finished = _finish_seqs(events)
@@ -120,6 +121,8 @@ def export_run(events: list[ev.Event], stops: list[int] | None = None) -> dict[s
                               for o in run.overflows]
     if run.interruption is not None:
         extra["interruption"] = run.interruption
+    if run.cancellation is not None:
+        extra["cancellation"] = run.cancellation
     return {**extra,
         "run_id": run.run_id, "session_id": run.session_id, "flow": run.flow,
         "status": run.status, "reply": run.reply, "error": run.error, "cursor": run.cursor,

@@ -12,6 +12,9 @@
 * the demos' ``ResearchFlow`` (golden ``interrupted``, :func:`killed_research_flow`) — its
   executor dies mid-turn (:class:`ProcessKilled`) with branches of both barriers still
   running; the recording then appends the ``run.interrupted`` a dashboard would record.
+* :class:`ArchiveFlow` (golden ``cancelled``) — a root-join checkpoint saves, then a nested
+  fan-out is stopped through the turn's cancel token (the dashboard's Stop button) while
+  some scanners run and others are queued; the next turn continues from the checkpoint.
 
 Each ``xxx_flow(latency)`` returns ``(flow_class, model)`` like the demo factories;
 :func:`outage_store` and :func:`overflow_sinks` make the store and the extra sinks a
@@ -21,6 +24,8 @@ recording uses.
 from __future__ import annotations
 
 from typing import Any, ClassVar, cast
+
+import anyio
 
 from picoflow_web.demos.parallel import ResearchFlow, research_flow
 from runtime import (
@@ -303,3 +308,92 @@ def killed_research_flow(latency: float) -> tuple[type[ResearchFlow], ScriptedMo
              text="1 source in the archive"),
         *model.rules,
     ])
+
+
+# -- cancelled -------------------------------------------------------------------------------
+
+STOP_UNITS = 10
+"""When the recording presses Stop, in time units after the turn began: the east wing's
+first box is scanned (8u) and its second is on its first page (till 12u); the west wing's
+first box is on its second page (6u..12u); four boxes are still queued."""
+BOXES = {"east": (2, 4), "west": (3, 6)}
+"""Per wing: pages per box and time units per page; each wing has three boxes."""
+
+
+class Cataloguer(LogicStep, GoldenBranch):
+    """Catalogues one collection at once."""
+
+    def parallel_state_channels(self) -> dict[str, Channel]:
+        return {"catalogued": StepChannels.append()}
+
+    async def run_logic(self) -> Routable:
+        collection = self.parallel_invocation().key
+        self.contribute_state("catalogued", collection)
+        return f"{collection} catalogued"
+
+
+class Scanner(LogicStep, GoldenBranch):
+    """Scans one box page by page; when told to stop, it stops at once with what it has."""
+
+    def parallel_state_channels(self) -> dict[str, Channel]:
+        return {"pages": StepChannels.keyed_by_branch()}
+
+    async def run_logic(self) -> Routable:
+        invocation = self.parallel_invocation()
+        total, units = invocation.params["pages"], invocation.params["units"]
+        cancel = invocation.cancel
+        pages = 0
+        while pages < total:
+            with anyio.move_on_after(units * cast(GoldenFlow, self.flow).unit):
+                await cancel.wait()  # a page takes its time unless the stop comes first
+            if cancel.cancelled:
+                break
+            pages += 1
+        self.contribute_state("pages", pages)
+        return {"pages": pages, "complete": pages == total}
+
+
+class Wing(LogicStep, GoldenBranch):
+    """Scans the wing's three boxes one at a time (a nested barrier, two boxes queued)."""
+
+    async def run_logic(self) -> Routable:
+        wing = self.parallel_invocation().key
+        pages, units = BOXES[wing]
+        batch = await self.run_steps(
+            [RunStepRequest(Scanner, key=f"{wing}-{n}", params={"pages": pages, "units": units})
+             for n in (1, 2, 3)], max_concurrency=1)
+        return {"boxes": [b.key for b in batch.fulfilled],
+                "never_started": [b.key for b in batch.rejected if not b.started]}
+
+
+class Archivist(LogicStep):
+    """Catalogues (checkpointed), then digitises both wings; asked what is left, it says
+    what the session holds."""
+
+    async def run_logic(self) -> Routable:
+        last = self.get_last_message()
+        if last is not None and "left" in str(last.content):
+            catalogued = self.flow.get_step_state(Cataloguer, "catalogued") or []
+            scanned = self.flow.get_step_state(Scanner, "pages") or {}
+            return (f"Catalogued: {', '.join(catalogued) or 'nothing'}. Scanned: "
+                    f"{scanned or 'nothing yet'}.")
+        catalogue = await self.run_steps(
+            [RunStepRequest(Cataloguer, key=key) for key in ("maps", "letters")],
+            checkpoint="root-join")
+        self.save_state({"catalogued_at": catalogue.publication.revision})
+        scan = await self.run_steps([RunStepRequest(Wing, key=wing) for wing in BOXES])
+        self.save_state({"wings": {b.key: b.output for b in scan.fulfilled},
+                         "stopped": scan.cancelled})
+        return f"Digitised {len(scan.fulfilled)} wings."
+
+
+class ArchiveFlow(GoldenFlow):
+    """A checkpointed catalogue, then a nested fan-out stopped through the turn's token."""
+
+    def define_steps(self) -> list[Step]:
+        return [Archivist(self), Cataloguer(self), Wing(self), Scanner(self)]
+
+
+def archive_flow(latency: float) -> tuple[type[GoldenFlow], None]:
+    """:class:`ArchiveFlow` (logic steps only: no model)."""
+    return _scaled(ArchiveFlow, latency), None

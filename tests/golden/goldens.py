@@ -8,7 +8,10 @@ dumps (the JSONL keeps the real clock: offsets are what a timing view replays).
 
 A golden's turn may be *interrupted*: its executor dies mid-run (``ProcessKilled``, which
 nothing catches), and the recording appends the ``run.interrupted`` a dashboard records
-after :data:`REMOTE_TIMEOUT` seconds without word, built from the run's last event.
+after :data:`REMOTE_TIMEOUT` seconds without word, built from the run's last event. A turn
+may also be *stopped*: the recording fires the turn's cancel token after a number of time
+units (:class:`Stop`), as the dashboard's Stop button does, and the turn ends with
+``turn.cancelled``.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import anyio
 
 from picoflow_web.demos.hotel.flow import HotelFlow
 from picoflow_web.demos.hotel.script import CURRENT_DATE, REFERENCE_TURNS, hotel_model
@@ -29,6 +34,7 @@ from picoflow_web.demos.parallel import (
     timing_flow,
 )
 from runtime import (
+    CancelToken,
     Flow,
     FlowEngine,
     RunReply,
@@ -48,7 +54,9 @@ from runtime.events import (
 )
 from runtime.turn import turn_of
 from tests.golden.flows import (
+    STOP_UNITS,
     ProcessKilled,
+    archive_flow,
     catalogue_flow,
     killed_research_flow,
     outage_flow,
@@ -76,6 +84,16 @@ def _hotel(latency: float) -> tuple[type[Flow], ScriptedModel | None]:
 
 
 @dataclass(frozen=True)
+class Stop:
+    """A turn stopped through its cancel token ``after`` time units, with ``reason`` and
+    ``by`` as the dashboard's Stop button gives them."""
+
+    after: float
+    reason: str
+    by: str | None = None
+
+
+@dataclass(frozen=True)
 class Golden:
     """One golden: a flow, its model and the turns played against one session."""
 
@@ -95,6 +113,8 @@ class Golden:
     interrupted: frozenset[int] = frozenset()
     """Turns (from 1) whose executor dies mid-run (the flow raises ``ProcessKilled``): they
     end with the ``run.interrupted`` the recording appends, and have no reply."""
+    stops: dict[int, Stop] = field(default_factory=dict)
+    """Turns (from 1) the recording stops through their cancel token."""
 
     @property
     def session_id(self) -> str:
@@ -135,6 +155,8 @@ GOLDENS: tuple[Golden, ...] = (
     Golden("sink_overflow", tally_flow, ("Count the shelves",), sinks=overflow_sinks),
     Golden("interrupted", killed_research_flow, ("Research tide pools",),
            interrupted=frozenset({1})),
+    Golden("cancelled", archive_flow, ("Digitise the archive", "What is left?"),
+           stops={1: Stop(STOP_UNITS, "Stop pressed in the dashboard", "ada")}),
 )
 """Every golden: the demos', then those of ``tests/golden/flows.py``."""
 BY_NAME = {golden.name: golden for golden in GOLDENS}
@@ -197,8 +219,7 @@ async def record(golden: Golden) -> Recorded:
     for turn, message in enumerate(golden.turns, 1):
         reply: RunReply | None = None
         try:
-            reply = await engine.run(flow.id, message, session_id, golden.config,
-                                     run_id=golden.run_id(turn))
+            reply = await _play(engine, flow.id, message, session_id, golden, turn)
         except* ProcessKilled:
             pass
         assert (reply is None) == (turn in golden.interrupted), (
@@ -212,6 +233,27 @@ async def record(golden: Golden) -> Recorded:
         recorded.replies.append(reply)
         recorded.docs.append(doc)
     return recorded
+
+
+async def _play(engine: FlowEngine, flow_id: str, message: str, session_id: str,
+                golden: Golden, turn: int) -> RunReply:
+    """One turn of ``golden``; a stopped one with its Stop pressed beside it."""
+    stop = golden.stops.get(turn)
+    if stop is None:
+        return await engine.run(flow_id, message, session_id, golden.config,
+                                run_id=golden.run_id(turn))
+    token = CancelToken()
+
+    async def press_stop() -> None:
+        await anyio.sleep(stop.after * golden.latency)
+        token.cancel(stop.reason, stop.by)
+
+    async with anyio.create_task_group() as buttons:
+        buttons.start_soon(press_stop)
+        reply = await engine.run(flow_id, message, session_id, golden.config,
+                                 run_id=golden.run_id(turn), cancel=token)
+        buttons.cancel_scope.cancel()
+    return reply
 
 
 def interrupt(events: list[Event], run_id: str) -> None:

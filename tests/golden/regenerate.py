@@ -37,10 +37,14 @@ def main(argv: list[str]) -> int:
     for golden in chosen:
         recorded = anyio.run(record, golden, backend="asyncio")
         failed = {i for i, reply in enumerate(recorded.replies, 1)
-                  if reply is not None and not reply.success}
-        if failed != golden.fails:
-            print(f"{golden.name}: turns {sorted(failed)} failed, expected "
-                  f"{sorted(golden.fails)}", file=sys.stderr)
+                  if reply is not None and not reply.success
+                  and reply.error_code != "turn_cancelled"}
+        stopped = {i for i, reply in enumerate(recorded.replies, 1)
+                   if reply is not None and reply.error_code == "turn_cancelled"}
+        if failed != golden.fails or stopped != set(golden.stops):
+            print(f"{golden.name}: turns {sorted(failed)} failed and {sorted(stopped)} were "
+                  f"stopped, expected {sorted(golden.fails)} and {sorted(golden.stops)}",
+                  file=sys.stderr)
             return 1
         if args.check:
             committed = golden.txt_path.read_text("utf-8") if golden.txt_path.exists() else ""

@@ -72,6 +72,7 @@ export function exportModel(run, events, stops) {
   if (run.anomalies.length) extra.anomalies = run.anomalies.map((a) => pick(a, ["seq", "message"]));
   if (run.overflows.length) extra.overflows = run.overflows.map((o) => pick(o, ["seq", "sink", "first", "last"]));
   if (run.interruption) extra.interruption = pick(run.interruption, ["seq", "reason", "silent_for"]);
+  if (run.cancellation) extra.cancellation = pick(run.cancellation, ["seq", "reason", "requested_by", "revision"]);
   return {
     ...extra,
     run_id: run.runId, session_id: run.sessionId, flow: run.flow, status: run.status,
