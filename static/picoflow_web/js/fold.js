@@ -124,7 +124,7 @@ export function createRun() {
     sessionId: "",
     flow: "",
     message: /** @type {string | null} */ (null),
-    /** running, finished, failed or interrupted */
+    /** running, finished, failed, interrupted or cancelled */
     status: "running",
     reply: /** @type {any} */ (null),
     error: /** @type {any} */ (null),
@@ -152,6 +152,8 @@ export function createRun() {
     overflows: [],
     /** @type {{seq: number, reason: string, silent_for: number} | null} the run.interrupted that ended it */
     interruption: null,
+    /** @type {{seq: number, reason: string, requested_by: string | null, revision: number | null} | null} the turn.cancelled that ended it */
+    cancellation: null,
     branchCount: 0,
     /** bumped by every applied event (renderers compare it) */
     version: 0,
@@ -495,11 +497,15 @@ export function applyEvent(run, event) {
       run.status = "failed";
       run.error = event.error;
       break;
+    case "turn.cancelled":
+      run.status = "cancelled";
+      run.cancellation = { seq: event.seq, reason: event.reason, requested_by: event.requested_by ?? null, revision: event.revision ?? null };
+      break;
     case "sink.overflowed":
       run.overflows.push({ seq: event.seq, sink: event.sink, first: event.first_seq, last: event.last_seq });
       break;
     case "run.interrupted":
-      if (run.status === "finished" || run.status === "failed") {
+      if (run.status === "finished" || run.status === "failed" || run.status === "cancelled") {
         anomaly(run, event, `run.interrupted after turn.${run.status}`);
         break;
       }
