@@ -53,8 +53,8 @@ test("the tree shows the turn interrupted, and a running branch's lane ends at t
   assert.equal(running.x1, 1);
 });
 
-test("run statuses: interrupted beside running, finished and failed; unknown ones show muted", () => {
-  assert.deepStrictEqual(RUN_STATUSES, ["running", "finished", "failed", "interrupted"]);
+test("run statuses: interrupted beside queued, running, finished, failed and cancelled; unknown ones show muted", () => {
+  assert.deepStrictEqual(RUN_STATUSES, ["queued", "running", "finished", "failed", "interrupted", "cancelled"]);
   for (const status of RUN_STATUSES) assert.equal(runStatusKind(status), status);
   assert.equal(runStatusKind("exploded"), "muted");
   assert.equal(runStatusKind(null), "muted");
@@ -75,8 +75,9 @@ test("every run status has its badge, dot and runs-list colours in app.css", () 
     assert.match(css, new RegExp(`\\.pf-badge-${status}\\b`), `.pf-badge-${status}`);
     assert.match(css, new RegExp(`\\.pf-dot-${status}\\b`), `.pf-dot-${status}`);
   }
-  for (const status of ["failed", "interrupted"]) {
-    assert.match(css, new RegExp(`\\.pf-run-row\\.pf-status-${status}\\b`));
+  // A finished run's row is the plain one; every other status marks its row.
+  for (const status of RUN_STATUSES.filter((s) => s !== "finished")) assert.match(css, new RegExp(`\\.pf-run-row\\.pf-status-${status}\\b`), `.pf-run-row.pf-status-${status}`);
+  for (const status of ["failed", "interrupted", "cancelled"]) {
     assert.match(css, new RegExp(`\\.pf-reply\\.pf-reply-${status}\\b`));
   }
   const index = readFileSync(join(ROOT, "templates", "picoflow_web", "index.html"), "utf8");

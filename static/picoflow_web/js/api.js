@@ -70,5 +70,7 @@ export const sessionPageUrl = (sessionId) => `/sessions/${encodeURIComponent(ses
 export const eventsUrl = (runId, after, limit = 5000) => `/api/runs/${encodeURIComponent(runId)}/events?after=${after}&limit=${limit}`;
 /** @param {string} runId */
 export const runApiUrl = (runId) => `/api/runs/${encodeURIComponent(runId)}`;
+/** POST: ask the run to stop (202 with its summary; 409 `run_ended` once it ended). @param {string} runId */
+export const cancelRunUrl = (runId) => `/api/runs/${encodeURIComponent(runId)}/cancel`;
 /** @param {string} runId @param {number} after */
 export const runSocketUrl = (runId, after) => wsUrl(`/ws/runs/${encodeURIComponent(runId)}/?after=${after}`);

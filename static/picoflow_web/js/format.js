@@ -98,7 +98,7 @@ export function formatClock(when, today = new Date()) {
  * How a run can stand, as the folds and the runs list name them. Each is also the badge
  * kind it shows as (`pf-badge-<status>`, `pf-dot-<status>`, `pf-status-<status>`).
  */
-export const RUN_STATUSES = ["running", "finished", "failed", "interrupted"];
+export const RUN_STATUSES = ["queued", "running", "finished", "failed", "interrupted", "cancelled"];
 
 /**
  * The badge kind of a run status: the status itself when known, else "muted".
@@ -128,6 +128,7 @@ export function describeEvent(e) {
     case "turn.started": return `${e.flow}: ${preview(e.message, 80, true)}`;
     case "turn.finished": return `${e.success ? "replied" : "failed"}: ${preview(e.message, 80, true)}`;
     case "turn.failed": return `${e.error?.code}: ${e.error?.message}`;
+    case "turn.cancelled": return `${e.reason || "stopped"}${e.requested_by ? ` (by ${e.requested_by})` : ""}${typeof e.revision === "number" ? `, session stays at revision ${e.revision}` : ""}`;
     case "session.loaded": return `revision ${e.revision}${e.new_session ? " (new)" : ""}, cursor ${e.current_step ?? "—"}`;
     case "session.saved": return `revision ${e.revision} (${e.reason})`;
     case "step.entered": return `${e.step} (${e.how}, level ${e.level})`;
@@ -155,7 +156,7 @@ export function describeEvent(e) {
     case "checkpoint.saved": return `${e.barrier}: revision ${e.revision}`;
     case "checkpoint.failed": return `${e.barrier}: ${e.error?.message}`;
     case "sink.overflowed": return `${e.sink} dropped ${e.dropped} (seq ${e.first_seq}–${e.last_seq})`;
-    case "run.interrupted": return `${e.reason} (silent for ${formatDuration(e.silent_for)})`;
+    case "run.interrupted": return `${e.reason} (silent for ${formatDuration(e.silent_for)})${e.worker ? `, worker ${e.worker}` : ""}`;
     default: return "";
   }
 }

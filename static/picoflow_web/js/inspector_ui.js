@@ -14,6 +14,7 @@ import { append, badge, h, jsonBlock, section, table } from "./dom.js";
 import { baseAt, published, viewAt } from "./fold.js";
 import { describeEvent, formatDuration, interruptionText, messageText, preview, runStatusKind } from "./format.js";
 import { joinWaits } from "./layout.js";
+import { STOP_LABELS, barrierStopped, endedExplanation, endingEvent, stopKind } from "./stopping.js";
 
 /** @typedef {import("./fold.js").Run} Run */
 /** @typedef {import("./fold.js").Invocation} Invocation */
@@ -303,13 +304,14 @@ function branchInspector(parent, view, inv, ctx) {
   const barrier = /** @type {Barrier} */ (view.barriers.get(/** @type {string} */ (inv.barrier)));
   parent.appendChild(heading(inv.key || inv.step, `${inv.step} · path ${inv.path}`));
   const status = h("div", "pf-status-line");
+  const stopped = stopKind(inv);
   append(status, badge(inv.status, inv.status),
-    inv.cancelled ? badge("cancelled", "cancel") : null,
+    stopped ? badge(STOP_LABELS[stopped].label, stopped === "late" ? "conflict" : "cancel") : null,
     inv.cancelTold ? badge("told to cancel", "cancel") : null,
-    inv.lostRights ? badge("lost publication rights", "conflict") : null,
     inv.hasDirectResult ? badge(`direct result via ${inv.directResult.tool}`, "muted") : null,
     inv.interrupted ? badge("interrupted", "interrupted") : null);
   parent.appendChild(status);
+  if (stopped) parent.appendChild(h("p", "pf-hint", STOP_LABELS[stopped].title));
   if (inv.interrupted) {
     parent.appendChild(h("p", "pf-hint", "It was still running when the run was interrupted: its executor stopped reporting, so how it ended is not known."));
   }
@@ -459,10 +461,14 @@ function barrierInspector(parent, view, barrier, ctx) {
     badge(barrier.policy, "muted"),
     barrier.checkpoint !== "none" ? badge(barrier.checkpointFailed ? "checkpoint failed" : barrier.checkpointRevision !== null ? `checkpoint saved r${barrier.checkpointRevision}` : "root-join checkpoint", barrier.checkpointFailed ? "conflict" : "muted") : null,
     barrier.cancelReason !== null ? badge(`cancelled: ${barrier.cancelReason}`, "cancel") : null,
-    barrier.interrupted ? badge("interrupted", "interrupted") : null);
+    barrier.interrupted ? badge("interrupted", "interrupted") : null,
+    barrierStopped(view, barrier) ? badge("not joined", "cancelled") : null);
   parent.appendChild(status);
   if (barrier.interrupted) {
     parent.appendChild(h("p", "pf-hint", "It was still open when the run was interrupted: its join never ran."));
+  }
+  if (barrierStopped(view, barrier)) {
+    parent.appendChild(h("p", "pf-hint", "It was still open when the turn was stopped: its join never ran, so nothing of it was published."));
   }
   const c = barrier.counts;
   parent.appendChild(facts([
@@ -563,6 +569,18 @@ function rootInspector(parent, view, inv, ctx) {
     append(box,
       h("div", "pf-error-code pf-mono", `run.interrupted at #${view.interruption.seq} · silent for ${formatDuration(view.interruption.silent_for)}`),
       h("p", "pf-error-message", interruptionText(view.interruption)));
+    parent.appendChild(box);
+  }
+  const end = view.status === "cancelled" ? endingEvent(view) : null;
+  if (end && end.type === "turn.cancelled") {
+    // The same sentences as the page's panel, as of the fold shown (a replay may be pinned).
+    const explained = endedExplanation(view, null);
+    const box = h("div", "pf-error-box pf-cancellation");
+    box.appendChild(h("div", "pf-error-code pf-mono", `turn.cancelled at #${end.seq}`));
+    if (explained) {
+      if (explained.headline) box.appendChild(h("p", "pf-error-message", explained.headline));
+      for (const line of explained.lines) box.appendChild(h("p", "pf-error-message", line));
+    }
     parent.appendChild(box);
   }
   const body = sectionIn(parent, ctx, "canonical", ctx.pinned ? `Canonical state at seq ${view.lastSeq}` : "Canonical state", true, "pf-visibility");

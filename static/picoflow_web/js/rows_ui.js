@@ -5,7 +5,8 @@
  * rows), so scrolling through 10,000 branches creates no garbage per frame. A row's tree
  * cell is rebuilt only when its signature changes; its lane's segments are moved in place.
  *
- * Hooks: `.pf-row` on every row; `.pf-branch[data-path][data-status]`,
+ * Hooks: `.pf-row` on every row; `.pf-branch[data-path][data-status]` (and
+ * `[data-stop=not-started|cancelled|late]` on a branch a cancellation stopped),
  * `.pf-barrier[data-barrier]`, `.pf-more[data-barrier]`, `.pf-root`; the lane cell of a
  * branch row is `.pf-lane[data-path]`.
  */
@@ -13,6 +14,7 @@
 import { append, h } from "./dom.js";
 import { preview } from "./format.js";
 import { ROW_HEIGHT, formatSeconds, lane, windowRange } from "./layout.js";
+import { STOP_LABELS, barrierStopped, stopKind } from "./stopping.js";
 
 /** @typedef {import("./layout.js").Row} Row */
 /** @typedef {import("./fold.js").Run} Run */
@@ -78,9 +80,9 @@ export function createRowsView(viewport, sizer) {
         live.set(row.rowKey, slot);
       }
       const selected = isSelected(row, frame.selected, frame.selectedBarrier);
-      const sig = signature(row, selected);
+      const sig = signature(row, selected, frame.run);
       if (sig !== slot.sig) {
-        fillRow(slot, row, selected);
+        fillRow(slot, row, selected, frame.run);
         slot.sig = sig;
       }
       const top = i * ROW_HEIGHT;
@@ -105,7 +107,7 @@ export function createRowsView(viewport, sizer) {
 function park(slot) {
   slot.el.hidden = true;
   slot.el.className = "pf-row";
-  for (const name of ["data-path", "data-status", "data-barrier", "title", "aria-expanded"]) slot.el.removeAttribute(name);
+  for (const name of ["data-path", "data-status", "data-barrier", "data-stop", "title", "aria-expanded"]) slot.el.removeAttribute(name);
   slot.lane.className = "pf-cell-lane";
   slot.lane.removeAttribute("data-path");
   slot.sig = null;
@@ -120,29 +122,29 @@ function isSelected(row, path, barrier) {
   return false;
 }
 
-/** @param {Row} row @param {boolean} selected */
-function signature(row, selected) {
+/** @param {Row} row @param {boolean} selected @param {Run} run */
+function signature(row, selected, run) {
   switch (row.kind) {
     case "root":
       return `r|${row.flow}|${row.step}|${row.status}|${selected}`;
     case "barrier": {
       const b = row.barrier;
       const c = b.counts;
-      return `b|${row.id}|${row.depth}|${b.outcome}|${c.queued},${c.running},${c.fulfilled},${c.rejected}|${row.collapsed}|${row.matched}|${b.checkpointRevision}|${b.checkpointFailed}|${b.cancelReason}|${b.interrupted}|${selected}`;
+      return `b|${row.id}|${row.depth}|${b.outcome}|${c.queued},${c.running},${c.fulfilled},${c.rejected}|${row.collapsed}|${row.matched}|${b.checkpointRevision}|${b.checkpointFailed}|${b.cancelReason}|${b.interrupted}|${barrierStopped(run, b)}|${selected}`;
     }
     case "branch": {
       const inv = row.inv;
-      return `p|${row.path}|${row.depth}|${inv.status}|${inv.started}|${inv.finished}|${inv.cancelled}|${inv.lostRights}|${inv.cancelTold}|${inv.hasDirectResult}|${inv.barriers.length}|${inv.interrupted}|${selected}`;
+      return `p|${row.path}|${row.depth}|${inv.status}|${inv.started}|${inv.startedSeq}|${inv.finished}|${inv.cancelled}|${inv.lostRights}|${inv.cancelTold}|${inv.hasDirectResult}|${inv.barriers.length}|${inv.interrupted}|${selected}`;
     }
     default:
       return `m|${row.id}|${row.depth}|${row.hidden}|${JSON.stringify(row.counts)}`;
   }
 }
 
-/** @param {Slot} slot @param {Row} row @param {boolean} selected */
-function fillRow(slot, row, selected) {
+/** @param {Slot} slot @param {Row} row @param {boolean} selected @param {Run} run */
+function fillRow(slot, row, selected, run) {
   const { el, tree } = slot;
-  for (const name of ["data-path", "data-status", "data-barrier", "title", "aria-expanded"]) el.removeAttribute(name);
+  for (const name of ["data-path", "data-status", "data-barrier", "data-stop", "title", "aria-expanded"]) el.removeAttribute(name);
   slot.lane.removeAttribute("data-path");
   slot.lane.className = "pf-cell-lane";
   el.setAttribute("aria-level", String(row.depth + 1));
@@ -190,16 +192,19 @@ function fillRow(slot, row, selected) {
         b.cancelReason !== null ? h("span", "pf-chip pf-chip-cancel", "cancelled") : null,
         counts,
         b.interrupted ? h("span", "pf-badge pf-badge-interrupted", "interrupted")
+          : barrierStopped(run, b) ? h("span", "pf-badge pf-badge-cancelled", "not joined")
           : h("span", `pf-badge pf-badge-${conflict ? "conflict" : b.outcome}`, conflict ? "invalidated" : b.outcome),
         row.matched !== b.branches.length ? h("span", "pf-muted", `${row.matched} match`) : null);
       break;
     }
     case "branch": {
       const inv = row.inv;
+      const stopped = stopKind(inv);
       el.className = `pf-row pf-branch pf-status-${inv.status}${inv.interrupted ? " pf-interrupted" : ""}${selected ? " pf-selected" : ""}`;
-      el.title = `${inv.key || inv.step} (${inv.step}) · path ${inv.path} · ${inv.status}${inv.interrupted ? " when the run was interrupted" : ""}`;
+      el.title = `${inv.key || inv.step} (${inv.step}) · path ${inv.path} · ${inv.status}${inv.interrupted ? " when the run was interrupted" : ""}${stopped ? ` · ${STOP_LABELS[stopped].label}: ${STOP_LABELS[stopped].title}` : ""}`;
       el.dataset.path = row.path;
       el.dataset.status = inv.status;
+      if (stopped) el.dataset.stop = stopped;
       slot.lane.classList.add("pf-lane");
       slot.lane.dataset.path = row.path;
       const duration = inv.started !== null && inv.finished !== null ? formatSeconds(inv.finished - inv.started) : "";
@@ -210,8 +215,7 @@ function fillRow(slot, row, selected) {
         inv.key && inv.key !== inv.step ? h("span", "pf-row-step", inv.step) : null,
         h("span", "pf-row-path pf-mono", inv.path),
         inv.hasDirectResult ? h("span", "pf-chip", "direct") : null,
-        inv.cancelled ? h("span", "pf-chip pf-chip-cancel", "cancelled") : null,
-        inv.lostRights ? h("span", "pf-chip pf-chip-cancel", "lost rights") : null,
+        stopped ? stopChip(stopped) : null,
         inv.interrupted ? h("span", "pf-chip pf-chip-interrupted", "interrupted") : null,
         inv.status === "rejected" && inv.error && !inv.cancelled ? h("span", "pf-chip pf-chip-error", preview(inv.error.code, 28, true)) : null,
         h("span", "pf-row-time pf-mono", duration));
@@ -239,6 +243,13 @@ function fillRow(slot, row, selected) {
       break;
     }
   }
+}
+
+/** @param {keyof typeof STOP_LABELS} kind */
+function stopChip(kind) {
+  const chip = h("span", `pf-chip pf-chip-cancel pf-chip-stop-${kind}`, STOP_LABELS[kind].label);
+  chip.title = STOP_LABELS[kind].title;
+  return chip;
 }
 
 /**

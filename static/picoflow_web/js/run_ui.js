@@ -11,6 +11,7 @@
  *   #pf-last-seq                                    text: last applied seq (-1 before any)
  *   #pf-event-count                                 text: events applied
  *   #pf-run-status, #pf-reply-text                  status badge, reply text
+ *   #pf-stop, #pf-ended                             Stop button, why-it-ended panel (stop_ui.js)
  *   .pf-branch[data-path][data-status]              one per materialised branch row
  *   .pf-barrier[data-barrier]                       one per materialised barrier row
  *   .pf-more[data-barrier]                          "+N more" row of a capped sibling group
@@ -31,6 +32,8 @@ import { conflictCard, renderInspector } from "./inspector_ui.js";
 import { ROW_HEIGHT, revealPath, scrollToRow, ticks, timeBounds, treeRows } from "./layout.js";
 import { createRowsView } from "./rows_ui.js";
 import { createFeed } from "./socket.js";
+import { createStopControl } from "./stop_ui.js";
+import { ENDING_EVENTS, isEnded, mergeSummary, runStatus } from "./stopping.js";
 import { createRunStore } from "./store.js";
 
 const PAGE = 5000;
@@ -58,6 +61,7 @@ export function mountRunPage(root) {
     statusFilter: /** @type {HTMLSelectElement} */ (byId("pf-status-filter")),
   };
   const rowsView = createRowsView(els.viewport, els.sizer);
+  const stop = createStopControl({ runId, store });
   /** @type {Map<string, boolean>} */
   const openSections = new Map();
 
@@ -84,7 +88,7 @@ export function mountRunPage(root) {
   const feed = createFeed({
     url: () => runSocketUrl(runId, store.get().run.lastSeq),
     onMessage(message) {
-      if (message.type === "run") store.set({ summary: message.run });
+      if (message.type === "run") store.set({ summary: mergeSummary(store.get().summary, message.run) });
       else if (message.type === "events" && Array.isArray(message.events)) store.applyBatch(message.events);
     },
     onState(state, info) {
@@ -101,8 +105,9 @@ export function mountRunPage(root) {
       if (!full) {
         const info = await requestJson(runApiUrl(runId));
         messages.unshift({ type: "run", run: info.run });
-        const ended = events.some((e) => e.type === "turn.finished" || e.type === "turn.failed" || e.type === "run.interrupted") || store.get().run.status !== "running";
-        done = ended || info.run.status !== "running";
+        const ended = events.some((e) => ENDING_EVENTS.includes(e.type)) || isEnded(store.get().run.status);
+        // A queued run is not over: it waits for a worker.
+        done = ended || isEnded(info.run.status);
       }
       return { messages, again: full, done };
     },
@@ -265,8 +270,8 @@ export function mountRunPage(root) {
     const viewportHeight = els.viewport.clientHeight;
     const axisWidth = els.axis.clientWidth;
 
-    const running = live.status === "running" && (!s.summary || s.summary.status === "running");
-    const status = live.status !== "running" ? live.status : s.summary?.status || "running";
+    const status = runStatus(live, s.summary);
+    const running = status === "running";
     setAttr(root, "data-status", status);
     setText(els.runStatus, status);
     els.runStatus.className = `pf-badge pf-badge-${runStatusKind(status)}`;
@@ -290,6 +295,8 @@ export function mountRunPage(root) {
     if (reply !== null && reply !== undefined) setText(els.replyText, reply);
     els.reply.classList.toggle("pf-reply-failed", status === "failed");
     els.reply.classList.toggle("pf-reply-interrupted", status === "interrupted");
+    els.reply.classList.toggle("pf-reply-cancelled", status === "cancelled");
+    stop.render();
     const sessionId = live.sessionId || s.summary?.session_id || "";
     if (sessionId) {
       els.session.hidden = false;
@@ -403,7 +410,7 @@ function inspectorSignature(view, s) {
     const b = view.barriers.get(s.selectedBarrier);
     if (!b) return `${head}none`;
     const c = b.counts;
-    return `${head}${b.outcome}|${c.running},${c.fulfilled},${c.rejected}|${b.reductions.length}|${b.checkpointRevision}|${b.cancel ? b.cancel.closed.length : -1}|${b.interrupted}`;
+    return `${head}${b.outcome}|${c.running},${c.fulfilled},${c.rejected}|${b.reductions.length}|${b.checkpointRevision}|${b.cancel ? b.cancel.closed.length : -1}|${b.interrupted}|${view.status}`;
   }
   if (s.selected === null) return `${head}none`;
   if (s.selected === "") return `${head}${view.version}`;

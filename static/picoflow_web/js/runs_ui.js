@@ -24,6 +24,7 @@ import { fieldsFromSchema, initialValue, readConfig } from "./config_form.js";
 import { append, badge, h, setAttr, setText } from "./dom.js";
 import { formatClock, formatDuration, interruptionText, preview, runStatusKind } from "./format.js";
 import { createFeed } from "./socket.js";
+import { mergeSummary, summaryNote } from "./stopping.js";
 import { createStore } from "./store.js";
 
 const POLL_MS = 4000;
@@ -87,7 +88,8 @@ export function mountRunsPage(root) {
     const data = await requestJson(`/api/runs${query(f) ? `?${query(f)}` : ""}`);
     if (ticket !== loading) return;
     const runs = new Map();
-    for (const run of data.runs || []) runs.set(run.id, run);
+    const known = store.get().runs;
+    for (const run of data.runs || []) runs.set(run.id, mergeSummary(known.get(run.id), run));
     store.set({ runs, loaded: true, version: store.get().version + 1 });
   };
 
@@ -118,15 +120,17 @@ export function mountRunsPage(root) {
       if (message.type !== "run" || !message.run) return;
       const s = store.get();
       const runs = new Map(s.runs);
-      if (matches(message.run, s.filters)) {
-        if (!runs.has(message.run.id)) {
-          const fresh = new Map([[message.run.id, message.run]]);
+      // A summary that arrives late must not bring an ended run back to running.
+      const summary = mergeSummary(runs.get(message.run.id), message.run);
+      if (matches(summary, s.filters)) {
+        if (!runs.has(summary.id)) {
+          const fresh = new Map([[summary.id, summary]]);
           for (const [id, run] of runs) fresh.set(id, run);
           store.set({ runs: fresh, version: s.version + 1 });
           return;
         }
-        runs.set(message.run.id, message.run);
-      } else runs.delete(message.run.id);
+        runs.set(summary.id, summary);
+      } else runs.delete(summary.id);
       store.set({ runs, version: s.version + 1 });
     },
     onState(state, info) {
@@ -376,15 +380,22 @@ function runRow(run) {
     const origin = h("span", "pf-origin pf-muted", `remote · ${run.origin.label ?? "unknown"}`);
     origin.title = "Shipped from another process to /api/ingest";
     flowCell.append(h("br"), origin);
+  } else if (run.origin && run.origin.kind === "worker") {
+    const origin = h("span", "pf-origin pf-muted", run.origin.label ?? `worker ${run.origin.worker ?? ""}`.trim());
+    origin.title = "Executed by a worker process of this dashboard";
+    flowCell.append(h("br"), origin);
   }
   const messageCell = h("td", "pf-clip");
   messageCell.appendChild(link(run.message ? preview(run.message, 90, true) : "—"));
-  // An interrupted run has no reply: it says why it ended (the summary's interruption, if
-  // the server sends one).
+  // A run without a reply says where it stands: waiting, stopping, stopped (by whom) or
+  // interrupted (the summary's interruption, if the server sends one).
+  const note = summaryNote(run);
   const replyText = run.reply && typeof run.reply.message === "string" ? preview(run.reply.message, 110, true)
-    : run.status === "running" ? "…"
-      : run.status === "interrupted" ? preview(interruptionText(run.interruption), 110, true) : "";
-  const replyCell = h("td", `pf-clip pf-muted${run.status === "interrupted" ? " pf-interrupted-note" : ""}`, replyText);
+    : note ? preview(note, 110, true)
+      : run.status === "running" ? "…"
+        : run.status === "interrupted" ? preview(interruptionText(run.interruption), 110, true) : "";
+  const noteClass = run.status === "interrupted" ? " pf-interrupted-note" : run.status === "cancelled" || (run.cancel_requested && !run.reply && note) ? " pf-cancelled-note" : "";
+  const replyCell = h("td", `pf-clip pf-muted${noteClass}`, replyText);
   const sessionCell = h("td");
   if (run.session_id) {
     const a = h("a", "pf-link pf-mono", run.session_id.length > 12 ? `${run.session_id.slice(0, 12)}…` : run.session_id);
@@ -394,7 +405,7 @@ function runRow(run) {
   } else sessionCell.appendChild(h("span", "pf-muted", "new"));
   const started = run.started_at ? Date.parse(run.started_at) : NaN;
   const finished = run.finished_at ? Date.parse(run.finished_at) : NaN;
-  const duration = Number.isFinite(started) && Number.isFinite(finished) ? formatDuration((finished - started) / 1000) : run.status === "running" ? "running" : "—";
+  const duration = Number.isFinite(started) && Number.isFinite(finished) ? formatDuration((finished - started) / 1000) : run.status === "running" || run.status === "queued" ? run.status : "—";
   append(tr, statusCell, flowCell, messageCell, replyCell, sessionCell,
     h("td", "pf-num pf-mono", String(run.event_count ?? 0)),
     h("td", "pf-num pf-mono", String(run.branch_count ?? 0)),
