@@ -1,6 +1,6 @@
 # PicoFlow Web: one-command setup.
 #
-#   make run    install into .venv, migrate, collect static files, start Daphne
+#   make run    install into .venv, migrate, collect static files, start Daphne and workers
 #   make test   install with the dev extra, then ruff, mypy, pytest, node tests
 #   make lint   ruff and mypy only
 #   make bench  benchmarks against their baselines (installs LangGraph)
@@ -47,8 +47,7 @@ run: $(VENV)/.installed-base
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py collectstatic --noinput -v 0
 	$(PY) manage.py ensure_admin
-	@echo "PicoFlow Web on http://$(HOST):$(PORT)/  (Ctrl-C stops it)"
-	$(BIN)/daphne -b $(HOST) -p $(PORT) --websocket-max-message-size 67108864 picoflow_web.asgi:application
+	$(PY) manage.py serve --host $(HOST) --port $(PORT)
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .

@@ -22,7 +22,7 @@ from django.middleware.csrf import CsrfViewMiddleware
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 
-from picoflow_web import ingest, selectors, services
+from picoflow_web import ingest, relay, selectors, services, watchdog
 from picoflow_web.engine import get_engine
 
 MAX_BODY_BYTES = 64 * 1024
@@ -141,7 +141,7 @@ async def runs(request: HttpRequest) -> HttpResponse:
             user=request.api_user,  # type: ignore[attr-defined]
         )
         return JsonResponse({"run": run.summary()}, status=201)
-    await ingest.interrupt_and_broadcast()  # silent remote runs are not listed as running
+    await watchdog.sweep()  # runs whose executor vanished are not listed as running
     params = request.GET
     conflicts = params.get("conflicts")
     listed = await selectors.run_list(
@@ -159,6 +159,37 @@ async def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
     if run is None:
         return error(f"No run {run_id!r}.", 404, "not_found")
     return JsonResponse({"run": run.summary()})
+
+
+@api_view("POST", scope="run")
+async def run_cancel(request: HttpRequest, run_id: str) -> HttpResponse:
+    """``POST /api/runs/<id>/cancel``: ask the run to stop. 202 with its summary: a queued
+    run is ``cancelled`` at once, a running one once its worker stopped the turn
+    (cooperatively, with the flow's grace period); 409 when it already ended."""
+    try:
+        run = await services.run_cancel(run_id, request.api_user)  # type: ignore[attr-defined]
+    except services.RunEnded as exc:
+        return error(str(exc), 409, exc.code)
+    if run is None:
+        return error(f"No run {run_id!r}.", 404, "not_found")
+    return JsonResponse({"run": run.summary()}, status=202)
+
+
+@csrf_exempt
+@require_http_methods(["POST"])
+async def relay_publish(request: HttpRequest) -> HttpResponse:
+    """``POST /api/relay``: messages for this server's browsers from a worker of the same
+    installation (see :mod:`picoflow_web.relay`); its key, not a user, authenticates it."""
+    if not relay.key_matches(request.headers.get(relay.HEADER, "")):
+        return error("Relay requests need this installation's relay key.", 403, "relay_key")
+    try:
+        messages = relay.parse(ingest.read_body(request))
+    except ingest.IngestError as exc:
+        return JsonResponse(exc.body(), status=exc.status)
+    except ValueError as exc:
+        return error(str(exc), 400)
+    await relay.publish(messages)
+    return JsonResponse({"delivered": len(messages)})
 
 
 @api_view("GET")
@@ -259,6 +290,7 @@ async def ingest_events(request: HttpRequest) -> HttpResponse:
         return error("Send events as application/x-ndjson: one JSON event per line.", 415,
                      "unsupported_media_type")
     body = ingest.read_body(request)
+    watchdog.ensure()
     runs = await ingest.events_ingest(body, origin=_origin(request),
                                       user=request.api_user)  # type: ignore[attr-defined]
     return JsonResponse({"runs": runs})
@@ -272,4 +304,5 @@ async def ingest_heartbeat(request: HttpRequest) -> HttpResponse:
     ids = data.get("runs")
     if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids) or len(ids) > 1000:
         raise services.InputError("runs must be a list of at most 1000 run ids.")
+    watchdog.ensure()
     return JsonResponse({"runs": await ingest.runs_heartbeat(ids)})

@@ -19,12 +19,14 @@ from channels.auth import AuthMiddlewareStack
 from channels.routing import ProtocolTypeRouter, URLRouter
 from channels.security.websocket import AllowedHostsOriginValidator
 
+from picoflow_web import relay
 from picoflow_web.engine import get_engine
 from picoflow_web.routing import websocket_urlpatterns
 
 # Build the flow engine now: a bad PICOFLOW_FLOWS stops Daphne at start-up, with a message
 # naming the entry and the reason (picoflow_web.flows.FlowsConfigError).
 get_engine()
+relay.SERVES_WEBSOCKETS = True  # browsers listen on this process's channel layer
 
 application = ProtocolTypeRouter(
     {

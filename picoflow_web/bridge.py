@@ -1,14 +1,17 @@
-"""The bridge: the runtime's event sink, the one module that touches both the runtime and
-Channels.
+"""The bridge: the runtime's event sink that stores a run's events and tells browsers.
 
 :class:`RunRecorder` is a runtime event sink. ``handle`` (called synchronously by the
 runtime's bus) only appends to a buffer, so it never stalls a branch or a join. Its pump
 task takes the buffer in batches — at most ``batch_events`` events or ``batch_seconds``
-old — **stores each batch, then broadcasts it** to the run's channel group as one message.
-Persist before broadcast: a browser only ever hears of an event that a reload or a
-reconnect can read back, so resuming from the last sequence number is gap-free. One
-group message per batch, not per event, because ``group_send`` per event is an order of
-magnitude slower.
+old — **stores each batch, then publishes it** to the run's channel group as one message
+(:mod:`picoflow_web.relay`: from a worker, across processes). Persist before broadcast: a
+browser only ever hears of an event that a reload or a reconnect can read back, so
+resuming from the last sequence number is gap-free. One group message per batch, not per
+event, because ``group_send`` per event is an order of magnitude slower.
+
+Memory is bounded: with more than ``max_buffered`` events waiting to be stored the sink
+says it is congested, and the run waits at its next await point (a branch start, a model
+call) until the store caught up; nothing is dropped.
 
 Everything else about a run (creating it, recording its reply, telling the runs list) is a
 service: see :mod:`picoflow_web.services`.
@@ -21,9 +24,7 @@ import contextlib
 import logging
 from typing import Any
 
-from channels.layers import get_channel_layer
-
-from picoflow_web.groups import run_group
+from picoflow_web import groups, relay
 from picoflow_web.models import EventRecord, Run
 from runtime.events import Event
 
@@ -36,10 +37,11 @@ class RunRecorder:
     name = "django"
 
     def __init__(self, run_id: str, *, batch_events: int = 200,
-                 batch_seconds: float = 0.03) -> None:
+                 batch_seconds: float = 0.03, max_buffered: int = 20_000) -> None:
         self.run_id = run_id
         self.batch_events = batch_events
         self.batch_seconds = batch_seconds
+        self.max_buffered = max_buffered
         self._buffer: list[Event] = []
         self._wake = asyncio.Event()
         self._closing = False
@@ -55,6 +57,10 @@ class RunRecorder:
         if len(self._buffer) >= self.batch_events:
             self._wake.set()
 
+    def congested(self) -> bool:
+        """Whether the run should wait for the store (the bus's back-pressure)."""
+        return len(self._buffer) > self.max_buffered
+
     def start(self) -> None:
         """Start the pump on the running loop."""
         self._task = asyncio.get_running_loop().create_task(self._pump())
@@ -67,7 +73,6 @@ class RunRecorder:
             await self._task
 
     async def _pump(self) -> None:
-        layer = get_channel_layer()
         while True:
             with contextlib.suppress(TimeoutError):  # a timeout just means "flush now"
                 await asyncio.wait_for(self._wake.wait(), self.batch_seconds)
@@ -80,7 +85,7 @@ class RunRecorder:
                 try:
                     payloads = [e.model_dump(mode="json") for e in batch]
                     await self._store(payloads)
-                    await self._broadcast(layer, payloads)
+                    await relay.publish([groups.events_message(self.run_id, payloads)])
                 except Exception:  # keep pumping; the run itself must not die of it
                     logger.exception("Storing events of run %s failed", self.run_id)
             if self._closing and not self._buffer:
@@ -100,13 +105,6 @@ class RunRecorder:
         await Run.objects.filter(id=self.run_id).aupdate(
             event_count=self.stored, has_conflicts=self.has_conflicts,
             branch_count=self.branches)
-
-    async def _broadcast(self, layer: Any, payloads: list[dict[str, Any]]) -> None:
-        """Send the stored batch to the run's group as one message (consumers'
-        ``run_events``)."""
-        if layer is not None:
-            await layer.group_send(run_group(self.run_id),
-                                   {"type": "run.events", "events": payloads})
 
 
 __all__ = ["RunRecorder"]

@@ -51,6 +51,22 @@ def env_seconds(name: str, default: float, environ: Mapping[str, str] | None = N
     return value
 
 
+def env_int(name: str, default: int, environ: Mapping[str, str] | None = None, *,
+            minimum: int = 1) -> int:
+    """Read a whole number of at least ``minimum``."""
+    env = os.environ if environ is None else environ
+    raw = env.get(name)
+    if raw is None or not raw.strip():
+        return default
+    try:
+        value = int(raw.strip().replace("_", ""))
+    except ValueError:
+        raise ConfigError(f"{name}={raw!r} is not a whole number") from None
+    if value < minimum:
+        raise ConfigError(f"{name}={raw!r} must be at least {minimum}")
+    return value
+
+
 def env_list(name: str, default: str, environ: Mapping[str, str] | None = None) -> list[str]:
     """Read a comma-separated list; blank items are dropped."""
     env = os.environ if environ is None else environ
@@ -73,8 +89,13 @@ def sqlite_database(path: Path) -> dict[str, Any]:
     return {
         "ENGINE": "django.db.backends.sqlite3",
         "NAME": str(path),
+        # timeout: workers and the web server write from several processes; a writer
+        # waits for the lock instead of failing at once.
         "OPTIONS": {"init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
-                    "transaction_mode": "IMMEDIATE"},
+                    "transaction_mode": "IMMEDIATE", "timeout": 30},
+        # Tests on a file too: an in-memory test database shares one cache between
+        # threads, where a writer fails at once ("table is locked") instead of waiting.
+        "TEST": {"NAME": str(path.with_name(f"{path.stem}-test{path.suffix}"))},
     }
 
 

@@ -5,7 +5,8 @@ the stored events after the client's last sequence number, so a batch stored aft
 read is still delivered live; and it forwards only events with ``seq`` above the last one
 it sent, so a batch both read and received is not sent twice. Events are stored before
 they are broadcast (see :mod:`picoflow_web.bridge`), so there is nothing the group can
-deliver that the store could not.
+deliver that the store could not, and a live batch that skips events (one message lost on
+the way) is preceded by the skipped ones, read from the store.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from urllib.parse import parse_qs
 
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from picoflow_web import ingest, selectors
+from picoflow_web import selectors, watchdog
 from picoflow_web.groups import RUNS_GROUP, run_group
 
 MESSAGE_BYTES = 256 * 1024
@@ -37,8 +38,8 @@ class RunConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         if run is None:
             await self._refuse(CLOSE_NOT_FOUND)
             return
-        if run.is_remote and run.status == run.Status.RUNNING:
-            ingest.ensure_watchdog()  # someone watches it: make sure silence is noticed
+        if run.status == run.Status.RUNNING:
+            watchdog.ensure()  # someone watches it: make sure a vanished executor is noticed
         query = parse_qs(self.scope.get("query_string", b"").decode())
         try:
             self.last_seq = int(query.get("after", ["-1"])[0])
@@ -62,8 +63,20 @@ class RunConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
     async def run_events(self, message: dict[str, Any]) -> None:
-        """A live batch from the bridge."""
-        await self._forward(message["events"])
+        """A live batch from the bridge.
+
+        A batch that does not continue what this socket sent means a message was lost on
+        the way (a relay that failed, Redis pub/sub's at-most-once delivery): the missing
+        events are stored already, so they are read back first.
+        """
+        events = message["events"]
+        while events and events[0]["seq"] > self.last_seq + 1:
+            missing = await selectors.run_events_after(self.run_id, self.last_seq)
+            missing = [e for e in missing if e["seq"] < events[0]["seq"]]
+            if not missing:
+                break
+            await self._forward(missing)
+        await self._forward(events)
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         await self.send_json({"type": "error", "message": "This socket only sends events."})

@@ -5,13 +5,16 @@ The flows are the demos (``PICOFLOW_DEMOS``, on by default) and your own
 ``scripted`` (default) plays each demo flow's scripted conversation; ``openai`` sends every
 call to the OpenAI-compatible endpoint at ``OPENAI_BASE_URL`` with ``OPENAI_API_KEY``. Your
 own flows use the models they bring (``Flow.model_providers``) first, else that endpoint
-as provider ``openai`` in either mode.
+as provider ``openai`` in either mode. No run forks more than ``PICOFLOW_MAX_BRANCHES``
+branches in all, whatever its flow allows.
 """
 
 from __future__ import annotations
 
 import os
 from functools import cache
+
+from django.conf import settings
 
 from picoflow_web.flows import FlowsConfigError, configured_flows
 from picoflow_web.store import DjangoSessionStore
@@ -33,14 +36,16 @@ def get_engine() -> FlowEngine:
     if os.environ.get("PICOFLOW_MODEL", "scripted") == "openai":
         return _described(FlowEngine(flows=classes, store=DjangoSessionStore(),
                                      providers={"openai": endpoint, "scripted": endpoint},
-                                     ship_to_dashboard=False))
+                                     ship_to_dashboard=False,
+                                     max_invocations=settings.PICOFLOW_MAX_BRANCHES))
     models: dict[str, Model] = {flow.id: m for flow, m in flows if m is not None}
     # ship_to_dashboard=False: this engine's runs are recorded by the bridge already; with
     # the dashboard variables set in the web process they would come back through ingest.
     return _described(FlowEngine(flows=classes, store=DjangoSessionStore(),
                                  providers={"openai": endpoint},
                                  model_override=lambda name: models.get(name),
-                                 ship_to_dashboard=False))
+                                 ship_to_dashboard=False,
+                                 max_invocations=settings.PICOFLOW_MAX_BRANCHES))
 
 
 def _described(engine: FlowEngine) -> FlowEngine:

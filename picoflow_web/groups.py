@@ -3,15 +3,15 @@
 Senders (the bridge for a run's events, the services for run summaries) and the websocket
 consumers must agree on these names; keeping them here lets each side import the names
 without importing the other side. Sending a run summary lives here too, so the services
-reach Channels only through this module and the bridge stays the one module that touches
-both the runtime and Channels.
+reach browsers only through this module (and :mod:`picoflow_web.relay`, which knows how
+to reach them from any process).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from channels.layers import get_channel_layer
+from picoflow_web import relay
 
 RUNS_GROUP = "runs"
 """Summaries of runs as they start and finish (the runs list)."""
@@ -24,6 +24,14 @@ def run_group(run_id: str) -> str:
 
 async def runs_send(summary: dict[str, Any]) -> None:
     """Send one run summary to the runs list (consumers' ``run_summary``)."""
-    layer = get_channel_layer()
-    if layer is not None:
-        await layer.group_send(RUNS_GROUP, {"type": "run.summary", "run": summary})
+    await relay.publish([summary_message(summary)])
+
+
+def summary_message(summary: dict[str, Any]) -> relay.Message:
+    """The runs list's message about one run."""
+    return RUNS_GROUP, {"type": "run.summary", "run": summary}
+
+
+def events_message(run_id: str, events: list[dict[str, Any]]) -> relay.Message:
+    """A run page's message with a stored batch of its events."""
+    return run_group(run_id), {"type": "run.events", "events": events}

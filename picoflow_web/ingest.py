@@ -9,36 +9,33 @@ resent event already stored is accepted and ignored, a gap is refused with the `
 expected next, unless a ``sink.overflowed`` of the same request says those events were
 lost) — so a refused request stores nothing of itself. Then, in one transaction,
 runs are created and updated from the events themselves (``turn.started`` creates the
-run, ``turn.finished``/``turn.failed`` end it), the events are stored, and only then
-broadcast to the run's group: the same path, and the same page, as runs the dashboard
+run, ``turn.finished``/``turn.failed``/``turn.cancelled`` end it), the events are stored,
+and only then broadcast to the run's group: the same path, and the same page, as runs the dashboard
 executed, but for the origin label.
 
 A remote run that goes silent (no events, no heartbeats) for ``PICOFLOW_REMOTE_TIMEOUT``
-seconds is declared interrupted: a ``run.interrupted`` event is stored and broadcast, and
-whatever arrives for it later is refused.
+seconds is declared interrupted (by the watchdog, :mod:`picoflow_web.watchdog`): a
+``run.interrupted`` event is stored and broadcast, and whatever arrives for it later is
+refused.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
 import json
 import logging
 import time
-import weakref
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import transaction
 from django.http import HttpRequest
 from django.utils import timezone
 from pydantic import ValidationError
 
-from picoflow_web import groups
+from picoflow_web import groups, relay
 from picoflow_web.models import EventRecord, Run, StoredSession
 from runtime.events import (
     EVENT_TYPES,
@@ -254,16 +251,16 @@ def _covered(start: int, stop: int, ranges: list[tuple[int, int]]) -> bool:
 
 
 @dataclass
-class _Stored:
-    """What a request stored, for the reply and the broadcast."""
+class Stored:
+    """What a request (or a watchdog round) stored, for the reply and the broadcast."""
 
     reply: dict[str, dict[str, Any]] = field(default_factory=dict)
     events: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     summaries: list[dict[str, Any]] = field(default_factory=list)
 
 
-def _store(lines: list[Line], origin: dict[str, Any], user: Any) -> _Stored:
-    out = _Stored()
+def _store(lines: list[Line], origin: dict[str, Any], user: Any) -> Stored:
+    out = Stored()
     ids = {line.run_id for line in lines}
     with transaction.atomic():
         runs = {run.id: run for run in Run.objects.select_for_update().filter(id__in=ids)}
@@ -317,6 +314,13 @@ def _apply(run: Run, events: list[dict[str, Any]], now: Any) -> bool:
             run.reply = {"success": event["success"], "completed": event["completed"],
                          "message": event["message"], "session_id": run.session_id,
                          "content_type": event["content_type"], "error_code": None}
+        elif event["type"] == "turn.cancelled":
+            run.status, ended = Run.Status.CANCELLED, True
+            who = event.get("requested_by")
+            run.cancel_requested = {"by": who, "at": None} if who else run.cancel_requested
+            run.reply = {"success": False, "completed": False,
+                         "message": f"Stopped: {event['reason']}", "session_id": run.session_id,
+                         "content_type": "text/plain", "error_code": "turn_cancelled"}
         elif event["type"] == "turn.failed":
             run.status, ended = Run.Status.FAILED, True
             error = event["error"]
@@ -360,34 +364,33 @@ def _session_record(run: Run) -> None:
         "flow": run.flow, "revision": revision, "run_status": status, "doc": record})
 
 
-async def _broadcast(stored: _Stored) -> None:
-    layer = get_channel_layer()
-    if layer is not None:
-        for run_id, events in stored.events.items():
-            for start in range(0, len(events), BROADCAST_EVENTS):
-                await layer.group_send(groups.run_group(run_id), {
-                    "type": "run.events", "events": events[start:start + BROADCAST_EVENTS]})
-    for summary in stored.summaries:
-        await groups.runs_send(summary)
+def messages_of(stored: Stored) -> list[relay.Message]:
+    """What to tell browsers about what a request (or a watchdog round) stored."""
+    messages = [groups.events_message(run_id, events[start:start + BROADCAST_EVENTS])
+                for run_id, events in stored.events.items()
+                for start in range(0, len(events), BROADCAST_EVENTS)]
+    return messages + [groups.summary_message(s) for s in stored.summaries]
+
+
+async def _broadcast(stored: Stored) -> None:
+    await relay.publish(messages_of(stored))
 
 
 async def events_ingest(body: bytes, *, origin: dict[str, Any], user: Any
                         ) -> dict[str, dict[str, Any]]:
     """Check, store, then broadcast one request's events; the reply's ``runs``."""
-    ensure_watchdog()
     stored = await sync_to_async(_ingest_sync)(body, origin, user)
     await _broadcast(stored)
     return stored.reply
 
 
-def _ingest_sync(body: bytes, origin: dict[str, Any], user: Any) -> _Stored:
+def _ingest_sync(body: bytes, origin: dict[str, Any], user: Any) -> Stored:
     lines = parse_lines(body)
-    return _store(lines, origin, user) if lines else _Stored()
+    return _store(lines, origin, user) if lines else Stored()
 
 
 async def runs_heartbeat(run_ids: list[str]) -> dict[str, dict[str, Any]]:
     """Mark these remote runs as heard from now; their status and last stored seq."""
-    ensure_watchdog()
     return await sync_to_async(_heartbeat_sync)(run_ids)
 
 
@@ -400,11 +403,11 @@ def _heartbeat_sync(run_ids: list[str]) -> dict[str, dict[str, Any]]:
 # -- the watchdog: silent remote runs become interrupted -------------------------------
 
 
-def interrupt_silent_runs() -> _Stored:
+def interrupt_silent_runs() -> Stored:
     """Declare every remote run silent for longer than the timeout interrupted: store its
     ``run.interrupted`` event (not yet broadcast)."""
     timeout = settings.PICOFLOW_REMOTE_TIMEOUT
-    out = _Stored()
+    out = Stored()
     cutoff = timezone.now() - timedelta(seconds=timeout)
     candidates = Run.objects.filter(status=Run.Status.RUNNING, origin__kind="remote",
                                     last_seen_at__lt=cutoff).values_list("id", flat=True)
@@ -419,20 +422,31 @@ def interrupt_silent_runs() -> _Stored:
             if last is None:
                 continue
             silent = (timezone.now() - run.last_seen_at).total_seconds()
-            event = interruption(last, now=time.time(), silent_for=round(silent, 3),
-                                 reason=f"No events or heartbeats for {timeout:g} s: the "
-                                        "process running it stopped reporting.")
-            payload = json.loads(dump_event(event))
-            EventRecord.objects.create(run_id=run_id, seq=event.seq, type=event.type,
-                                       path=event.path, payload=payload)
-            run.status, run.finished_at = Run.Status.INTERRUPTED, timezone.now()
-            run.interruption = {"reason": event.reason, "silent_for": event.silent_for}
-            run.event_count, run.last_seq = run.event_count + 1, event.seq
-            run.save(update_fields=["status", "finished_at", "event_count", "last_seq",
-                                    "interruption"])
+            payload = store_interruption(
+                run, last, silent_for=silent,
+                reason=f"No events or heartbeats for {timeout:g} s: the process running it "
+                       "stopped reporting.")
             out.events[run_id] = [payload]
             out.summaries.append(run.summary())
     return out
+
+
+def store_interruption(run: Run, last: dict[str, Any], *, silent_for: float, reason: str,
+                       **extra: Any) -> dict[str, Any]:
+    """Store ``run``'s ``run.interrupted`` after its ``last`` stored event and mark the run
+    interrupted (inside the caller's transaction, with ``run`` locked); the stored event.
+    ``extra`` are the event's optional fields (``worker``, ``revision``)."""
+    event = interruption(last, now=time.time(), silent_for=round(max(0.0, silent_for), 3),
+                         reason=reason, **extra)
+    payload: dict[str, Any] = json.loads(dump_event(event))
+    EventRecord.objects.create(run_id=run.id, seq=event.seq, type=event.type,
+                               path=event.path, payload=payload)
+    run.status, run.finished_at = Run.Status.INTERRUPTED, timezone.now()
+    run.interruption = {"reason": event.reason, "silent_for": event.silent_for, **extra}
+    run.event_count, run.last_seq = run.event_count + 1, event.seq
+    run.save(update_fields=["status", "finished_at", "event_count", "last_seq",
+                            "interruption"])
+    return payload
 
 
 async def interrupt_and_broadcast() -> int:
@@ -442,33 +456,6 @@ async def interrupt_and_broadcast() -> int:
     return len(stored.events)
 
 
-_WATCHDOGS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Task[None]] = (
-    weakref.WeakKeyDictionary())
-
-
-def ensure_watchdog() -> None:
-    """Start this process's watchdog on the running loop, once.
-
-    Started by the first ingest, heartbeat, page or websocket that needs it, so a web
-    process that never sees a remote run never polls for one.
-    """
-    loop = asyncio.get_running_loop()
-    task = _WATCHDOGS.get(loop)
-    if task is None or task.done():
-        # A fresh context: the request's context points sync_to_async at the request's
-        # own thread executor, which is gone once the response is sent.
-        _WATCHDOGS[loop] = loop.create_task(_watch(), context=contextvars.Context())
-
-
-async def _watch() -> None:
-    interval = min(5.0, settings.PICOFLOW_REMOTE_TIMEOUT / 4)
-    while True:
-        try:
-            await interrupt_and_broadcast()
-        except Exception:  # keep watching; one failed round must not end the watchdog
-            logger.exception("Checking remote runs for silence failed")
-        await asyncio.sleep(interval)
-
-
-__all__ = ["IngestError", "ensure_watchdog", "events_ingest", "interrupt_and_broadcast",
-           "interrupt_silent_runs", "parse_lines", "read_body", "runs_heartbeat"]
+__all__ = ["IngestError", "Stored", "events_ingest", "interrupt_and_broadcast",
+           "interrupt_silent_runs", "messages_of", "parse_lines", "read_body",
+           "runs_heartbeat", "store_interruption"]

@@ -31,12 +31,19 @@ class Run(models.Model):
     """The recorded events of one turn."""
 
     class Status(models.TextChoices):
+        QUEUED = "queued"
+        """Enqueued; no worker has taken it yet."""
         RUNNING = "running"
         FINISHED = "finished"
         FAILED = "failed"
         INTERRUPTED = "interrupted"
         """The executor stopped reporting before the turn ended (a remote process that
-        died or lost its connection)."""
+        died or lost its connection, a worker whose lease expired)."""
+        CANCELLED = "cancelled"
+        """Stopped on request (``POST /api/runs/<id>/cancel``), queued or running."""
+
+    ENDED = frozenset({"finished", "failed", "interrupted", "cancelled"})
+    """Statuses a run never leaves."""
 
     id = models.CharField(primary_key=True, max_length=64)
     flow = models.CharField(max_length=200, db_index=True)
@@ -53,8 +60,9 @@ class Run(models.Model):
     started_at = models.DateTimeField(auto_now_add=True, db_index=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     origin = models.JSONField(default=dict, blank=True)
-    """Where the turn executed: ``{}`` or ``{"kind": "server"}`` for a run the dashboard
-    executed, ``{"kind": "remote", "host": ..., "pid": ...}`` for one shipped to ingest."""
+    """Where the turn executed: ``{"kind": "worker"}`` for a run one of the dashboard's
+    workers executes (see :attr:`worker`), ``{"kind": "remote", "host": ..., "pid": ...}``
+    for one shipped to ingest; ``{}`` for runs recorded before workers existed."""
     last_seen_at = models.DateTimeField(null=True, blank=True, db_index=True)
     """When a remote run last sent events or a heartbeat."""
     last_seq = models.IntegerField(default=-1)
@@ -62,6 +70,14 @@ class Run(models.Model):
     not ``event_count - 1``)."""
     interruption = models.JSONField(null=True, blank=True)
     """``{"reason", "silent_for"}`` of an interrupted run (its ``run.interrupted``)."""
+    config = models.JSONField(null=True, blank=True)
+    """The config the turn was started with (checked against the flow's schema)."""
+    worker = models.CharField(max_length=100, blank=True)
+    """The worker executing (or that executed) the run."""
+    lease_expires_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    """Until when the worker's lease on the run holds; it renews it while the turn runs."""
+    cancel_requested = models.JSONField(null=True, blank=True)
+    """``{"by", "at"}`` once someone asked the run to stop."""
 
     class Meta:
         ordering = ("-started_at",)
@@ -80,6 +96,8 @@ class Run(models.Model):
             "finished_at": self.finished_at.isoformat() if self.finished_at else None,
             "origin": self.origin_info(),
             "interruption": self.interruption,
+            "worker": self.worker or None,
+            "cancel_requested": self.cancel_requested,
         }
 
     @property
@@ -87,8 +105,18 @@ class Run(models.Model):
         """Whether the run was shipped from another process (through ingest)."""
         return self.origin.get("kind") == "remote"
 
+    @property
+    def in_worker(self) -> bool:
+        """Whether one of the dashboard's workers executes the run."""
+        return self.origin.get("kind") == "worker"
+
     def origin_info(self) -> dict[str, object]:
-        """The origin with a label for pages: ``server``, or ``host (pid N)``."""
+        """The origin with a label for pages: ``worker <id>``, ``host (pid N)`` or
+        ``server``."""
+        if self.in_worker:
+            worker = self.worker or None
+            return {"kind": "worker", "worker": worker,
+                    "label": f"worker {worker}" if worker else "worker (waiting for one)"}
         if not self.is_remote:
             return {"kind": "server", "label": "server"}
         host, pid = self.origin.get("host") or "unknown host", self.origin.get("pid")

@@ -1,14 +1,14 @@
 """Writes of the web app (``<entity>_<action>``): runs and sessions.
 
-A run's row is created, finished and announced to the runs list here; its events are
-stored by the bridge's sink while the turn runs (:mod:`picoflow_web.bridge`). Reads are in
+A run's row is created (queued), finished and announced to the runs list here, and asked
+to stop; a worker executes it (:mod:`picoflow_web.execution`), its events stored by the
+bridge's sink while the turn runs (:mod:`picoflow_web.bridge`). Reads are in
 :mod:`picoflow_web.selectors`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import logging
 import uuid
 from typing import Any
@@ -19,12 +19,12 @@ from picoflow_web import groups
 from picoflow_web.bridge import RunRecorder
 from picoflow_web.engine import get_engine
 from picoflow_web.models import Run
-from runtime import ConfigValidationError, FlowInputError, RunReply
+from runtime import CancelToken, ConfigValidationError, FlowInputError, RunReply
 
 logger = logging.getLogger("picoflow.web")
 
-_BACKGROUND: set[asyncio.Task[Any]] = set()
-"""Turns running in the server; kept referenced so they are not garbage-collected."""
+TURN_CANCELLED = "turn_cancelled"
+"""The reply's ``error_code`` of a stopped turn."""
 
 MAX_MESSAGE_CHARS = 20_000
 
@@ -63,45 +63,93 @@ def _check(flow: str, message: str | None, session_id: str | None,
         raise InputError(str(exc), exc.code) from None
 
 
-async def run_execute(
+async def run_start(
     *, flow: str, message: str | None, session_id: str | None = None,
-    config: dict[str, Any] | None = None, user: Any = None, run_id: str | None = None,
-) -> tuple[Run, RunReply]:
-    """Run one turn to its end, recording its events; returns the run and the reply."""
-    config = _check(flow, message, session_id, config)
-    run_id = run_id or uuid.uuid4().hex
-    run = await Run.objects.filter(id=run_id).afirst()
-    if run is None:
-        run = await _run_create(run_id, flow, message, session_id, user)
-    recorder = RunRecorder(run_id)
-    recorder.start()
-    try:
-        reply = await get_engine().run(flow, message, session_id=session_id, config=config,
-                                       run_id=run_id, sinks=[recorder])
-    finally:
-        await recorder.close()
-    run = await run_finish(run_id, reply.model_dump())
-    return run, reply
-
-
-async def _run_create(
-    run_id: str, flow: str, message: str | None, session_id: str | None, user: Any
+    config: dict[str, Any] | None = None, user: Any = None,
 ) -> Run:
-    """A new running run, announced to the runs list."""
+    """Queue a turn for a worker and return at once; the run page follows it live.
+
+    The run is stored ``queued`` before its task is, so a worker that takes the task finds
+    it (and a run whose task could not be queued says so instead of waiting forever).
+    """
+    config = _check(flow, message, session_id, config)
     authenticated = user is not None and getattr(user, "is_authenticated", False)
-    run = await Run.objects.acreate(id=run_id, flow=flow, message=message or "",
-                                    session_id=session_id or "",
-                                    started_by=user if authenticated else None)
+    run = await Run.objects.acreate(
+        id=uuid.uuid4().hex, flow=flow, message=message or "", session_id=session_id or "",
+        config=config, status=Run.Status.QUEUED, origin={"kind": "worker"},
+        started_by=user if authenticated else None)
     await run_broadcast(run)
+    from picoflow_web.tasks import execute_run  # the task module needs the app registry
+
+    try:
+        await execute_run.aenqueue(run.id)
+    except Exception as exc:
+        logger.exception("Queueing run %s failed", run.id)
+        await run_finish(run.id, {
+            "success": False, "completed": False, "session_id": run.session_id,
+            "message": f"The run could not be queued: {exc}", "content_type": "text/plain",
+            "error_code": "not_queued"}, status=Run.Status.FAILED, only_from=Run.Status.QUEUED)
     return run
 
 
-async def run_finish(run_id: str, reply: dict[str, Any]) -> Run:
-    """Record a turn's reply on its run, and announce the finished run."""
-    status = Run.Status.FINISHED if reply["success"] else Run.Status.FAILED
+async def run_execute(
+    *, flow: str, message: str | None, session_id: str | None = None,
+    config: dict[str, Any] | None = None, user: Any = None,
+) -> tuple[Run, RunReply]:
+    """Queue a turn and wait for its end (``POST /ai/run`` answers with the reply)."""
+    run = await run_start(flow=flow, message=message, session_id=session_id, config=config,
+                          user=user)
+    return await run_wait(run.id)
+
+
+async def run_wait(run_id: str, poll: float = 0.05) -> tuple[Run, RunReply]:
+    """Wait until the run ended (whoever executes it); the run and its reply."""
+    while True:
+        run = await Run.objects.aget(id=run_id)
+        if run.status in Run.ENDED:
+            return run, reply_of(run)
+        await asyncio.sleep(poll)
+
+
+def reply_of(run: Run) -> RunReply:
+    """An ended run's reply; an interrupted run's says why it has none."""
+    if run.reply:
+        return RunReply.model_validate(run.reply)
+    reason = (run.interruption or {}).get("reason") or f"The run ended {run.status}."
+    code = "run_interrupted" if run.status == Run.Status.INTERRUPTED else f"run_{run.status}"
+    return RunReply(success=False, completed=False, message=reason,
+                    session_id=run.session_id, content_type="text/plain", error_code=code)
+
+
+async def run_execute_claimed(run: Run, *, cancel: CancelToken | None = None) -> RunReply:
+    """Execute a run a worker has claimed, recording its events; its reply."""
+    recorder = RunRecorder(run.id)
+    recorder.start()
+    try:
+        reply = await get_engine().run(
+            run.flow, run.message or None, session_id=run.session_id or None,
+            config=run.config, run_id=run.id, sinks=[recorder], cancel=cancel)
+    finally:
+        await recorder.close()
+    cancelled = reply.error_code == TURN_CANCELLED
+    await run_finish(run.id, reply.model_dump(),
+                     status=Run.Status.CANCELLED if cancelled else None)
+    return reply
+
+
+async def run_finish(run_id: str, reply: dict[str, Any], *, status: str | None = None,
+                     only_from: str = Run.Status.RUNNING) -> Run:
+    """Record a turn's reply on its run, and announce the ended run.
+
+    Only a run still ``only_from`` (running) changes: one declared interrupted meanwhile
+    (its lease lapsed) stays interrupted.
+    """
+    if status is None:
+        status = Run.Status.FINISHED if reply["success"] else Run.Status.FAILED
     # The reply's session id, not the request's: a turn without one started a session.
-    await Run.objects.filter(id=run_id).aupdate(
-        status=status, reply=reply, session_id=reply["session_id"], finished_at=timezone.now())
+    await Run.objects.filter(id=run_id, status=only_from).aupdate(
+        status=status, reply=reply, session_id=reply["session_id"], finished_at=timezone.now(),
+        lease_expires_at=None)
     run = await Run.objects.aget(id=run_id)
     await run_broadcast(run)
     return run
@@ -112,26 +160,39 @@ async def run_broadcast(run: Run) -> None:
     await groups.runs_send(run.summary())
 
 
-async def run_start(
-    *, flow: str, message: str | None, session_id: str | None = None,
-    config: dict[str, Any] | None = None, user: Any = None,
-) -> Run:
-    """Start a turn in the server and return at once; the run page follows it live."""
-    config = _check(flow, message, session_id, config)
-    run = await _run_create(uuid.uuid4().hex, flow, message, session_id, user)
+class RunEnded(InputError):
+    """The run cannot be stopped: it already ended (or is not the dashboard's to stop)."""
 
-    async def execute() -> None:
-        try:
-            await run_execute(flow=flow, message=message, session_id=session_id,
-                              config=config, user=user, run_id=run.id)
-        except Exception:
-            logger.exception("Run %s failed outside the flow", run.id)
 
-    # A fresh context: the request's context points sync_to_async at the request's own
-    # thread executor, which is gone once the response is sent.
-    task = asyncio.get_running_loop().create_task(execute(), context=contextvars.Context())
-    _BACKGROUND.add(task)
-    task.add_done_callback(_BACKGROUND.discard)
+async def run_cancel(run_id: str, user: Any) -> Run | None:
+    """Ask a run to stop (``POST /api/runs/<id>/cancel``); None for an unknown run.
+
+    A queued run ends ``cancelled`` at once and is never executed; a running one is
+    stopped by its worker (its lease keeper sees the request), cooperatively: the turn's
+    cancel token, with the flow's grace period. Asking twice is asking once.
+    """
+    by = getattr(user, "get_username", lambda: "")() or "someone"
+    request = {"by": by, "at": timezone.now().isoformat()}
+    run = await Run.objects.filter(id=run_id).afirst()
+    if run is None:
+        return None
+    if run.is_remote:
+        raise RunEnded(f"Run {run_id} runs in its own process ({run.origin_info()['label']}); "
+                       "stop it there.", "not_cancellable")
+    stopped = await Run.objects.filter(id=run_id, status=Run.Status.QUEUED).aupdate(
+        status=Run.Status.CANCELLED, cancel_requested=request, finished_at=timezone.now(),
+        reply={"success": False, "completed": False, "session_id": run.session_id,
+               "message": f"Stopped by {by} before it started.",
+               "content_type": "text/plain", "error_code": TURN_CANCELLED})
+    if not stopped:
+        asked = await Run.objects.filter(id=run_id, status=Run.Status.RUNNING,
+                                         cancel_requested__isnull=True).aupdate(
+            cancel_requested=request)
+        run = await Run.objects.aget(id=run_id)
+        if not asked and run.status != Run.Status.RUNNING:
+            raise RunEnded(f"Run {run_id} has ended ({run.status}).", "run_ended")
+    run = await Run.objects.aget(id=run_id)
+    await run_broadcast(run)
     return run
 
 
@@ -140,5 +201,5 @@ async def session_end(session_id: str) -> bool:
     return await get_engine().delete_session(session_id)
 
 
-__all__ = ["InputError", "run_broadcast", "run_execute", "run_finish", "run_start",
-           "session_end"]
+__all__ = ["InputError", "RunEnded", "reply_of", "run_broadcast", "run_cancel", "run_execute",
+           "run_execute_claimed", "run_finish", "run_start", "run_wait", "session_end"]

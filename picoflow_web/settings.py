@@ -38,6 +38,25 @@ PICOFLOW_SECURE_PROXY_SSL_HEADER
 PICOFLOW_REMOTE_TIMEOUT
     Seconds a remote run (one shipped to ``/api/ingest``) may stay silent — no events, no
     heartbeats — before it is declared ``interrupted``. Default 30.
+PICOFLOW_WORKER_LEASE
+    Seconds a worker's lease on a run lasts; the worker renews it while the turn runs
+    (every quarter of it). A run whose lease expired (worker killed, machine gone) becomes
+    ``interrupted``. Default 10.
+PICOFLOW_WORKER_POLL
+    Seconds an idle worker waits before looking for a queued run again. Default 0.1.
+PICOFLOW_WORKER_CONCURRENCY
+    Runs one worker process executes at once (threads, each taking one run at a time).
+    Default 1: on CPython, processes (``PICOFLOW_WORKERS``) use more cores than threads.
+PICOFLOW_WORKERS
+    Worker processes ``manage.py serve`` (``make run``) starts beside Daphne. Default 4.
+PICOFLOW_MAX_BRANCHES
+    Most branches one run may fork in all (every barrier of the turn together), whatever
+    the flow allows; a run that asks for more fails at the fork. Default 100000.
+PICOFLOW_RELAY_URL
+    Where a worker sends live events and run summaries for browsers when the channel layer
+    is the in-memory one (each process has its own): the web server's base URL, e.g.
+    ``http://127.0.0.1:8000``. ``manage.py serve`` sets it for its workers. Unused with
+    ``REDIS_URL`` (workers then publish to Redis themselves). Default: unset.
 PICOFLOW_LOG_LEVEL
     Log level for the console logger. Default ``INFO``.
 PICOFLOW_FLOWS, PICOFLOW_DEMOS
@@ -53,6 +72,7 @@ from typing import Any
 
 from picoflow_web.conf import (
     env_bool,
+    env_int,
     env_list,
     env_seconds,
     load_or_create_secret_key,
@@ -75,6 +95,12 @@ SECRET_KEY = os.environ.get("PICOFLOW_SECRET_KEY") or load_or_create_secret_key(
 ALLOWED_HOSTS = env_list("PICOFLOW_ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]")
 CSRF_TRUSTED_ORIGINS = env_list("PICOFLOW_CSRF_TRUSTED_ORIGINS", "")
 PICOFLOW_REMOTE_TIMEOUT = env_seconds("PICOFLOW_REMOTE_TIMEOUT", 30.0)
+PICOFLOW_WORKER_LEASE = env_seconds("PICOFLOW_WORKER_LEASE", 10.0)
+PICOFLOW_WORKER_POLL = env_seconds("PICOFLOW_WORKER_POLL", 0.1)
+PICOFLOW_WORKER_CONCURRENCY = env_int("PICOFLOW_WORKER_CONCURRENCY", 1)
+PICOFLOW_WORKERS = env_int("PICOFLOW_WORKERS", 4, minimum=0)
+PICOFLOW_MAX_BRANCHES = env_int("PICOFLOW_MAX_BRANCHES", 100_000)
+PICOFLOW_RELAY_URL = os.environ.get("PICOFLOW_RELAY_URL", "").strip().rstrip("/")
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -84,8 +110,14 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "channels",
+    # Before django_tasks_db: its db_worker command is extended by picoflow_web's.
     "picoflow_web",
+    "django_tasks",
+    "django_tasks_db",
 ]
+
+# Runs execute in worker processes (manage.py db_worker), queued in the database.
+TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",

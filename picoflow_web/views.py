@@ -20,7 +20,7 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_safe
 
-from picoflow_web import __version__, ingest, selectors
+from picoflow_web import __version__, selectors, watchdog
 from picoflow_web.engine import get_engine
 
 SESSION_CHOICES = 50
@@ -35,7 +35,7 @@ async def _render(request: HttpRequest, template: str, context: dict[str, Any]) 
 @login_required
 async def index(request: HttpRequest) -> HttpResponse:
     """The runs list, with the form that starts a run."""
-    await ingest.interrupt_and_broadcast()  # silent remote runs are not listed as running
+    await watchdog.sweep()  # runs whose executor vanished are not listed as running
     return await _render(request, "picoflow_web/index.html", {
         "version": __version__,
         "flows": get_engine().get_flow_names(),

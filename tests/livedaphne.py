@@ -48,6 +48,34 @@ class LiveDaphne:
     data_dir: Path
     log_path: Path
     env: dict[str, str] = field(repr=False)
+    workers: list[subprocess.Popen[bytes]] = field(default_factory=list, repr=False)
+    """The ``manage.py db_worker`` processes started for this server (``start_worker``)."""
+
+    def start_worker(self, worker_id: str | None = None,
+                     env: Mapping[str, str | None] | None = None) -> subprocess.Popen[bytes]:
+        """Start a ``manage.py db_worker`` on this server's database; browsers hear its runs
+        through this server (``PICOFLOW_RELAY_URL``). Stopped with the server."""
+        worker_env = dict(self.env, PICOFLOW_RELAY_URL=self.base_url)
+        for key, value in (env or {}).items():
+            if value is None:
+                worker_env.pop(key, None)
+            else:
+                worker_env[key] = value
+        name = worker_id or f"w{len(self.workers) + 1}-{self.port}"
+        log = (self.data_dir / f"worker-{name}.log").open("wb")
+        process = subprocess.Popen(
+            [sys.executable, str(REPO_ROOT / "manage.py"), "db_worker", "--no-startup-delay",
+             "--worker-id", name, "--interval", worker_env.get("PICOFLOW_WORKER_POLL", "0.05")],
+            cwd=REPO_ROOT, env=worker_env, stdin=subprocess.DEVNULL, stdout=log,
+            stderr=subprocess.STDOUT)
+        log.close()
+        self.workers.append(process)
+        return process
+
+    def worker_logs(self) -> str:
+        """Everything the workers wrote so far."""
+        return "".join(f"--- {path.name} ---\n{path.read_text(errors='replace')}"
+                       for path in sorted(self.data_dir.glob("worker-*.log")))
 
     @property
     def base_url(self) -> str:
@@ -161,6 +189,7 @@ def live_daphne(
     host: str = "127.0.0.1",
     startup_timeout: float = 30.0,
     extra_args: tuple[str, ...] = (),
+    workers: int = 1,
 ) -> Iterator[LiveDaphne]:
     """Run Daphne for the duration of the ``with`` block.
 
@@ -168,7 +197,8 @@ def live_daphne(
     variable). ``data_dir`` defaults to a fresh temporary folder that is removed
     afterwards; a given one is kept. ``migrate`` runs ``manage.py migrate``
     with the same environment first. ``extra_args`` go to the daphne command
-    line before the application path.
+    line before the application path. ``workers`` ``manage.py db_worker`` processes
+    execute the runs started through it (more with ``server.start_worker()``).
     """
     owns_data_dir = data_dir is None
     data_path = Path(tempfile.mkdtemp(prefix="picoflow-daphne-")) if data_dir is None else data_dir
@@ -219,12 +249,18 @@ def live_daphne(
             env=server_env,
         )
         _wait_until_ready(server, startup_timeout)
+        for _ in range(workers):
+            server.start_worker()
         try:
             yield server
         except BaseException:
             # Shown by pytest with the failing test's captured output.
-            print(f"--- Daphne log ({log_path}) ---\n{server.log()}", file=sys.stderr)
+            print(f"--- Daphne log ({log_path}) ---\n{server.log()}\n{server.worker_logs()}",
+                  file=sys.stderr)
             raise
+        finally:
+            for worker in server.workers:
+                _stop(worker)
     finally:
         if process is not None:
             _stop(process)

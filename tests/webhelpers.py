@@ -158,16 +158,16 @@ async def stored_count(run_id: str) -> int:
 
 
 async def wait_run_done(run_id: str, timeout: float = 15.0) -> Any:
-    """Wait until the run is no longer running, and until its background task ended."""
-    from picoflow_web import services
+    """Wait until the run ended, and until its (inline) task ended."""
     from picoflow_web.models import Run
+    from tests import inline_tasks
 
     async def done() -> bool:
         status = await Run.objects.filter(id=run_id).values_list("status", flat=True).afirst()
-        return status is not None and status != Run.Status.RUNNING
+        return status in Run.ENDED
 
     await wait_until(done, timeout=timeout, what=f"run {run_id} to finish")
-    pending = [t for t in list(services._BACKGROUND) if not t.done()]
+    pending = [t for t in list(inline_tasks.RUNNING) if not t.done()]
     if pending:
         await asyncio.wait(pending, timeout=timeout)
     return await Run.objects.aget(id=run_id)

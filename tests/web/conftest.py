@@ -3,6 +3,8 @@
 * ``anyio_backend`` is asyncio only: Channels and Daphne do not run on trio.
 * Every test gets a fresh in-memory channel layer (assigning ``CHANNEL_LAYERS`` makes
   channels drop its cached layer, whose queues are bound to the previous event loop).
+* Queued runs execute in the test process, on its event loop (``tests/inline_tasks.py``);
+  the live tests run real ``manage.py db_worker`` processes instead.
 * Passwords use a fast hasher (live servers keep the real one).
 * ``demo_latency`` rebuilds the process-wide demo engine with a small time unit, so turns
   played in-process take tens of milliseconds, and drops it again afterwards.
@@ -16,6 +18,7 @@ import pytest
 from django.test import override_settings
 
 from picoflow_web.engine import get_engine
+from tests.inline_tasks import INLINE_TASKS
 
 FAST_LATENCY = 0.002
 """Time unit of in-process demo turns that only need to finish."""
@@ -31,6 +34,13 @@ def fresh_channel_layer() -> Iterator[None]:
     layers = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer",
                           "CONFIG": {"capacity": 100_000}}}
     with override_settings(CHANNEL_LAYERS=layers):
+        yield
+
+
+@pytest.fixture(autouse=True)
+def inline_tasks() -> Iterator[None]:
+    """Queued runs execute on the test's event loop (see tests/inline_tasks.py)."""
+    with override_settings(TASKS=INLINE_TASKS):
         yield
 
 

@@ -18,6 +18,7 @@ from picoflow_web.api import MAX_BODY_BYTES
 from picoflow_web.engine import get_engine
 from picoflow_web.models import EventRecord, Run, StoredSession
 from runtime.events import parse_event
+from tests import inline_tasks
 from tests.livedaphne import LiveDaphne, live_daphne, run_manage
 from tests.webhelpers import (
     HttpSession,
@@ -149,7 +150,7 @@ async def test_session_post_needs_csrf_token_and_bearer_does_not() -> None:
 
 async def drain_background(timeout: float = 10.0) -> None:
     """Let turns started by ``POST /api/runs`` end before the test's loop closes."""
-    pending = [t for t in list(services._BACKGROUND) if not t.done()]
+    pending = [t for t in list(inline_tasks.RUNNING) if not t.done()]
     if pending:
         await asyncio.wait(pending, timeout=timeout)
 

@@ -109,10 +109,16 @@ async def finished_run(flow: str = "ResearchFlow", message: str = "research tide
 
 
 async def start_live_run(flow: str = "TimingFlow") -> Run:
-    """A run started in the background, as the dashboard starts it; it is still running."""
+    """A run started as the dashboard starts it (queued), once a worker took it; it is
+    still running."""
     run = await services.run_start(flow=flow, message="go")
-    assert run.status == Run.Status.RUNNING
-    return run
+    assert run.status == Run.Status.QUEUED
+
+    async def taken() -> bool:
+        return await Run.objects.filter(id=run.id, status=Run.Status.RUNNING).aexists()
+
+    await wait_until(taken, what=f"a worker to take run {run.id}")
+    return await Run.objects.aget(id=run.id)
 
 
 # -- refusals -------------------------------------------------------------------------------
@@ -339,10 +345,13 @@ async def _at_least(run_id: str, count: int) -> bool:
 async def test_runs_list_announces_started_and_finished_runs(cookie: str, live: None) -> None:
     communicator = await connect("/ws/runs/", cookie)
     run = await start_live_run("ResearchFlow")
+    queued = await communicator.receive_json_from(timeout=5)
+    assert queued["type"] == "run"
+    assert queued["run"]["id"] == run.id and queued["run"]["status"] == "queued"
+    assert queued["run"]["flow"] == "ResearchFlow"
     started = await communicator.receive_json_from(timeout=5)
-    assert started["type"] == "run"
     assert started["run"]["id"] == run.id and started["run"]["status"] == "running"
-    assert started["run"]["flow"] == "ResearchFlow"
+    assert started["run"]["worker"] == started["run"]["origin"]["worker"] == "inline"
     finished = await communicator.receive_json_from(timeout=10)
     assert finished["run"]["id"] == run.id and finished["run"]["status"] == "finished"
     assert finished["run"]["event_count"] == await stored_count(run.id) > 0

@@ -1,0 +1,165 @@
+"""Worker leases: which worker executes a run, and noticing when it is gone.
+
+A worker takes a queued run by *claiming* it: one conditional update turns it ``running``
+with the worker's id and a lease that ends ``PICOFLOW_WORKER_LEASE`` seconds later. Only
+one update can win, so a run is never executed by two workers, and a run that is no longer
+queued (cancelled, interrupted, taken) is not executed at all. While the turn runs, a
+:class:`LeaseKeeper` thread renews the lease and watches for a stop request.
+
+A lease that expired means its worker stopped (killed, machine gone, or stuck for longer
+than a lease): :func:`expire` declares such runs ``interrupted`` with a stored
+``run.interrupted`` event that names the worker and the session revision the session stays
+at. Web servers (their watchdog) and workers (at start-up and while they wait) run it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import close_old_connections, connection, transaction
+from django.utils import timezone
+
+from picoflow_web.ingest import Stored, store_interruption
+from picoflow_web.models import EventRecord, Run
+
+logger = logging.getLogger("picoflow.web")
+
+CANCEL_POLL = 0.2
+"""Seconds between a keeper's looks for a stop request (the Stop button's latency)."""
+SAVED_TYPES = ("session.saved", "checkpoint.saved")
+
+
+def lease_seconds() -> float:
+    return float(settings.PICOFLOW_WORKER_LEASE)
+
+
+def claim(run_id: str, worker: str) -> Run | None:
+    """Take a queued run for ``worker``; None if it is not queued (any more)."""
+    now = timezone.now()
+    taken = Run.objects.filter(id=run_id, status=Run.Status.QUEUED).update(
+        status=Run.Status.RUNNING, worker=worker[:100],
+        lease_expires_at=now + timedelta(seconds=lease_seconds()), last_seen_at=now)
+    return Run.objects.get(id=run_id) if taken else None
+
+
+class LeaseKeeper(threading.Thread):
+    """Renews one run's lease while its turn runs, and passes on a stop request.
+
+    A thread, not a task on the turn's event loop: a turn with a hundred thousand ready
+    branches can keep its loop busy for seconds, and the lease must not lapse for that.
+    ``on_cancel(reason, by)`` is called once, from this thread, when someone asks the run
+    to stop; ``on_lost()`` when the lease was lost (the run was declared interrupted).
+    """
+
+    def __init__(self, run_id: str, worker: str, *,
+                 on_cancel: Callable[[str, str | None], None],
+                 on_lost: Callable[[], None]) -> None:
+        super().__init__(name=f"lease-{run_id}", daemon=True)
+        self.run_id, self.worker = run_id, worker
+        self.on_cancel, self.on_lost = on_cancel, on_lost
+        self._done = threading.Event()
+        self._cancel_seen = False
+
+    def stop(self) -> None:
+        self._done.set()
+        self.join()
+
+    def run(self) -> None:
+        renew_every = lease_seconds() / 4
+        since_renewal = 0.0
+        try:
+            while not self._done.wait(min(CANCEL_POLL, renew_every)):
+                since_renewal += min(CANCEL_POLL, renew_every)
+                if since_renewal >= renew_every:
+                    since_renewal = 0.0
+                    if not self._renew():
+                        self.on_lost()
+                        return
+                if not self._cancel_seen:
+                    self._check_cancel()
+        except Exception:  # the turn goes on; a lapsed lease is reported by the reaper
+            logger.exception("Keeping the lease of run %s failed", self.run_id)
+        finally:
+            connection.close()
+
+    def _renew(self) -> bool:
+        expires = timezone.now() + timedelta(seconds=lease_seconds())
+        return bool(Run.objects.filter(
+            id=self.run_id, status=Run.Status.RUNNING, worker=self.worker,
+        ).update(lease_expires_at=expires))
+
+    def _check_cancel(self) -> None:
+        request = Run.objects.filter(id=self.run_id).values_list(
+            "cancel_requested", flat=True).first()
+        if request:
+            self._cancel_seen = True
+            by = request.get("by")
+            self.on_cancel(f"stopped by {by}" if by else "stopped", by)
+
+
+def expire() -> Stored:
+    """Declare every run whose worker lease expired interrupted (stored, not published)."""
+    out = Stored()
+    now = timezone.now()
+    expired = Run.objects.filter(status=Run.Status.RUNNING, origin__kind="worker",
+                                 lease_expires_at__lt=now).values_list("id", flat=True)
+    for run_id in list(expired):
+        with transaction.atomic():
+            run = Run.objects.select_for_update().filter(
+                id=run_id, status=Run.Status.RUNNING, lease_expires_at__lt=now).first()
+            if run is None or run.lease_expires_at is None:
+                continue  # renewed or ended meanwhile
+            payload = store_interruption(
+                run, _last_event(run), silent_for=_silent_for(run),
+                reason=f"Worker {run.worker or '?'} stopped renewing its lease on the run "
+                       f"(it expired at {run.lease_expires_at.isoformat(timespec='seconds')}"
+                       "): the worker was stopped or lost.",
+                worker=run.worker or None, revision=_saved_revision(run_id))
+            out.events[run_id] = [payload]
+            out.summaries.append(run.summary())
+    return out
+
+
+def _last_event(run: Run) -> dict[str, Any]:
+    last = EventRecord.objects.filter(run_id=run.id).order_by("-seq").values_list(
+        "payload", flat=True).first()
+    if last is not None:
+        return dict(last)
+    # Claimed, then lost before its first event was stored: the interruption is seq 0.
+    started = (run.last_seen_at or run.started_at).timestamp()
+    return {"run_id": run.id, "session_id": run.session_id, "seq": -1, "time": started,
+            "offset": 0.0}
+
+
+def _silent_for(run: Run) -> float:
+    assert run.lease_expires_at is not None
+    last_renewal = run.lease_expires_at - timedelta(seconds=lease_seconds())
+    return (timezone.now() - last_renewal).total_seconds()
+
+
+def _saved_revision(run_id: str) -> int | None:
+    """The session revision the run saved last (what the session stays at), if any."""
+    saved = EventRecord.objects.filter(run_id=run_id, type__in=SAVED_TYPES).order_by(
+        "-seq").values_list("payload", flat=True).first()
+    return saved.get("revision") if isinstance(saved, dict) else None
+
+
+def expire_in_background(publish: Callable[[Stored], None], stop: threading.Event) -> None:
+    """A worker's reaper: :func:`expire` now, then every quarter lease until ``stop``."""
+    while True:
+        try:
+            close_old_connections()
+            publish(expire())
+        except Exception:
+            logger.exception("Checking worker leases failed")
+        if stop.wait(lease_seconds() / 4):
+            connection.close()
+            return
+
+
+__all__ = ["LeaseKeeper", "claim", "expire", "expire_in_background"]

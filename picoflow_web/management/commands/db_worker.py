@@ -1,0 +1,111 @@
+"""``manage.py db_worker``: django-tasks-db's worker, for PicoFlow's runs.
+
+The same command and options as django-tasks-db's (``--interval``, ``--queue-name``,
+``--worker-id``, ``--max-tasks``, ``--batch``, ...), with defaults for executing runs and
+three additions:
+
+* ``--interval`` defaults to ``PICOFLOW_WORKER_POLL`` (0.1 s): a queued run starts
+  promptly; ``--worker-id`` to ``<host>-<pid>``, which names the worker on run pages;
+  ``--reload`` is off (a reload would abandon the runs in flight).
+* ``--concurrency N`` (default ``PICOFLOW_WORKER_CONCURRENCY``): N runs at once, one per
+  thread; the upstream worker executes one task at a time.
+* A reaper: at start-up and every quarter lease, runs whose worker lease expired are
+  declared interrupted (see :mod:`picoflow_web.leases`), so a killed worker's runs are
+  noticed with no browser open.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+from argparse import ArgumentParser
+from types import FrameType
+from typing import Any
+
+from channels.layers import InMemoryChannelLayer, get_channel_layer
+from django.conf import settings
+from django_tasks_db.management.commands import db_worker as upstream
+
+from picoflow_web import ingest, leases, relay
+
+logger = logging.getLogger("picoflow.web")
+
+
+class _PoolWorker(upstream.Worker):
+    """A worker whose shutdown (a signal, in the main thread) also stops its siblings;
+    each finishes the run it has before the process exits."""
+
+    siblings: list[upstream.Worker]
+
+    def shutdown(self, signum: int, frame: FrameType | None) -> None:
+        for sibling in self.siblings:
+            sibling.running = False
+        super().shutdown(signum, frame)
+
+
+def default_worker_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"[:64]
+
+
+class Command(upstream.Command):
+    help = "Execute queued runs (django-tasks-db's worker, with a lease reaper)."
+
+    def add_arguments(self, parser: ArgumentParser) -> None:
+        super().add_arguments(parser)
+        parser.set_defaults(interval=settings.PICOFLOW_WORKER_POLL,
+                            worker_id=default_worker_id(), reload=False)
+        parser.add_argument(
+            "--concurrency", type=int, default=settings.PICOFLOW_WORKER_CONCURRENCY,
+            help="Runs this process executes at once, one per thread (default: "
+                 "PICOFLOW_WORKER_CONCURRENCY, %(default)s).")
+
+    def handle(self, *args: Any, concurrency: int, **options: Any) -> None:
+        if concurrency < 1:
+            raise upstream.CommandError("--concurrency must be at least 1.")
+        in_memory = isinstance(get_channel_layer(), InMemoryChannelLayer)
+        if in_memory and not settings.PICOFLOW_RELAY_URL:
+            logger.warning(
+                "In-memory channel layer and no PICOFLOW_RELAY_URL: browsers will see this "
+                "worker's runs only when they reload. Set PICOFLOW_RELAY_URL to the web "
+                "server's URL (manage.py serve does), or REDIS_URL.")
+        stop = threading.Event()
+        reaper = threading.Thread(
+            target=leases.expire_in_background, name="lease-reaper", daemon=True,
+            args=(lambda stored: relay.publish_sync(ingest.messages_of(stored)), stop))
+        reaper.start()
+        try:
+            if concurrency == 1:
+                super().handle(*args, **options)
+            else:
+                self._handle_pool(concurrency, options)
+        finally:
+            stop.set()
+
+    def _handle_pool(self, concurrency: int, options: dict[str, Any]) -> None:
+        self.configure_logging(options["verbosity"])
+        queue_names = options["queue_name"].split(",")
+        excluded = options["exclude_queues"].split(",") if options["exclude_queues"] else []
+
+        def make(cls: type[upstream.Worker], index: int) -> upstream.Worker:
+            return cls(queue_names=queue_names, interval=options["interval"],
+                       batch=options["batch"], backend_name=options["backend_name"],
+                       startup_delay=options["startup_delay"],
+                       max_tasks=options["max_tasks"],
+                       worker_id=f"{options['worker_id']}/{index}"[:64],
+                       excluded_queue_names=excluded)
+
+        main = make(_PoolWorker, 0)
+        assert isinstance(main, _PoolWorker)
+        main.siblings = [make(upstream.Worker, i) for i in range(1, concurrency)]
+        threads = [threading.Thread(target=w.run, name=f"worker-{i}")
+                   for i, w in enumerate(main.siblings, 1)]
+        for thread in threads:
+            thread.start()
+        main.configure_signals()
+        main.run()
+        for sibling in main.siblings:
+            sibling.running = False
+        for thread in threads:
+            thread.join()

@@ -1,0 +1,123 @@
+"""Publishing to browsers from any process: a run's events and the runs list's summaries.
+
+Browsers listen on channel-layer groups (:mod:`picoflow_web.groups`) through the web
+server's websocket consumers. A message for them is published here, and how depends on the
+process and the layer:
+
+* with a shared layer (Redis, ``REDIS_URL``) every process sends to the group itself;
+* in the web server, the in-memory layer is the one its consumers listen on;
+* in a worker with the in-memory layer (the embedded default), the layer is the worker's
+  own, which no browser hears: the messages go by HTTP to the web server's
+  ``POST /api/relay`` (``PICOFLOW_RELAY_URL``), which sends them to its groups. The request
+  carries a key derived from ``SECRET_KEY``, which every process of one installation shares.
+
+Messages are published only after what they describe is stored, so a lost one costs a
+browser nothing it cannot read back: the run consumer fills any gap from the store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import urllib.error
+import urllib.request
+from typing import Any
+
+from asgiref.sync import async_to_sync, sync_to_async
+from channels.layers import InMemoryChannelLayer, get_channel_layer
+from django.conf import settings
+
+logger = logging.getLogger("picoflow.web")
+
+PATH = "/api/relay"
+HEADER = "PicoFlow-Relay-Key"
+MESSAGE_TYPES = frozenset({"run.events", "run.summary"})
+"""What may be relayed: consumers' ``run_events`` and ``run_summary``."""
+
+Message = tuple[str, dict[str, Any]]
+"""A group name and the message for it."""
+
+SERVES_WEBSOCKETS = False
+"""Set by :mod:`picoflow_web.asgi`: this process is a web server, its in-memory layer is
+the one browsers listen on."""
+
+
+def key() -> str:
+    """The relay key of this installation (from ``SECRET_KEY``)."""
+    return hmac.new(settings.SECRET_KEY.encode(), b"picoflow-relay-v1",
+                    hashlib.sha256).hexdigest()
+
+
+def key_matches(offered: str) -> bool:
+    return hmac.compare_digest(offered.encode(), key().encode())
+
+
+def _by_http() -> bool:
+    if SERVES_WEBSOCKETS or not settings.PICOFLOW_RELAY_URL:
+        return False
+    return isinstance(get_channel_layer(), InMemoryChannelLayer)
+
+
+async def publish(messages: list[Message]) -> None:
+    """Send ``messages`` to their groups, wherever the browsers listen (see above)."""
+    if not messages:
+        return
+    if _by_http():
+        await sync_to_async(_post, thread_sensitive=False)(messages)
+        return
+    layer = get_channel_layer()
+    if layer is not None:
+        for group, message in messages:
+            await layer.group_send(group, message)
+
+
+def publish_sync(messages: list[Message]) -> None:
+    """:func:`publish` from a thread with no event loop (a worker's lease keeper)."""
+    if not messages:
+        return
+    if _by_http():
+        _post(messages)
+    else:
+        async_to_sync(publish)(messages)
+
+
+def _post(messages: list[Message]) -> None:
+    body = json.dumps({"messages": [{"group": g, "message": m} for g, m in messages]},
+                      separators=(",", ":")).encode()
+    request = urllib.request.Request(
+        settings.PICOFLOW_RELAY_URL + PATH, data=body, method="POST",
+        headers={"Content-Type": "application/json", HEADER: key()})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            response.read()
+    except (OSError, urllib.error.URLError) as exc:
+        # Stored already: browsers read it back on their next batch or reconnect.
+        logger.warning("Relaying %d message(s) to %s failed: %s", len(messages),
+                       settings.PICOFLOW_RELAY_URL, exc)
+
+
+def parse(body: bytes) -> list[Message]:
+    """The messages of a relay request; raises ValueError saying what is wrong."""
+    try:
+        data = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValueError(f"Body is not JSON: {exc}") from None
+    items = data.get("messages") if isinstance(data, dict) else None
+    if not isinstance(items, list):
+        raise ValueError("Body must be {\"messages\": [{\"group\", \"message\"}, ...]}.")
+    messages: list[Message] = []
+    for number, item in enumerate(items):
+        group = item.get("group") if isinstance(item, dict) else None
+        message = item.get("message") if isinstance(item, dict) else None
+        if not isinstance(group, str) or not (group == "runs" or group.startswith("run.")):
+            raise ValueError(f"Message {number}: group must be 'runs' or 'run.<id>'.")
+        if not isinstance(message, dict) or message.get("type") not in MESSAGE_TYPES:
+            raise ValueError(f"Message {number}: type must be one of "
+                             f"{', '.join(sorted(MESSAGE_TYPES))}.")
+        messages.append((group, message))
+    return messages
+
+
+__all__ = ["HEADER", "PATH", "key", "key_matches", "parse", "publish", "publish_sync"]

@@ -1,0 +1,58 @@
+"""The web server's watchdog: runs whose executor went quiet become ``interrupted``.
+
+Two kinds of executor can vanish: a remote process that stops shipping events and
+heartbeats (``PICOFLOW_REMOTE_TIMEOUT``, :func:`picoflow_web.ingest.interrupt_silent_runs`)
+and a worker whose lease lapses (``PICOFLOW_WORKER_LEASE``,
+:func:`picoflow_web.leases.expire`). One task per web process checks both, started by
+the first ingest, heartbeat, page or websocket that needs it; workers check leases
+themselves too (``manage.py db_worker``), so a run is noticed with no browser open.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import weakref
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+
+from picoflow_web import ingest, leases, relay
+
+logger = logging.getLogger("picoflow.web")
+
+_WATCHDOGS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Task[None]] = (
+    weakref.WeakKeyDictionary())
+
+
+async def sweep() -> int:
+    """One round: interrupt silent remote runs and runs with expired leases, store their
+    ``run.interrupted`` events, tell browsers; how many runs were interrupted."""
+    silent = await sync_to_async(ingest.interrupt_silent_runs)()
+    expired = await sync_to_async(leases.expire)()
+    await relay.publish(ingest.messages_of(silent) + ingest.messages_of(expired))
+    return len(silent.events) + len(expired.events)
+
+
+def ensure() -> None:
+    """Start this process's watchdog on the running loop, once."""
+    loop = asyncio.get_running_loop()
+    task = _WATCHDOGS.get(loop)
+    if task is None or task.done():
+        # A fresh context: the request's context points sync_to_async at the request's
+        # own thread executor, which is gone once the response is sent.
+        _WATCHDOGS[loop] = loop.create_task(_watch(), context=contextvars.Context())
+
+
+async def _watch() -> None:
+    interval = min(5.0, settings.PICOFLOW_REMOTE_TIMEOUT / 4, leases.lease_seconds() / 4)
+    while True:
+        try:
+            await sweep()
+        except Exception:  # keep watching; one failed round must not end the watchdog
+            logger.exception("Checking runs for silent executors failed")
+        await asyncio.sleep(interval)
+
+
+__all__ = ["ensure", "sweep"]
