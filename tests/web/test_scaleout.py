@@ -1,8 +1,10 @@
-"""Two Daphne processes sharing a private Redis (channel layer) and a private PostgreSQL
-cluster (database): a turn played by process A is watched live over websockets on
-process B, which never ran it; a session goes on across them. The same pair also checks
-what only a real server shows: Origin refusals, close codes of refused sockets, and a
-replay larger than Daphne's 1 MiB websocket message limit.
+"""Two Daphne processes and two workers (``manage.py db_worker``) sharing a private Redis
+(channel layer) and a private PostgreSQL cluster (database): a run started through Daphne
+A executes on one of the workers and is watched live over websockets on Daphne B, which
+never ran it; twenty runs started through both spread over both workers, each executed
+exactly once; a session goes on across the Daphnes. The same servers also check what only
+a real server shows: Origin refusals, close codes of refused sockets, and a replay larger
+than Daphne's 1 MiB websocket message limit.
 
 Skipped, with the reason, only when redis-server or PostgreSQL (or their Python clients)
 are missing and ``scripts/ensure_services.sh`` could not install them.
@@ -14,6 +16,7 @@ import contextlib
 import json
 import secrets
 import tempfile
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -42,7 +45,11 @@ except ImportError:  # websockets missing: require_services() skips these tests
     InvalidStatus = Exception  # type: ignore[assignment,misc]
 
 LATENCY = "0.03"
-"""Demo time unit in both servers: TimingFlow then runs for about half a second."""
+"""Demo time unit in both servers and workers: TimingFlow then runs for about half a
+second."""
+
+WORKERS = ("wa", "wb")
+"""The worker ids of the two ``db_worker`` processes."""
 
 
 @dataclass
@@ -83,11 +90,16 @@ def pair() -> Iterator[Pair]:
         # Both servers and the credentials at once: each is a subprocess to wait for.
         with ThreadPoolExecutor(3) as pool:
             starting = [pool.submit(stack.enter_context,
-                                    live_daphne(env, data_dir=data / name, migrate=False))
+                                    live_daphne(env, data_dir=data / name, migrate=False,
+                                                workers=0))
                         for name in ("a", "b")]
             token = pool.submit(credentials).result()
             a, b = (future.result() for future in starting)
         assert token.startswith("pf_")
+        # Two workers beside the two Daphnes, on the same database and Redis: they publish
+        # their runs' events to Redis themselves, so browsers of A and B both hear them.
+        for worker in WORKERS:
+            a.start_worker(worker, env)
         yield Pair(a, b, token, manage_env)
 
 
@@ -105,28 +117,103 @@ def recv_json(ws: Any, timeout: float = 15.0) -> dict[str, Any]:
     return json.loads(ws.recv(timeout=timeout))
 
 
-def test_turn_on_a_is_streamed_live_by_b(pair: Pair) -> None:
+def stored_events(server: LiveDaphne, token: str, run_id: str) -> list[dict[str, Any]]:
+    """All of a run's stored events, page by page (``GET /api/runs/<id>/events``)."""
+    events: list[dict[str, Any]] = []
+    api = HttpSession(server.base_url)
+    while True:
+        page = api.get(f"/api/runs/{run_id}/events?after={events[-1]['seq'] if events else -1}",
+                       headers=bearer(token))
+        assert page.status == 200, page.body
+        batch = page.json()["events"]
+        if not batch:
+            return events
+        events.extend(batch)
+
+
+def run_summary(server: LiveDaphne, token: str, run_id: str) -> dict[str, Any]:
+    answer = HttpSession(server.base_url).get(f"/api/runs/{run_id}", headers=bearer(token))
+    assert answer.status == 200, answer.body
+    return answer.json()["run"]
+
+
+def start_run(server: LiveDaphne, token: str, flow: str, message: str = "go",
+              config: dict[str, Any] | None = None) -> str:
+    """``POST /api/runs`` on ``server``: the new run's id (it is queued for a worker)."""
+    body: dict[str, Any] = {"flow": flow, "message": message}
+    if config is not None:
+        body["config"] = config
+    answer = HttpSession(server.base_url).post("/api/runs", json_body=body,
+                                               headers=bearer(token))
+    assert answer.status == 201, answer.body
+    run = answer.json()["run"]
+    assert run["status"] == "queued" and run["origin"]["kind"] == "worker"
+    return str(run["id"])
+
+
+ENDED = frozenset({"finished", "failed", "cancelled", "interrupted"})
+
+
+def wait_ended(server: LiveDaphne, token: str, run_ids: list[str],
+               timeout: float = 120.0) -> dict[str, dict[str, Any]]:
+    """Poll until every run ended (a timeout, not a bound); their summaries."""
+    deadline = time.monotonic() + timeout
+    ended: dict[str, dict[str, Any]] = {}
+    while True:
+        for run_id in run_ids:
+            if run_id not in ended:
+                run = run_summary(server, token, run_id)
+                if run["status"] in ENDED:
+                    ended[run_id] = run
+        if len(ended) == len(run_ids):
+            return ended
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{len(run_ids) - len(ended)} of {len(run_ids)} runs did "
+                                 f"not end:\n{server.worker_logs()}")
+        time.sleep(0.1)
+
+
+TASK_RESULTS = """
+import json
+from django_tasks_db.models import DBTaskResult
+print(json.dumps([{"run_id": (r.args_kwargs.get("args") or [None])[0], "status": r.status,
+                   "worker_ids": r.worker_ids, "task_path": r.task_path}
+                  for r in DBTaskResult.objects.all()]))
+"""
+
+
+def task_results(pair: Pair) -> list[dict[str, Any]]:
+    """Every django-tasks-db task result in the shared database."""
+    shown = run_manage("shell", "-c", TASK_RESULTS, env=pair.manage_env)
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    return json.loads(shown.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def test_run_started_on_a_executes_on_a_worker_and_is_streamed_live_by_b(pair: Pair) -> None:
     browser = HttpSession(pair.b.base_url)
     browser.login("alice")  # /login/ on B, with its CSRF round-trip
     cookie = browser.cookie_header()
-    api = HttpSession(pair.a.base_url)
 
     with ws_connect(pair.b, "/ws/runs/", cookie) as runs_list:
-        # POST /api/runs answers at once; A plays the turn in the background.
-        answer = api.post("/api/runs", json_body={"flow": "TimingFlow", "message": "go"},
-                          headers=bearer(pair.token))
-        assert answer.status == 201, answer.body
-        run_id = answer.json()["run"]["id"]
+        # POST /api/runs on A answers at once: the run is queued for a worker.
+        run_id = start_run(pair.a, pair.token, "TimingFlow")
 
-        started = recv_json(runs_list)
-        assert started["type"] == "run" and started["run"]["id"] == run_id
-        assert started["run"]["status"] == "running" and started["run"]["flow"] == "TimingFlow"
+        announced = recv_json(runs_list)
+        while announced["run"]["id"] != run_id or announced["run"]["status"] == "queued":
+            assert announced["type"] == "run"
+            announced = recv_json(runs_list)
+        # A worker took it (B heard so through Redis): running, on wa or wb.
+        assert announced["run"]["status"] == "running" and announced["run"]["flow"] == "TimingFlow"
+        worker = announced["run"]["worker"]
+        assert worker in WORKERS
+        assert announced["run"]["origin"]["kind"] == "worker"
+        assert announced["run"]["origin"]["worker"] == worker
 
         messages = []
         with ws_connect(pair.b, f"/ws/runs/{run_id}/", cookie) as run_socket:
             hello = recv_json(run_socket)
             assert hello["type"] == "run" and hello["run"]["id"] == run_id
-            # B joined while A was still playing the turn: the rest came through Redis.
+            # B joined while the worker was still playing the turn: the rest came live.
             assert hello["run"]["status"] == "running"
             while True:
                 message = recv_json(run_socket)
@@ -140,17 +227,61 @@ def test_turn_on_a_is_streamed_live_by_b(pair: Pair) -> None:
             finished = recv_json(runs_list)
         assert finished["run"]["status"] == "finished"
         assert finished["run"]["reply"]["success"] is True
+        assert finished["run"]["worker"] == worker
 
     events = [e for m in messages for e in m["events"]]
     assert_gap_free(seqs_of(events), finished["run"]["event_count"])
     assert events[-1]["type"] == "turn.finished"
     for event in events:
         parse_event(event)
+    # Live: several batches, the first of them sent before the turn ended.
     assert len(messages) >= 3, "expected several live batches, not one replay"
-    # What B streamed is what A stored in the shared database.
-    stored = HttpSession(pair.b.base_url).get(f"/api/runs/{run_id}/events",
-                                              headers=bearer(pair.token)).json()
-    assert stored["events"] == events
+    assert not any(e["type"] in TERMINAL_EVENTS for e in messages[0]["events"])
+    # What B streamed is what the worker stored in the shared database.
+    assert stored_events(pair.b, pair.token, run_id) == events
+    assert [e["type"] for e in events].count("turn.started") == 1
+    (task,) = [t for t in task_results(pair) if t["run_id"] == run_id]
+    assert task["status"] == "SUCCESSFUL" and task["worker_ids"] == [worker]
+
+
+RUNS = 20
+
+
+def test_twenty_runs_spread_over_both_workers_each_executed_once(pair: Pair) -> None:
+    before = {t["run_id"] for t in task_results(pair)}
+    servers = (pair.a, pair.b)
+    # Short runs (20 branches, about 0.2 s each), started through A and B alternately.
+    config = {"branches": 20, "rate": 100}
+    with ThreadPoolExecutor(4) as pool:
+        run_ids = list(pool.map(
+            lambda i: start_run(servers[i % 2], pair.token, "FanOutFlow", config=config),
+            range(RUNS)))
+    assert len(set(run_ids)) == RUNS and not before & set(run_ids)
+
+    ended = wait_ended(pair.b, pair.token, run_ids)
+    for run_id, run in ended.items():
+        assert run["status"] == "finished", run
+        assert run["reply"]["success"] is True, run
+        assert run["worker"] in WORKERS, run
+        assert run["origin"] == {"kind": "worker", "worker": run["worker"],
+                                 "label": f"worker {run['worker']}"}
+        events = stored_events(pair.a, pair.token, run_id)
+        assert_gap_free(seqs_of(events), run["event_count"])
+        types = [e["type"] for e in events]
+        turns = types.count("turn.started")
+        assert turns == 1, f"run {run_id} was played {turns} times"
+        assert types[-1] == "turn.finished"
+    by_worker = {w: sum(r["worker"] == w for r in ended.values()) for w in WORKERS}
+    assert all(by_worker.values()), f"both workers must execute runs: {by_worker}"
+
+    # The task queue: one task per run, each successful, taken by one worker only, the
+    # worker the run records.
+    tasks = [t for t in task_results(pair) if t["run_id"] not in before]
+    assert sorted(t["run_id"] for t in tasks) == sorted(run_ids)
+    for task in tasks:
+        assert task["task_path"] == "picoflow_web.tasks.execute_run"
+        assert task["status"] == "SUCCESSFUL", task
+        assert task["worker_ids"] == [ended[task["run_id"]]["worker"]], task
 
 
 def test_ai_run_on_a_continues_its_session_on_b(pair: Pair) -> None:
@@ -207,48 +338,17 @@ def test_refused_sockets_get_their_close_code_over_daphne(
     assert closed.value.rcvd is not None and closed.value.rcvd.code == code
 
 
-WIDE_RUN = """
-import asyncio, json
-from runtime import Flow, LogicStep, ModelSelection, ParallelConfig, RunStepRequest
-from picoflow_web import services
-from picoflow_web.engine import get_engine
-from picoflow_web.models import EventRecord
-
-class Noop(LogicStep):
-    async def run_logic(self):
-        return None
-
-class Fan(LogicStep):
-    async def run_logic(self):
-        await self.run_steps([RunStepRequest(Noop, key=str(i)) for i in range(3000)])
-        return "fanned out"
-
-class WideFlow(Flow):
-    def config_model(self):
-        return ModelSelection(provider="none", name="none")
-    def define_steps(self):
-        return [Fan(self), Noop(self)]
-    def config_parallel_execution(self):
-        return ParallelConfig(max_invocations=100_000)
-
-get_engine().register_flow(WideFlow)
-run, reply = asyncio.run(services.run_execute(flow="WideFlow", message="go"))
-assert reply.success, reply.message
-size = sum(len(json.dumps(p)) for p in
-           EventRecord.objects.filter(run_id=run.id).values_list("payload", flat=True))
-print(run.id, run.event_count, size)
-"""
-
-
 def test_b_replays_a_wide_finished_run(pair: Pair) -> None:
     """A 3,000-branch run (over 1 MiB of events) replayed through a default Daphne, whose
     websocket messages are capped at 1 MiB: the consumer must split what it sends."""
     from websockets.exceptions import ConnectionClosed
 
-    played = run_manage("shell", "-c", WIDE_RUN, env=pair.manage_env)
-    assert played.returncode == 0, played.stdout + played.stderr
-    run_id, count, size = played.stdout.split()[-3:]
-    assert int(size) > 1024 * 1024, "the run's events must not fit in one message"
+    run_id = start_run(pair.a, pair.token, "FanOutFlow", config={"branches": 3000})
+    run = wait_ended(pair.a, pair.token, [run_id])[run_id]
+    assert run["status"] == "finished", run
+    count = run["event_count"]
+    size = sum(len(json.dumps(e)) for e in stored_events(pair.a, pair.token, run_id))
+    assert size > 1024 * 1024, "the run's events must not fit in one message"
     browser = HttpSession(pair.b.base_url)
     browser.login("alice")
     seqs: list[int] = []
