@@ -22,7 +22,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from datetime import timedelta
 from typing import Any
+
+from django.utils import timezone
 
 from picoflow_web import groups, relay
 from picoflow_web.models import EventRecord, Run
@@ -37,8 +40,10 @@ class RunRecorder:
     name = "django"
 
     def __init__(self, run_id: str, *, batch_events: int = 200,
-                 batch_seconds: float = 0.03, max_buffered: int = 20_000) -> None:
+                 batch_seconds: float = 0.03, max_buffered: int = 20_000,
+                 lease_seconds: float | None = None) -> None:
         self.run_id = run_id
+        self.lease_seconds = lease_seconds
         self.batch_events = batch_events
         self.batch_seconds = batch_seconds
         self.max_buffered = max_buffered
@@ -102,9 +107,14 @@ class RunRecorder:
         self.has_conflicts |= any(p["type"] == "join.invalidated" for p in payloads)
         self.branches += sum(len(p["requests"]) for p in payloads
                              if p["type"] == "barrier.forked")
-        await Run.objects.filter(id=self.run_id).aupdate(
-            event_count=self.stored, has_conflicts=self.has_conflicts,
-            branch_count=self.branches)
+        fields: dict[str, Any] = {"event_count": self.stored,
+                                  "has_conflicts": self.has_conflicts,
+                                  "branch_count": self.branches}
+        if self.lease_seconds is not None:
+            # Storing proves the worker alive: the same write renews its lease, so a busy
+            # database cannot starve the lease keeper's own renewal into an expiry.
+            fields["lease_expires_at"] = timezone.now() + timedelta(seconds=self.lease_seconds)
+        await Run.objects.filter(id=self.run_id).aupdate(**fields)
 
 
 __all__ = ["RunRecorder"]

@@ -75,15 +75,16 @@ class LeaseKeeper(threading.Thread):
         try:
             while not self._done.wait(min(CANCEL_POLL, renew_every)):
                 since_renewal += min(CANCEL_POLL, renew_every)
-                if since_renewal >= renew_every:
-                    since_renewal = 0.0
-                    if not self._renew():
-                        self.on_lost()
-                        return
-                if not self._cancel_seen:
-                    self._check_cancel()
-        except Exception:  # the turn goes on; a lapsed lease is reported by the reaper
-            logger.exception("Keeping the lease of run %s failed", self.run_id)
+                try:
+                    if since_renewal >= renew_every:
+                        since_renewal = 0.0
+                        if not self._renew():
+                            self.on_lost()
+                            return
+                    if not self._cancel_seen:
+                        self._check_cancel()
+                except Exception:  # a busy database: try again next round
+                    logger.exception("Keeping the lease of run %s failed", self.run_id)
         finally:
             connection.close()
 
