@@ -341,6 +341,46 @@ async def test_the_watchdog_sweep_counts_expired_leases() -> None:
     assert await watchdog.sweep() == 0
 
 
+async def test_a_run_lost_mid_turn_stores_nothing_after_its_interruption() -> None:
+    """The worker still plays the turn after its lease lapsed (stuck, not dead): its later
+    events are not stored after ``run.interrupted``, and the run stays interrupted."""
+    run = await services.run_start(flow="FanOutFlow", message="go", config=SLOW_FANOUT)
+    try:
+        async def started() -> bool:
+            return await EventRecord.objects.filter(
+                run_id=run.id, type="branch.started").acount() >= 5
+
+        await wait_until(started, what="the fan-out's first branches")
+        await lapse(run.id)
+        stored = await sync_to_async(leases.expire)()
+        assert list(stored.events) == [run.id]
+        interrupted = stored.events[run.id][0]
+    finally:
+        ended = await wait_run_done(run.id)
+    assert ended.status == Run.Status.INTERRUPTED
+    assert ended.reply is None
+    events = await stored_payloads(run.id)
+    assert_gap_free([e["seq"] for e in events])
+    assert events[-1] == interrupted
+    assert interrupted["worker"] == "inline"
+    assert ended.event_count == len(events)
+    types = [e["type"] for e in events]
+    assert "turn.finished" not in types and "turn.cancelled" not in types
+
+
+async def test_a_run_lost_before_its_first_event_is_interrupted_at_seq_0() -> None:
+    run = await queued_run()
+    assert await sync_to_async(leases.claim)(run.id, "w-early") is not None
+    await lapse(run.id)
+    stored = await sync_to_async(leases.expire)()
+    assert list(stored.events) == [run.id]
+    events = await stored_payloads(run.id)
+    assert [(e["seq"], e["type"], e["worker"]) for e in events] == [
+        (0, "run.interrupted", "w-early")]
+    assert events[0].get("revision") is None
+    assert (await Run.objects.aget(id=run.id)).status == Run.Status.INTERRUPTED
+
+
 # -- a worker that fails before the turn ------------------------------------------------------
 
 
