@@ -31,6 +31,7 @@ from tests.webhelpers import (
     bearer,
     events_of,
     stored_count,
+    wait_run_done,
     wait_until,
     ws_headers,
 )
@@ -40,6 +41,14 @@ pytestmark = [
     pytest.mark.django_db(transaction=True),
     pytest.mark.usefixtures("demo_latency"),
 ]
+
+
+async def run_to_the_end(**start: Any) -> tuple[Run, Any]:
+    """``services.run_execute``, and until its worker's task ended too (the task still
+    stops its lease keeper after the reply is recorded)."""
+    run, reply = await services.run_execute(**start)
+    await wait_run_done(run.id)
+    return run, reply
 
 GOLDEN_CANCELLED = Path(__file__).resolve().parent.parent / "golden" / "cancelled.jsonl"
 
@@ -236,7 +245,7 @@ def branch_cap() -> Any:
 
 async def test_a_run_forking_more_branches_than_the_cap_fails_saying_so(
         branch_cap: int) -> None:
-    over, reply = await services.run_execute(flow="FanOutFlow", message="go",
+    over, reply = await run_to_the_end(flow="FanOutFlow", message="go",
                                              config={"branches": 100})
     assert over.status == Run.Status.FAILED
     assert not reply.success
@@ -245,7 +254,7 @@ async def test_a_run_forking_more_branches_than_the_cap_fails_saying_so(
             .values_list("type", flat=True).afirst()) == "turn.failed"
     assert await EventRecord.objects.filter(run_id=over.id, type="branch.started").acount() == 0
 
-    under, reply = await services.run_execute(flow="FanOutFlow", message="go",
+    under, reply = await run_to_the_end(flow="FanOutFlow", message="go",
                                               config={"branches": 40})
     assert under.status == Run.Status.FINISHED, reply.message
     assert reply.message.startswith("40 of 40 branches joined"), reply.message
