@@ -13,6 +13,10 @@ Memory is bounded: with more than ``max_buffered`` events waiting to be stored t
 says it is congested, and the run waits at its next await point (a branch start, a model
 call) until the store caught up; nothing is dropped.
 
+A run that is not ``running`` any more (its worker's lease lapsed and it was declared
+interrupted, see :mod:`picoflow_web.leases`) takes no more events: ``run.interrupted`` is
+its last one, so the batch that would follow it is dropped, and so is the rest.
+
 Everything else about a run (creating it, recording its reply, telling the runs list) is a
 service: see :mod:`picoflow_web.services`.
 """
@@ -25,6 +29,8 @@ import logging
 from datetime import timedelta
 from typing import Any
 
+from asgiref.sync import sync_to_async
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from picoflow_web import groups, relay
@@ -32,6 +38,10 @@ from picoflow_web.models import EventRecord, Run
 from runtime.events import Event
 
 logger = logging.getLogger("picoflow.web")
+
+
+class _NotRunning(Exception):
+    """The run ended meanwhile (declared interrupted): the batch is not stored."""
 
 
 class RunRecorder:
@@ -55,6 +65,8 @@ class RunRecorder:
         self.stored = 0
         self.has_conflicts = False
         self.branches = 0
+        self.ended = False
+        """Whether the run stopped taking events (see the module docstring)."""
 
     def handle(self, event: Event) -> None:
         """Take one event (synchronous, never blocks)."""
@@ -86,35 +98,57 @@ class RunRecorder:
             del self._buffer[: self.batch_events]
             if self._buffer:
                 self._wake.set()  # more than one batch waiting: go round again at once
-            if batch:
+            if batch and not self.ended:
                 try:
                     payloads = [e.model_dump(mode="json") for e in batch]
-                    await self._store(payloads)
-                    await relay.publish([groups.events_message(self.run_id, payloads)])
+                    if await self._store(payloads):
+                        await relay.publish([groups.events_message(self.run_id, payloads)])
+                    else:
+                        self.ended = True
+                        logger.warning("Run %s is not running any more (declared interrupted?)"
+                                       ": its later events are not stored", self.run_id)
                 except Exception:  # keep pumping; the run itself must not die of it
                     logger.exception("Storing events of run %s failed", self.run_id)
             if self._closing and not self._buffer:
                 return
 
-    async def _store(self, payloads: list[dict[str, Any]]) -> None:
-        """Append the batch to the event log and bring the run's counters up to date."""
-        await EventRecord.objects.abulk_create([
-            EventRecord(run_id=self.run_id, seq=p["seq"], type=p["type"], path=p["path"],
-                        payload=p)
-            for p in payloads
-        ])
-        self.stored += len(payloads)
-        self.has_conflicts |= any(p["type"] == "join.invalidated" for p in payloads)
-        self.branches += sum(len(p["requests"]) for p in payloads
-                             if p["type"] == "barrier.forked")
-        fields: dict[str, Any] = {"event_count": self.stored,
-                                  "has_conflicts": self.has_conflicts,
-                                  "branch_count": self.branches}
-        if self.lease_seconds is not None:
-            # Storing proves the worker alive: the same write renews its lease, so a busy
-            # database cannot starve the lease keeper's own renewal into an expiry.
-            fields["lease_expires_at"] = timezone.now() + timedelta(seconds=self.lease_seconds)
-        await Run.objects.filter(id=self.run_id).aupdate(**fields)
+    async def _store(self, payloads: list[dict[str, Any]]) -> bool:
+        """Append the batch to the event log and bring the run's counters up to date, in one
+        transaction, while the run is still running; whether it was stored."""
+        return await sync_to_async(self._store_sync)(payloads)
+
+    def _store_sync(self, payloads: list[dict[str, Any]]) -> bool:
+        stored = self.stored + len(payloads)
+        has_conflicts = self.has_conflicts or any(
+            p["type"] == "join.invalidated" for p in payloads)
+        branches = self.branches + sum(len(p["requests"]) for p in payloads
+                                       if p["type"] == "barrier.forked")
+        running = Run.objects.filter(id=self.run_id, status=Run.Status.RUNNING)
+        try:
+            with transaction.atomic():
+                EventRecord.objects.bulk_create([
+                    EventRecord(run_id=self.run_id, seq=p["seq"], type=p["type"],
+                                path=p["path"], payload=p)
+                    for p in payloads
+                ])
+                fields: dict[str, Any] = {"event_count": stored,
+                                          "has_conflicts": has_conflicts,
+                                          "branch_count": branches}
+                if self.lease_seconds is not None:
+                    # Storing proves the worker alive: the same write renews its lease, so
+                    # a busy database cannot starve the keeper's own renewal into expiry.
+                    fields["lease_expires_at"] = (
+                        timezone.now() + timedelta(seconds=self.lease_seconds))
+                if not running.update(**fields):
+                    raise _NotRunning
+        except (_NotRunning, IntegrityError):
+            # A seq taken by the run's run.interrupted, or the run ended: not stored. Any
+            # other integrity error of a running run is an error.
+            if running.exists():
+                raise
+            return False
+        self.stored, self.has_conflicts, self.branches = stored, has_conflicts, branches
+        return True
 
 
 __all__ = ["RunRecorder"]

@@ -1,0 +1,315 @@
+"""What reaches browsers from workers and what bounds a worker's run: the relay endpoint
+(``POST /api/relay``), the run socket's gap fill, the recorder's back-pressure, the
+engine-wide branch cap, and remote runs that end ``turn.cancelled``."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
+from channels.testing import WebsocketCommunicator
+from django.test import AsyncClient, override_settings
+from django.utils import timezone
+
+from picoflow_web import ingest, relay, services, watchdog
+from picoflow_web.asgi import application
+from picoflow_web.bridge import RunRecorder
+from picoflow_web.engine import get_engine
+from picoflow_web.groups import RUNS_GROUP, run_group
+from picoflow_web.models import ApiToken, EventRecord, Run
+from runtime.events import EventBus, StepEntered
+from tests.webhelpers import (
+    amake_user,
+    asession_cookie,
+    assert_gap_free,
+    bearer,
+    events_of,
+    stored_count,
+    wait_run_done,
+    wait_until,
+    ws_headers,
+)
+
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("demo_latency"),
+]
+
+
+async def run_to_the_end(**start: Any) -> tuple[Run, Any]:
+    """``services.run_execute``, and until its worker's task ended too (the task still
+    stops its lease keeper after the reply is recorded)."""
+    run, reply = await services.run_execute(**start)
+    await wait_run_done(run.id)
+    return run, reply
+
+GOLDEN_CANCELLED = Path(__file__).resolve().parent.parent / "golden" / "cancelled.jsonl"
+
+
+@pytest.fixture
+async def cookie() -> str:
+    return await asession_cookie(await amake_user())
+
+
+async def connect(path: str, cookie: str) -> WebsocketCommunicator:
+    communicator = WebsocketCommunicator(application, path, headers=ws_headers(cookie))
+    connected, code = await communicator.connect(timeout=5)
+    assert connected, f"{path} refused with {code}"
+    return communicator
+
+
+def event(run_id: str, seq: int) -> dict[str, Any]:
+    return {"v": 1, "run_id": run_id, "session_id": "s-pub", "seq": seq,
+            "time": 1.0e9 + seq, "offset": float(seq), "path": "", "type": "step.entered",
+            "step": f"S{seq}", "level": 1, "how": "goto"}
+
+
+async def stored_run(count: int, status: str = Run.Status.RUNNING) -> Run:
+    """A worker run with ``count`` stored events."""
+    run = await Run.objects.acreate(id=uuid.uuid4().hex, flow="HotelFlow", message="Hi",
+                                    status=status, origin={"kind": "worker"}, worker="w")
+    await store(run.id, range(count))
+    return run
+
+
+async def store(run_id: str, seqs: range) -> None:
+    await EventRecord.objects.abulk_create([
+        EventRecord(run_id=run_id, seq=s, type="step.entered", path="",
+                    payload=event(run_id, s)) for s in seqs])
+
+
+async def receive_events(communicator: WebsocketCommunicator,
+                         count: int) -> list[list[dict[str, Any]]]:
+    """``events`` messages until ``count`` events came; the batches as received."""
+    batches: list[list[dict[str, Any]]] = []
+    while sum(len(b) for b in batches) < count:
+        message = await communicator.receive_json_from(timeout=5)
+        assert message["type"] == "events", message
+        batches.append(message["events"])
+    return batches
+
+
+# -- the relay endpoint ---------------------------------------------------------------------
+
+
+async def relay_post(body: bytes | str, key: str | None = None) -> Any:
+    headers = {relay.HEADER: key} if key is not None else {}
+    data = body.encode() if isinstance(body, str) else body
+    return await AsyncClient().post(relay.PATH, data=data, content_type="application/json",
+                                    headers=headers)
+
+
+def relay_body(*messages: tuple[str, dict[str, Any]]) -> str:
+    return json.dumps({"messages": [{"group": g, "message": m} for g, m in messages]})
+
+
+async def test_relay_refuses_requests_without_the_installation_key() -> None:
+    body = relay_body((RUNS_GROUP, {"type": "run.summary", "run": {"id": "x"}}))
+    for key in (None, "", "0" * 64, relay.key()[:-1] + "x"):
+        response = await relay_post(body, key)
+        assert response.status_code == 403, (key, response.content)
+        answer = response.json()
+        assert (answer["type"], answer["code"]) == ("error", "relay_key")
+    assert (await AsyncClient().get(relay.PATH,
+                                    headers={relay.HEADER: relay.key()})).status_code == 405
+
+
+@pytest.mark.parametrize("body", [
+    b"{not json",
+    b"[]",
+    json.dumps({"messages": {"group": "runs"}}).encode(),
+    relay_body(("browsers", {"type": "run.summary", "run": {}})).encode(),
+    relay_body(("runs", {"type": "websocket.send", "text": "x"})).encode(),
+    relay_body(("run.abc", {"type": "run.events"}), ("runs", {"type": "run.summaryx"})).encode(),
+    relay_body(("runs", {"run": {}})).encode(),
+])
+async def test_relay_refuses_malformed_requests_with_400(body: bytes, cookie: str) -> None:
+    runs_socket = await connect("/ws/runs/", cookie)
+    try:
+        response = await relay_post(body, relay.key())
+        assert response.status_code == 400, response.content
+        answer = response.json()
+        assert (answer["type"], answer["code"]) == ("error", "bad_request")
+        assert answer["message"]
+        # Nothing of a refused request is delivered, not even its valid messages.
+        assert await runs_socket.receive_nothing(timeout=0.1)
+    finally:
+        await runs_socket.disconnect()
+
+
+async def test_relay_delivers_events_to_the_run_socket_and_summaries_to_the_list(
+        cookie: str) -> None:
+    run = await stored_run(3)
+    run_socket = await connect(f"/ws/runs/{run.id}/?after=2", cookie)
+    runs_socket = await connect("/ws/runs/", cookie)
+    try:
+        assert (await run_socket.receive_json_from(timeout=5))["type"] == "run"
+        assert await run_socket.receive_nothing(timeout=0.1)  # nothing after seq 2 yet
+        await store(run.id, range(3, 5))
+        batch = [event(run.id, 3), event(run.id, 4)]
+        summary = {**run.summary(), "event_count": 5}
+        response = await relay_post(relay_body((run_group(run.id), {"type": "run.events",
+                                                                    "events": batch}),
+                                               (RUNS_GROUP, {"type": "run.summary",
+                                                             "run": summary})),
+                                    relay.key())
+        assert response.status_code == 200, response.content
+        assert response.json() == {"delivered": 2}
+
+        assert await run_socket.receive_json_from(timeout=5) == {"type": "events",
+                                                                 "events": batch}
+        assert await runs_socket.receive_json_from(timeout=5) == {"type": "run",
+                                                                  "run": summary}
+        assert await run_socket.receive_nothing(timeout=0.1)
+        assert await runs_socket.receive_nothing(timeout=0.1)
+    finally:
+        await run_socket.disconnect()
+        await runs_socket.disconnect()
+
+
+# -- gap fill ---------------------------------------------------------------------------------
+
+
+async def test_a_live_batch_that_skips_stored_events_is_preceded_by_them(cookie: str) -> None:
+    run = await stored_run(5)
+    communicator = await connect(f"/ws/runs/{run.id}/", cookie)
+    try:
+        assert (await communicator.receive_json_from(timeout=5))["type"] == "run"
+        replayed = await receive_events(communicator, 5)
+        # Stored meanwhile: 5..11; the message announcing 5..7 was lost on the way.
+        await store(run.id, range(5, 12))
+        layer = get_channel_layer()
+        await layer.group_send(run_group(run.id), {
+            "type": "run.events", "events": [event(run.id, s) for s in range(8, 12)]})
+        live = await receive_events(communicator, 7)
+        # A late duplicate of what the socket already sent changes nothing.
+        await layer.group_send(run_group(run.id), {
+            "type": "run.events", "events": [event(run.id, s) for s in range(6, 12)]})
+        assert await communicator.receive_nothing(timeout=0.1)
+    finally:
+        await communicator.disconnect()
+    assert [e["seq"] for b in live for e in b][:3] == [5, 6, 7]  # the stored ones first
+    received = events_of([{"type": "events", "events": b} for b in replayed + live])
+    assert_gap_free([e["seq"] for e in received], 12)
+    assert received == [event(run.id, s) for s in range(12)]
+
+
+# -- the recorder's back-pressure -------------------------------------------------------------
+
+
+async def test_a_recorder_with_a_full_buffer_is_congested_until_the_store_caught_up() -> None:
+    run = await stored_run(0)
+    recorder = RunRecorder(run.id, batch_events=4, max_buffered=5)
+    bus = EventBus([recorder], run_id=run.id)
+    for _ in range(5):
+        bus.emit(StepEntered, step="Burst", level=1, how="child")
+    assert not recorder.congested()  # at the limit, not over it
+    for _ in range(15):
+        bus.emit(StepEntered, step="Burst", level=1, how="child")
+    assert recorder.congested()
+    assert await stored_count(run.id) == 0
+
+    recorder.start()
+
+    async def caught_up() -> bool:
+        return not recorder.congested()
+
+    await wait_until(caught_up, what="the recorder's pump to store the backlog")
+    await recorder.close()
+    assert not recorder.congested()
+    payloads = [p async for p in EventRecord.objects.filter(run_id=run.id).order_by("seq")
+                .values_list("payload", flat=True)]
+    assert_gap_free([p["seq"] for p in payloads], 20)
+    assert recorder.stored == 20
+    assert (await Run.objects.aget(id=run.id)).event_count == 20
+
+
+# -- the engine-wide branch cap ---------------------------------------------------------------
+
+
+@pytest.fixture
+def branch_cap() -> Any:
+    """``PICOFLOW_MAX_BRANCHES=50`` for this test's engine, and the usual one after it."""
+    with override_settings(PICOFLOW_MAX_BRANCHES=50):
+        get_engine.cache_clear()
+        yield 50
+    get_engine.cache_clear()
+
+
+async def test_a_run_forking_more_branches_than_the_cap_fails_saying_so(
+        branch_cap: int) -> None:
+    over, reply = await run_to_the_end(flow="FanOutFlow", message="go",
+                                             config={"branches": 100})
+    assert over.status == Run.Status.FAILED
+    assert not reply.success
+    assert str(branch_cap) in reply.message, reply.message
+    assert (await EventRecord.objects.filter(run_id=over.id).order_by("-seq")
+            .values_list("type", flat=True).afirst()) == "turn.failed"
+    assert await EventRecord.objects.filter(run_id=over.id, type="branch.started").acount() == 0
+
+    under, reply = await run_to_the_end(flow="FanOutFlow", message="go",
+                                              config={"branches": 40})
+    assert under.status == Run.Status.FINISHED, reply.message
+    assert reply.message.startswith("40 of 40 branches joined"), reply.message
+
+
+# -- remote runs that were stopped ------------------------------------------------------------
+
+
+def golden_cancelled_turn(run_id: str) -> list[str]:
+    """The golden stopped turn (``cancelled-1``), renamed ``run_id``."""
+    lines = []
+    for line in GOLDEN_CANCELLED.read_text().splitlines():
+        payload = json.loads(line)
+        if payload["run_id"] == "cancelled-1":
+            payload["run_id"] = run_id
+            lines.append(json.dumps(payload))
+    assert json.loads(lines[-1])["type"] == "turn.cancelled"
+    return lines
+
+
+async def test_an_ingested_turn_that_was_stopped_ends_the_run_cancelled() -> None:
+    user = await amake_user("shipper")
+    _, token = await sync_to_async(ApiToken.issue)(user, "ingest", ("ingest",))
+    lines = golden_cancelled_turn("remote-stopped")
+    response = await AsyncClient().post(
+        "/api/ingest", data="".join(line + "\n" for line in lines).encode(),
+        content_type="application/x-ndjson",
+        headers={**bearer(token), "PicoFlow-Origin-Host": "laptop", "PicoFlow-Origin-Pid": "9"})
+    assert response.status_code == 200, response.content
+    assert response.json()["runs"]["remote-stopped"] == {"last_seq": len(lines) - 1,
+                                                         "status": "cancelled"}
+    run = await Run.objects.aget(id="remote-stopped")
+    assert run.status == Run.Status.CANCELLED
+    assert run.finished_at is not None
+    assert run.reply["error_code"] == services.TURN_CANCELLED
+    assert "Stop pressed in the dashboard" in run.reply["message"]
+    assert run.cancel_requested["by"] == "ada"
+    assert services.reply_of(run).error_code == services.TURN_CANCELLED
+
+    # Long silent afterwards: ended, so the watchdog leaves it alone.
+    await Run.objects.filter(id=run.id).aupdate(
+        last_seen_at=timezone.now() - timedelta(days=1))
+    silent = await sync_to_async(ingest.interrupt_silent_runs)()
+    assert not silent.events
+    assert await watchdog.sweep() == 0
+    after = await Run.objects.aget(id=run.id)
+    assert (after.status, after.interruption) == (Run.Status.CANCELLED, None)
+    assert await stored_count(run.id) == len(lines)
+    # Stopping it from here is refused: it runs (ran) in its own process.
+    answer = await AsyncClient().post(f"/api/runs/{run.id}/cancel",
+                                      headers=bearer(await _run_token(user)))
+    assert answer.status_code == 409
+    assert answer.json()["code"] == "not_cancellable"
+
+
+async def _run_token(user: Any) -> str:
+    _, raw = await sync_to_async(ApiToken.issue)(user, "runner", ("run",))
+    return raw
