@@ -220,7 +220,11 @@ def first_events(client: Client, args: argparse.Namespace) -> None:
 def concurrency(server: LiveDaphne, client: Client, args: argparse.Namespace) -> None:
     while len(server.workers) < args.concurrency_workers:
         server.start_worker()
-    time.sleep(1.0)  # let the new workers start polling
+    # Wait until every worker polls the queue (its start-up line is in its log).
+    deadline = time.monotonic() + 60
+    while (server.worker_logs().count("Starting worker") < len(server.workers)
+           and time.monotonic() < deadline):
+        time.sleep(0.1)
     gc.collect()
     count = args.concurrency_workers
     ids = [client.start("FanOutFlow", {"branches": 200, "rate": 100}) for _ in range(count)]
@@ -264,7 +268,7 @@ def main() -> None:
     env = {"PICOFLOW_DEBUG": "0", "PICOFLOW_ALLOWED_HOSTS": "127.0.0.1,localhost",
            "PICOFLOW_SECURE_SSL_REDIRECT": "0", "PICOFLOW_LOG_LEVEL": "WARNING",
            "PICOFLOW_DEMO_LATENCY": "0"}
-    with live_daphne(env, workers=args.workers) as server:
+    with live_daphne(env, workers=args.workers, extra_args=("-v", "0")) as server:
         run_manage("ensure_admin", env=server.env)
         made = run_manage("create_api_token", "admin", "bench", "--scope", "read",
                           "--scope", "run", env=server.env)
