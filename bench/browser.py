@@ -73,7 +73,7 @@ def wait_finished(page: Page, run_id: str, timeout: float = 600) -> dict[str, An
     while time.monotonic() < deadline:
         run = page.evaluate("async id => (await (await fetch(`/api/runs/${id}`)).json()).run",
                             run_id)
-        if run["status"] != "running":
+        if run["status"] not in ("queued", "running"):
             return run  # type: ignore[no-any-return]
         time.sleep(0.2)
     raise TimeoutError(f"run {run_id} did not finish")

@@ -95,6 +95,8 @@ class Turn:
         self.engine: FlowEngine | None = None
         self.bus: EventBus | None = None
         """Where this turn's events go; None when nothing listens."""
+        self._drained: anyio.Event | None = None
+        """Set when the bus stops being congested; one poller for every waiting branch."""
         self.doc: SessionDocument | None = None
         self.tools = ToolRegistry(flow.id)
         self.context: dict[str, Any] = {}
@@ -154,7 +156,20 @@ class Turn:
         """
         bus = self.bus
         while bus is not None and bus.congested():
-            await anyio.sleep(CONGESTION_POLL)
+            # One task polls; every other waiting branch sleeps on its event. Thousands
+            # of branches each polling would keep the loop busy with timers and starve
+            # the sink that is draining the backlog.
+            drained = self._drained
+            if drained is not None:
+                await drained.wait()
+                continue
+            drained = self._drained = anyio.Event()
+            try:
+                while bus.congested():
+                    await anyio.sleep(CONGESTION_POLL)
+            finally:
+                self._drained = None
+                drained.set()
 
     # -- steps and tools -----------------------------------------------------------------
 
