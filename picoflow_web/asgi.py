@@ -19,7 +19,7 @@ from channels.auth import AuthMiddlewareStack
 from channels.routing import ProtocolTypeRouter, URLRouter
 from channels.security.websocket import AllowedHostsOriginValidator
 
-from picoflow_web import relay
+from picoflow_web import relay, watchdog
 from picoflow_web.engine import get_engine
 from picoflow_web.routing import websocket_urlpatterns
 
@@ -28,11 +28,11 @@ from picoflow_web.routing import websocket_urlpatterns
 get_engine()
 relay.SERVES_WEBSOCKETS = True  # browsers listen on this process's channel layer
 
-application = ProtocolTypeRouter(
+application = watchdog.watched(ProtocolTypeRouter(
     {
         "http": django_asgi_app,
         "websocket": AllowedHostsOriginValidator(
             AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
         ),
     }
-)
+))

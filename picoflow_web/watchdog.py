@@ -4,8 +4,8 @@ Two kinds of executor can vanish: a remote process that stops shipping events an
 heartbeats (``PICOFLOW_REMOTE_TIMEOUT``, :func:`picoflow_web.ingest.interrupt_silent_runs`)
 and a worker whose lease lapses (``PICOFLOW_WORKER_LEASE``,
 :func:`picoflow_web.leases.expire`). One task per web process checks both, started by
-the first ingest, heartbeat, page or websocket that needs it; workers check leases
-themselves too (``manage.py db_worker``), so a run is noticed with no browser open.
+the first request or websocket the process serves (:func:`watched`); workers check
+leases themselves too (``manage.py db_worker``), so a run is noticed with no browser open.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import asyncio
 import contextvars
 import logging
 import weakref
+from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -45,6 +46,21 @@ def ensure() -> None:
         _WATCHDOGS[loop] = loop.create_task(_watch(), context=contextvars.Context())
 
 
+def watched(app: Any) -> Any:
+    """The ASGI ``app``, starting this process's watchdog on its first connection.
+
+    A killed worker's run must become ``interrupted`` even when nobody opens a page that
+    would start the watchdog, e.g. a client polling ``GET /api/runs/<id>``.
+    """
+
+    async def application(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] in ("http", "websocket"):
+            ensure()
+        await app(scope, receive, send)
+
+    return application
+
+
 async def _watch() -> None:
     interval = min(5.0, settings.PICOFLOW_REMOTE_TIMEOUT / 4, leases.lease_seconds() / 4)
     while True:
@@ -55,4 +71,4 @@ async def _watch() -> None:
         await asyncio.sleep(interval)
 
 
-__all__ = ["ensure", "sweep"]
+__all__ = ["ensure", "sweep", "watched"]

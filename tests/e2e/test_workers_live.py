@@ -1,5 +1,5 @@
-"""Runs in real worker processes beside a real Daphne: the web server stays responsive
-while a worker executes a large run.
+"""Runs in real worker processes beside a real Daphne: the web server stays responsive, a
+killed worker's run becomes interrupted, and the Stop button stops a nested fan-out.
 
 One Daphne and ``manage.py db_worker`` processes on a private SQLite database
 (``tests/livedaphne.py``); the workers reach the page through the relay. The lease is short
@@ -9,13 +9,14 @@ One Daphne and ``manage.py db_worker`` processes on a private SQLite database
 from __future__ import annotations
 
 import json
+import os
 import signal
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
 
-from tests.e2e.browsing import dashboard
+from tests.e2e.browsing import dashboard, logged_in_page
 from tests.livedaphne import LiveDaphne, run_manage
 from tests.webhelpers import HttpSession, assert_gap_free, wait_until
 
@@ -127,6 +128,89 @@ async def test_a_large_run_executes_in_a_worker_while_daphne_keeps_answering(
         events = api.events(run_id)
         assert_gap_free([e["seq"] for e in events])
         assert events[0]["type"] == "turn.started" and events[-1]["type"] == "turn.finished"
+    finally:
+        stop_workers(live)
+        live.workers.remove(worker)
+
+
+async def test_a_killed_worker_leaves_an_interrupted_run_and_is_not_run_again(
+        server: tuple[LiveDaphne, str, str], api: Api) -> None:
+    live = server[0]
+    doomed = live.start_worker("doomed")
+    run_id = api.start("FanOutFlow", {"branches": 300, "rate": 30, "concurrency": 10})
+
+    async def streaming() -> bool:
+        return api.run(run_id)["event_count"] >= 40
+
+    await wait_until(streaming, timeout=60, interval=0.05, what="the run's first events")
+    os.kill(doomed.pid, signal.SIGKILL)
+    doomed.wait(timeout=10)
+    before_kill = api.events(run_id)
+
+    final = await ended(api, run_id, timeout=LEASE * 10)
+    assert final["status"] == "interrupted"
+    events = api.events(run_id)
+    # Everything stored before the kill is still there, gap-free, and the interruption is
+    # the last event: it names the worker and the revision the session stays at.
+    assert events[:len(before_kill)] == before_kill
+    assert_gap_free([e["seq"] for e in events])
+    last = events[-1]
+    assert last["type"] == "run.interrupted" and last["worker"] == "doomed"
+    saved = [e["revision"] for e in events if e["type"] in ("session.saved",
+                                                            "checkpoint.saved")]
+    assert last["revision"] == saved[-1]
+
+    # A second worker takes new runs (a new turn on the same session works) and leaves
+    # the interrupted run alone.
+    rescuer = live.start_worker("rescuer")
+    try:
+        again = api.start("FanOutFlow", {"branches": 5}, session_id=final["session_id"])
+        assert (await ended(api, again))["status"] == "finished"
+        assert api.run(again)["worker"] == "rescuer"
+        assert api.events(run_id) == events
+        assert [e["type"] for e in events].count("turn.started") == 1
+    finally:
+        stop_workers(live)
+        live.workers.remove(doomed)
+        live.workers.remove(rescuer)
+
+
+@pytest.fixture
+async def page(server: tuple[LiveDaphne, str, str]) -> AsyncIterator[Any]:
+    live, password, _ = server
+    async with logged_in_page(live.base_url, password) as page:
+        yield page
+
+
+async def test_stop_on_a_running_nested_fan_out_ends_it_cancelled(
+        server: tuple[LiveDaphne, str, str], api: Api, page: Any) -> None:
+    live = server[0]
+    worker = live.start_worker("stopper")
+    try:
+        run_id = api.start("ResearchFlow")
+        await page.goto(f"/runs/{run_id}/")
+        # Stop once a nested barrier forked: a branch of a branch (path "0.1") runs.
+        await page.wait_for_function(
+            """() => [...document.querySelectorAll('.pf-branch[data-status=running]')]
+                 .some(row => row.dataset.path.includes('.'))""", timeout=60_000)
+        await page.click("#pf-stop")
+        await page.wait_for_selector("#pf-run[data-status=cancelled]", timeout=60_000)
+        await page.wait_for_selector("#pf-stop-box", state="hidden")
+        panel = await page.locator("#pf-ended").inner_text()
+        assert "Stopped by admin" in panel and "The session stays at revision" in panel
+
+        events = api.events(run_id)
+        assert events[-1]["type"] == "turn.cancelled"
+        assert events[-1]["requested_by"] == "admin"
+        # The tree labels what the stop did to each branch, as the events say.
+        propagated = [e for e in events if e["type"] == "cancel.propagated"]
+        assert propagated
+        labels = await page.eval_on_selector_all(
+            ".pf-branch[data-stop]", "rows => rows.map(r => r.dataset.stop)")
+        stopped_queued = sum(len(e["queued"]) for e in propagated)
+        assert labels.count("not-started") == stopped_queued
+        assert set(labels) <= {"not-started", "cancelled", "late"} and labels
+        assert api.run(run_id)["status"] == "cancelled"
     finally:
         stop_workers(live)
         live.workers.remove(worker)
