@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -132,8 +133,15 @@ def main() -> None:
     parser.add_argument("--rate-events", type=int, default=1000)
     parser.add_argument("--seconds", type=float, default=8.0)
     args = parser.parse_args()
-    with live_daphne({"PICOFLOW_DEMO_LATENCY": "0"},
-                     extra_args=("--websocket-max-message-size", "67108864")) as live:
+    # Production settings, as deployed: no debug (Django keeps no queries), hashed and
+    # compressed static files served by WhiteNoise from collectstatic's folder.
+    env = {"PICOFLOW_DEBUG": "0", "PICOFLOW_ALLOWED_HOSTS": "127.0.0.1,localhost",
+           "PICOFLOW_SECURE_SSL_REDIRECT": "0", "PICOFLOW_LOG_LEVEL": "WARNING",
+           "PICOFLOW_DEMO_LATENCY": "0"}
+    collected = run_manage("collectstatic", "--noinput", env={**os.environ, **env})
+    if collected.returncode != 0:
+        raise SystemExit(f"collectstatic failed:\n{collected.stdout}{collected.stderr}")
+    with live_daphne(env, extra_args=("--websocket-max-message-size", "67108864")) as live:
         run_manage("ensure_admin", env=live.env)
         password = (live.data_dir / "admin_password").read_text().strip()
         with sync_playwright() as pw:

@@ -22,7 +22,7 @@ from django.middleware.csrf import CsrfViewMiddleware
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 
-from picoflow_web import ingest, relay, selectors, services, watchdog
+from picoflow_web import ingest, selectors, services, watchdog
 from picoflow_web.engine import get_engine
 
 MAX_BODY_BYTES = 64 * 1024
@@ -173,23 +173,6 @@ async def run_cancel(request: HttpRequest, run_id: str) -> HttpResponse:
     if run is None:
         return error(f"No run {run_id!r}.", 404, "not_found")
     return JsonResponse({"run": run.summary()}, status=202)
-
-
-@csrf_exempt
-@require_http_methods(["POST"])
-async def relay_publish(request: HttpRequest) -> HttpResponse:
-    """``POST /api/relay``: messages for this server's browsers from a worker of the same
-    installation (see :mod:`picoflow_web.relay`); its key, not a user, authenticates it."""
-    if not relay.key_matches(request.headers.get(relay.HEADER, "")):
-        return error("Relay requests need this installation's relay key.", 403, "relay_key")
-    try:
-        messages = relay.parse(ingest.read_body(request))
-    except ingest.IngestError as exc:
-        return JsonResponse(exc.body(), status=exc.status)
-    except ValueError as exc:
-        return error(str(exc), 400)
-    await relay.publish(messages)
-    return JsonResponse({"delivered": len(messages)})
 
 
 @api_view("GET")

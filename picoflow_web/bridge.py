@@ -2,8 +2,9 @@
 
 :class:`RunRecorder` is a runtime event sink. ``handle`` (called synchronously by the
 runtime's bus) only appends to a buffer, so it never stalls a branch or a join. Its pump
-task takes the buffer in batches — at most ``batch_events`` events or ``batch_seconds``
-old — **stores each batch, then publishes it** to the run's channel group as one message
+task takes the buffer in batches — once ``batch_events`` events wait, or ``batch_seconds``
+after the first of them arrived, so a lone event is not held back by a fixed tick — **stores
+each batch, then publishes it** to the run's channel group as one message
 (:mod:`picoflow_web.relay`: from a worker, across processes). Persist before broadcast: a
 browser only ever hears of an event that a reload or a reconnect can read back, so
 resuming from the last sequence number is gap-free. One group message per batch, not per
@@ -50,7 +51,7 @@ class RunRecorder:
     name = "django"
 
     def __init__(self, run_id: str, *, batch_events: int = 200,
-                 batch_seconds: float = 0.03, max_buffered: int = 20_000,
+                 batch_seconds: float = 0.01, max_buffered: int = 20_000,
                  lease_seconds: float | None = None) -> None:
         self.run_id = run_id
         self.lease_seconds = lease_seconds
@@ -58,7 +59,8 @@ class RunRecorder:
         self.batch_seconds = batch_seconds
         self.max_buffered = max_buffered
         self._buffer: list[Event] = []
-        self._wake = asyncio.Event()
+        self._arrived = asyncio.Event()  # the buffer is not empty
+        self._full = asyncio.Event()  # a whole batch waits
         self._closing = False
         self._task: asyncio.Task[None] | None = None
         # Running totals of what is stored, written onto the run with every batch.
@@ -71,8 +73,11 @@ class RunRecorder:
     def handle(self, event: Event) -> None:
         """Take one event (synchronous, never blocks)."""
         self._buffer.append(event)
-        if len(self._buffer) >= self.batch_events:
-            self._wake.set()
+        waiting = len(self._buffer)
+        if waiting == 1:
+            self._arrived.set()
+        if waiting >= self.batch_events:
+            self._full.set()
 
     def congested(self) -> bool:
         """Whether the run should wait for the store (the bus's back-pressure)."""
@@ -85,19 +90,24 @@ class RunRecorder:
     async def close(self) -> None:
         """Flush everything buffered, then stop."""
         self._closing = True
-        self._wake.set()
+        self._arrived.set()
+        self._full.set()
         if self._task is not None:
             await self._task
 
     async def _pump(self) -> None:
         while True:
-            with contextlib.suppress(TimeoutError):  # a timeout just means "flush now"
-                await asyncio.wait_for(self._wake.wait(), self.batch_seconds)
-            self._wake.clear()
+            if not self._buffer:
+                if self._closing:
+                    return
+                self._arrived.clear()
+                await self._arrived.wait()
+            if len(self._buffer) < self.batch_events and not self._closing:
+                self._full.clear()
+                with contextlib.suppress(TimeoutError):  # a timeout just means "flush now"
+                    await asyncio.wait_for(self._full.wait(), self.batch_seconds)
             batch = self._buffer[: self.batch_events]
             del self._buffer[: self.batch_events]
-            if self._buffer:
-                self._wake.set()  # more than one batch waiting: go round again at once
             if batch and not self.ended:
                 try:
                     payloads = [e.model_dump(mode="json") for e in batch]
@@ -109,8 +119,6 @@ class RunRecorder:
                                        ": its later events are not stored", self.run_id)
                 except Exception:  # keep pumping; the run itself must not die of it
                     logger.exception("Storing events of run %s failed", self.run_id)
-            if self._closing and not self._buffer:
-                return
 
     async def _store(self, payloads: list[dict[str, Any]]) -> bool:
         """Append the batch to the event log and bring the run's counters up to date, in one

@@ -12,16 +12,21 @@ the way) is preceded by the skipped ones, read from the store.
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 from urllib.parse import parse_qs
 
-from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from channels.generic.websocket import AsyncJsonWebsocketConsumer, AsyncWebsocketConsumer
 
-from picoflow_web import selectors, watchdog
+from picoflow_web import relay, selectors, watchdog
 from picoflow_web.groups import RUNS_GROUP, run_group
 
+logger = logging.getLogger("picoflow.web")
+
 MESSAGE_BYTES = 256 * 1024
+CLOSE_UNSUPPORTED = 1003
 CLOSE_UNAUTHENTICATED = 4401
+CLOSE_FORBIDDEN = 4403
 CLOSE_NOT_FOUND = 4404
 
 
@@ -70,6 +75,15 @@ class RunConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         events are stored already, so they are read back first.
         """
         events = message["events"]
+        upto = message.get("upto")
+        if not events and isinstance(upto, int):
+            # A batch too big to relay (picoflow_web.relay_sender): it is stored; read it.
+            while self.last_seq < upto:
+                stored = await selectors.run_events_after(self.run_id, self.last_seq)
+                if not stored:
+                    break
+                await self._forward(stored)
+            return
         while events and events[0]["seq"] > self.last_seq + 1:
             missing = await selectors.run_events_after(self.run_id, self.last_seq)
             missing = [e for e in missing if e["seq"] < events[0]["seq"]]
@@ -137,3 +151,26 @@ class RunsConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     async def run_summary(self, message: dict[str, Any]) -> None:
         """A run started or changed."""
         await self.send_json({"type": "run", "run": message["run"]})
+
+
+class RelayConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]
+    """``ws/relay/``: a worker's messages for this server's browsers (see
+    :mod:`picoflow_web.relay`); the installation's relay key, not a user, opens it."""
+
+    async def connect(self) -> None:
+        offered = dict(self.scope.get("headers", [])).get(relay.HEADER.lower().encode(), b"")
+        if not relay.key_matches(offered.decode("latin-1")):
+            logger.warning("A relay socket without this installation's relay key was refused")
+            await _refuse(self, CLOSE_FORBIDDEN)
+            return
+        await self.accept()
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None
+                      ) -> None:
+        try:
+            messages = relay.parse(text_data if text_data is not None else bytes_data or b"")
+        except ValueError as exc:
+            logger.warning("A relay frame was refused: %s", exc)
+            await self.close(code=CLOSE_UNSUPPORTED)
+            return
+        await relay.publish(messages)

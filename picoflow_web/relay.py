@@ -7,9 +7,10 @@ process and the layer:
 * with a shared layer (Redis, ``REDIS_URL``) every process sends to the group itself;
 * in the web server, the in-memory layer is the one its consumers listen on;
 * in a worker with the in-memory layer (the embedded default), the layer is the worker's
-  own, which no browser hears: the messages go by HTTP to the web server's
-  ``POST /api/relay`` (``PICOFLOW_RELAY_URL``), which sends them to its groups. The request
-  carries a key derived from ``SECRET_KEY``, which every process of one installation shares.
+  own, which no browser hears: the messages go to the web server (``PICOFLOW_RELAY_URL``)
+  over one websocket per worker, ``ws/relay/`` (:mod:`picoflow_web.relay_sender`), whose
+  consumer sends them to its groups. The socket's handshake carries a key derived from
+  ``SECRET_KEY``, which every process of one installation shares.
 
 Messages are published only after what they describe is stored, so a lost one costs a
 browser nothing it cannot read back: the run consumer fills any gap from the store.
@@ -21,23 +22,20 @@ import hashlib
 import hmac
 import json
 import logging
-import urllib.error
-import urllib.request
-from typing import Any
+import queue
+import threading
 
 from asgiref.sync import async_to_sync, sync_to_async
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.conf import settings
 
+from picoflow_web.relay_sender import Message, Sender
+
 logger = logging.getLogger("picoflow.web")
 
-PATH = "/api/relay"
 HEADER = "PicoFlow-Relay-Key"
 MESSAGE_TYPES = frozenset({"run.events", "run.summary"})
 """What may be relayed: consumers' ``run_events`` and ``run_summary``."""
-
-Message = tuple[str, dict[str, Any]]
-"""A group name and the message for it."""
 
 SERVES_WEBSOCKETS = False
 """Set by :mod:`picoflow_web.asgi`: this process is a web server, its in-memory layer is
@@ -54,18 +52,34 @@ def key_matches(offered: str) -> bool:
     return hmac.compare_digest(offered.encode(), key().encode())
 
 
-def _by_http() -> bool:
+def _remote() -> bool:
     if SERVES_WEBSOCKETS or not settings.PICOFLOW_RELAY_URL:
         return False
     return isinstance(get_channel_layer(), InMemoryChannelLayer)
+
+
+_SENDER: Sender | None = None
+_SENDER_LOCK = threading.Lock()
+
+
+def _sender() -> Sender:
+    global _SENDER
+    with _SENDER_LOCK:
+        if _SENDER is None:
+            _SENDER = Sender(settings.PICOFLOW_RELAY_URL, {HEADER: key()})
+        return _SENDER
 
 
 async def publish(messages: list[Message]) -> None:
     """Send ``messages`` to their groups, wherever the browsers listen (see above)."""
     if not messages:
         return
-    if _by_http():
-        await sync_to_async(_post, thread_sensitive=False)(messages)
+    if _remote():
+        sender = _sender()
+        try:
+            sender.put(messages, block=False)
+        except queue.Full:  # the web server lags: the run waits here, nothing is dropped
+            await sync_to_async(sender.put, thread_sensitive=False)(messages)
         return
     layer = get_channel_layer()
     if layer is not None:
@@ -77,29 +91,20 @@ def publish_sync(messages: list[Message]) -> None:
     """:func:`publish` from a thread with no event loop (a worker's lease keeper)."""
     if not messages:
         return
-    if _by_http():
-        _post(messages)
+    if _remote():
+        _sender().put(messages)
     else:
         async_to_sync(publish)(messages)
 
 
-def _post(messages: list[Message]) -> None:
-    body = json.dumps({"messages": [{"group": g, "message": m} for g, m in messages]},
-                      separators=(",", ":")).encode()
-    request = urllib.request.Request(
-        settings.PICOFLOW_RELAY_URL + PATH, data=body, method="POST",
-        headers={"Content-Type": "application/json", HEADER: key()})
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            response.read()
-    except (OSError, urllib.error.URLError) as exc:
-        # Stored already: browsers read it back on their next batch or reconnect.
-        logger.warning("Relaying %d message(s) to %s failed: %s", len(messages),
-                       settings.PICOFLOW_RELAY_URL, exc)
+def drain(timeout: float = 5.0) -> bool:
+    """Wait until what this process published has left for the web server (a worker, at
+    the end of a run, so the run's last events are not left in its queue)."""
+    return _SENDER.drain(timeout) if _SENDER is not None else True
 
 
-def parse(body: bytes) -> list[Message]:
-    """The messages of a relay request; raises ValueError saying what is wrong."""
+def parse(body: bytes | str) -> list[Message]:
+    """The messages of a relay frame; raises ValueError saying what is wrong."""
     try:
         data = json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
@@ -120,4 +125,4 @@ def parse(body: bytes) -> list[Message]:
     return messages
 
 
-__all__ = ["HEADER", "PATH", "key", "key_matches", "parse", "publish", "publish_sync"]
+__all__ = ["HEADER", "Message", "drain", "key", "key_matches", "parse", "publish", "publish_sync"]

@@ -7,4 +7,5 @@ from picoflow_web import consumers
 websocket_urlpatterns: list[URLPattern | URLResolver] = [
     path("ws/runs/", consumers.RunsConsumer.as_asgi()),
     path("ws/runs/<str:run_id>/", consumers.RunConsumer.as_asgi()),
+    path("ws/relay/", consumers.RelayConsumer.as_asgi()),
 ]

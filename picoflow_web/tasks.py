@@ -10,6 +10,7 @@ from __future__ import annotations
 from asgiref.sync import sync_to_async
 from django_tasks import TaskContext, task
 
+from picoflow_web import relay
 from picoflow_web.execution import run_in_worker, run_orphaned
 
 
@@ -25,6 +26,10 @@ async def execute_run(context: TaskContext, run_id: str) -> str:
         # The run must not wait for ever: it fails, saying why.
         await sync_to_async(run_orphaned)(run_id, worker, exc)
         raise
+    finally:
+        # The run's last batches may still wait for the relay socket; a worker that stops
+        # after this task must not take them along.
+        await sync_to_async(relay.drain, thread_sensitive=False)()
 
 
 __all__ = ["execute_run"]

@@ -1,6 +1,7 @@
-"""What reaches browsers from workers and what bounds a worker's run: the relay endpoint
-(``POST /api/relay``), the run socket's gap fill, the recorder's back-pressure, the
-engine-wide branch cap, and remote runs that end ``turn.cancelled``."""
+"""What reaches browsers from workers and what bounds a worker's run: the relay socket
+(``ws/relay/``, and the frames a worker sends on it), the run socket's gap fill, the
+recorder's back-pressure, the engine-wide branch cap, and remote runs that end
+``turn.cancelled``."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from channels.testing import WebsocketCommunicator
 from django.test import AsyncClient, override_settings
 from django.utils import timezone
 
-from picoflow_web import ingest, relay, services, watchdog
+from picoflow_web import consumers, ingest, relay, relay_sender, services, watchdog
 from picoflow_web.asgi import application
 from picoflow_web.bridge import RunRecorder
 from picoflow_web.engine import get_engine
@@ -96,51 +97,62 @@ async def receive_events(communicator: WebsocketCommunicator,
     return batches
 
 
-# -- the relay endpoint ---------------------------------------------------------------------
+# -- the relay socket -----------------------------------------------------------------------
 
 
-async def relay_post(body: bytes | str, key: str | None = None) -> Any:
-    headers = {relay.HEADER: key} if key is not None else {}
-    data = body.encode() if isinstance(body, str) else body
-    return await AsyncClient().post(relay.PATH, data=data, content_type="application/json",
-                                    headers=headers)
+async def relay_socket(key: str | None) -> tuple[WebsocketCommunicator, bool, Any]:
+    """A relay socket opened with ``key``: the communicator, whether it stayed open, and
+    the close code if it did not."""
+    headers = ws_headers()
+    if key is not None:
+        headers.append((relay.HEADER.lower().encode(), key.encode()))
+    communicator = WebsocketCommunicator(application, "/ws/relay/", headers=headers)
+    connected, _ = await communicator.connect(timeout=5)
+    assert connected
+    output = await communicator.receive_output(timeout=5) if not await (
+        communicator.receive_nothing(timeout=0.1)) else None
+    if output is not None:
+        assert output["type"] == "websocket.close", output
+        return communicator, False, output.get("code")
+    return communicator, True, None
 
 
 def relay_body(*messages: tuple[str, dict[str, Any]]) -> str:
     return json.dumps({"messages": [{"group": g, "message": m} for g, m in messages]})
 
 
-async def test_relay_refuses_requests_without_the_installation_key() -> None:
-    body = relay_body((RUNS_GROUP, {"type": "run.summary", "run": {"id": "x"}}))
+async def test_the_relay_socket_refuses_clients_without_the_installation_key(
+        caplog: pytest.LogCaptureFixture) -> None:
     for key in (None, "", "0" * 64, relay.key()[:-1] + "x"):
-        response = await relay_post(body, key)
-        assert response.status_code == 403, (key, response.content)
-        answer = response.json()
-        assert (answer["type"], answer["code"]) == ("error", "relay_key")
-    assert (await AsyncClient().get(relay.PATH,
-                                    headers={relay.HEADER: relay.key()})).status_code == 405
+        communicator, open_, code = await relay_socket(key)
+        assert (open_, code) == (False, consumers.CLOSE_FORBIDDEN), key
+        await communicator.disconnect()
+    assert "relay key" in caplog.text
 
 
 @pytest.mark.parametrize("body", [
-    b"{not json",
-    b"[]",
-    json.dumps({"messages": {"group": "runs"}}).encode(),
-    relay_body(("browsers", {"type": "run.summary", "run": {}})).encode(),
-    relay_body(("runs", {"type": "websocket.send", "text": "x"})).encode(),
-    relay_body(("run.abc", {"type": "run.events"}), ("runs", {"type": "run.summaryx"})).encode(),
-    relay_body(("runs", {"run": {}})).encode(),
+    "{not json",
+    "[]",
+    json.dumps({"messages": {"group": "runs"}}),
+    relay_body(("browsers", {"type": "run.summary", "run": {}})),
+    relay_body(("runs", {"type": "websocket.send", "text": "x"})),
+    relay_body(("run.abc", {"type": "run.events"}), ("runs", {"type": "run.summaryx"})),
+    relay_body(("runs", {"run": {}})),
 ])
-async def test_relay_refuses_malformed_requests_with_400(body: bytes, cookie: str) -> None:
+async def test_a_malformed_relay_frame_closes_the_socket_and_delivers_nothing(
+        body: str, cookie: str, caplog: pytest.LogCaptureFixture) -> None:
     runs_socket = await connect("/ws/runs/", cookie)
+    communicator, open_, _ = await relay_socket(relay.key())
     try:
-        response = await relay_post(body, relay.key())
-        assert response.status_code == 400, response.content
-        answer = response.json()
-        assert (answer["type"], answer["code"]) == ("error", "bad_request")
-        assert answer["message"]
-        # Nothing of a refused request is delivered, not even its valid messages.
+        assert open_
+        await communicator.send_to(text_data=body)
+        closed = await communicator.receive_output(timeout=5)
+        assert closed == {"type": "websocket.close", "code": consumers.CLOSE_UNSUPPORTED}
+        # Nothing of a refused frame is delivered, not even its valid messages.
         assert await runs_socket.receive_nothing(timeout=0.1)
+        assert "relay frame was refused" in caplog.text and "Traceback" not in caplog.text
     finally:
+        await communicator.disconnect()
         await runs_socket.disconnect()
 
 
@@ -149,19 +161,18 @@ async def test_relay_delivers_events_to_the_run_socket_and_summaries_to_the_list
     run = await stored_run(3)
     run_socket = await connect(f"/ws/runs/{run.id}/?after=2", cookie)
     runs_socket = await connect("/ws/runs/", cookie)
+    communicator, open_, _ = await relay_socket(relay.key())
     try:
+        assert open_
         assert (await run_socket.receive_json_from(timeout=5))["type"] == "run"
         assert await run_socket.receive_nothing(timeout=0.1)  # nothing after seq 2 yet
         await store(run.id, range(3, 5))
         batch = [event(run.id, 3), event(run.id, 4)]
         summary = {**run.summary(), "event_count": 5}
-        response = await relay_post(relay_body((run_group(run.id), {"type": "run.events",
-                                                                    "events": batch}),
-                                               (RUNS_GROUP, {"type": "run.summary",
-                                                             "run": summary})),
-                                    relay.key())
-        assert response.status_code == 200, response.content
-        assert response.json() == {"delivered": 2}
+        [frame] = relay_sender.frames([
+            (run_group(run.id), {"type": "run.events", "events": batch}),
+            (RUNS_GROUP, {"type": "run.summary", "run": summary})])
+        await communicator.send_to(text_data=frame)
 
         assert await run_socket.receive_json_from(timeout=5) == {"type": "events",
                                                                  "events": batch}
@@ -170,8 +181,48 @@ async def test_relay_delivers_events_to_the_run_socket_and_summaries_to_the_list
         assert await run_socket.receive_nothing(timeout=0.1)
         assert await runs_socket.receive_nothing(timeout=0.1)
     finally:
+        await communicator.disconnect()
         await run_socket.disconnect()
         await runs_socket.disconnect()
+
+
+async def test_a_batch_too_big_for_a_frame_travels_as_a_notice_the_socket_reads_back(
+        cookie: str) -> None:
+    run = await stored_run(2)
+    run_socket = await connect(f"/ws/runs/{run.id}/?after=1", cookie)
+    communicator, open_, _ = await relay_socket(relay.key())
+    try:
+        assert open_
+        assert (await run_socket.receive_json_from(timeout=5))["type"] == "run"
+        big = [{**event(run.id, s), "step": "x" * (relay_sender.FRAME_BYTES // 4)}
+               for s in range(2, 7)]
+        await EventRecord.objects.abulk_create([
+            EventRecord(run_id=run.id, seq=e["seq"], type=e["type"], path="", payload=e)
+            for e in big])
+        small = {"type": "run.summary", "run": {**run.summary(), "event_count": 7}}
+        frames = relay_sender.frames([(run_group(run.id), {"type": "run.events",
+                                                           "events": big}),
+                                      (RUNS_GROUP, small)])
+        assert all(len(f) <= relay_sender.FRAME_BYTES for f in frames)
+        notice = json.loads(frames[0])["messages"][0]["message"]
+        assert notice == {"type": "run.events", "events": [], "upto": 6}
+        for frame in frames:
+            await communicator.send_to(text_data=frame)
+        received = [e for b in await receive_events(run_socket, len(big)) for e in b]
+        assert received == big  # read back from the store, in order, each once
+        assert await run_socket.receive_nothing(timeout=0.1)
+    finally:
+        await communicator.disconnect()
+        await run_socket.disconnect()
+
+
+def test_frames_pack_messages_in_order_under_the_frame_size() -> None:
+    messages = [(f"run.r{i}", {"type": "run.events", "events": [{"seq": i, "text": "y" * 9000}]})
+                for i in range(200)]
+    frames = relay_sender.frames(messages)
+    assert len(frames) > 1 and all(len(f) <= relay_sender.FRAME_BYTES for f in frames)
+    unpacked = [m for f in frames for m in relay.parse(f)]
+    assert unpacked == messages
 
 
 # -- gap fill ---------------------------------------------------------------------------------

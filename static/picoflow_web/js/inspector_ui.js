@@ -32,10 +32,13 @@ import { STOP_LABELS, barrierStopped, endedExplanation, endingEvent, stopKind } 
 const EVENT_LIST_LIMIT = 300;
 
 /**
- * Rebuild the inspector for the selection.
- * @param {HTMLElement} container @param {InspectorContext} ctx
+ * Rebuild the inspector for the selection, keeping it scrolled at `scroll`.
+ *
+ * The caller reads `scroll` with its other layout reads, before the frame's writes: read
+ * here, after them, it would force a layout of the whole page (tens of ms on a big run).
+ * @param {HTMLElement} container @param {InspectorContext} ctx @param {number} scroll
  */
-export function renderInspector(container, ctx) {
+export function renderInspector(container, ctx, scroll) {
   const fragment = document.createDocumentFragment();
   const { view } = ctx;
   container.removeAttribute("data-barrier");
@@ -56,9 +59,8 @@ export function renderInspector(container, ctx) {
       ? `No ${wanted} at this point of the run (it may not have forked yet).`
       : "Select a branch or barrier to see what it could see, what it wrote, and what its join published."));
   }
-  const scroll = container.scrollTop;
   container.replaceChildren(fragment);
-  container.scrollTop = scroll;
+  if (scroll) container.scrollTop = scroll;  // a panel at the top stays there by itself
 }
 
 // -- shared pieces ---------------------------------------------------------------------------

@@ -269,6 +269,7 @@ export function mountRunPage(root) {
     const scrollTop = els.viewport.scrollTop;
     const viewportHeight = els.viewport.clientHeight;
     const axisWidth = els.axis.clientWidth;
+    const inspectorScroll = els.inspector.scrollTop;
 
     const status = runStatus(live, s.summary);
     const running = status === "running";
@@ -374,7 +375,8 @@ export function mountRunPage(root) {
         inspectorKey = key;
         inspectorAt = performance.now();
         if (s.selected !== null || s.selectedBarrier !== null) {
-          renderInspector(els.inspector, { view, path: s.selected, barrier: s.selectedBarrier, open: openSections, pinned });
+          renderInspector(els.inspector, { view, path: s.selected, barrier: s.selectedBarrier, open: openSections, pinned },
+            inspectorScroll);
         }
       }
     }
