@@ -35,8 +35,10 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from picoflow_web import groups, relay
-from picoflow_web.models import EventRecord, Run
-from runtime.events import Event
+from picoflow_web.eventlog import insert_events
+from picoflow_web.models import Run
+from picoflow_web.relay_sender import RawJSON
+from runtime.events import BarrierForked, Event
 
 logger = logging.getLogger("picoflow.web")
 
@@ -110,9 +112,12 @@ class RunRecorder:
             del self._buffer[: self.batch_events]
             if batch and not self.ended:
                 try:
-                    payloads = [e.model_dump(mode="json") for e in batch]
-                    if await self._store(payloads):
-                        await relay.publish([groups.events_message(self.run_id, payloads)])
+                    # Serialised once: this text is stored and relayed as it is.
+                    texts = [e.model_dump_json() for e in batch]
+                    if await self._store(batch, texts):
+                        events = RawJSON("[" + ",".join(texts) + "]")
+                        await relay.publish([groups.events_message(self.run_id, events,
+                                                                   batch[-1].seq)])
                     else:
                         self.ended = True
                         logger.warning("Run %s is not running any more (declared interrupted?)"
@@ -120,25 +125,21 @@ class RunRecorder:
                 except Exception:  # keep pumping; the run itself must not die of it
                     logger.exception("Storing events of run %s failed", self.run_id)
 
-    async def _store(self, payloads: list[dict[str, Any]]) -> bool:
-        """Append the batch to the event log and bring the run's counters up to date, in one
-        transaction, while the run is still running; whether it was stored."""
-        return await sync_to_async(self._store_sync)(payloads)
+    async def _store(self, batch: list[Event], texts: list[str]) -> bool:
+        """Append the batch (``texts``, its events' JSON) to the event log and bring the
+        run's counters up to date, in one transaction, while the run is still running;
+        whether it was stored."""
+        return await sync_to_async(self._store_sync)(batch, texts)
 
-    def _store_sync(self, payloads: list[dict[str, Any]]) -> bool:
-        stored = self.stored + len(payloads)
-        has_conflicts = self.has_conflicts or any(
-            p["type"] == "join.invalidated" for p in payloads)
-        branches = self.branches + sum(len(p["requests"]) for p in payloads
-                                       if p["type"] == "barrier.forked")
+    def _store_sync(self, batch: list[Event], texts: list[str]) -> bool:
+        stored = self.stored + len(batch)
+        has_conflicts = self.has_conflicts or any(e.type == "join.invalidated" for e in batch)
+        branches = self.branches + sum(len(e.requests) for e in batch
+                                       if isinstance(e, BarrierForked))
         running = Run.objects.filter(id=self.run_id, status=Run.Status.RUNNING)
         try:
             with transaction.atomic():
-                EventRecord.objects.bulk_create([
-                    EventRecord(run_id=self.run_id, seq=p["seq"], type=p["type"],
-                                path=p["path"], payload=p)
-                    for p in payloads
-                ])
+                insert_events(self.run_id, batch, texts)
                 fields: dict[str, Any] = {"event_count": stored,
                                           "has_conflicts": has_conflicts,
                                           "branch_count": branches}

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from picoflow_web import relay
+from picoflow_web.relay_sender import RawJSON
 
 RUNS_GROUP = "runs"
 """Summaries of runs as they start and finish (the runs list)."""
@@ -32,6 +33,9 @@ def summary_message(summary: dict[str, Any]) -> relay.Message:
     return RUNS_GROUP, {"type": "run.summary", "run": summary}
 
 
-def events_message(run_id: str, events: list[dict[str, Any]]) -> relay.Message:
-    """A run page's message with a stored batch of its events."""
-    return run_group(run_id), {"type": "run.events", "events": events}
+def events_message(run_id: str, events: list[dict[str, Any]] | RawJSON,
+                   upto: int) -> relay.Message:
+    """A run page's message with a stored batch of its events, the last of them ``upto``
+    (what a consumer reads back if the events cannot travel: see
+    :mod:`picoflow_web.relay_sender`)."""
+    return run_group(run_id), {"type": "run.events", "events": events, "upto": upto}

@@ -29,7 +29,7 @@ from asgiref.sync import async_to_sync, sync_to_async
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.conf import settings
 
-from picoflow_web.relay_sender import Message, Sender
+from picoflow_web.relay_sender import Message, Sender, plain
 
 logger = logging.getLogger("picoflow.web")
 
@@ -84,7 +84,7 @@ async def publish(messages: list[Message]) -> None:
     layer = get_channel_layer()
     if layer is not None:
         for group, message in messages:
-            await layer.group_send(group, message)
+            await layer.group_send(group, plain(message))
 
 
 def publish_sync(messages: list[Message]) -> None:

@@ -11,7 +11,8 @@ What is queued is stored already, so a frame that cannot be delivered (the web s
 restarting) is logged and dropped, and the next frame reconnects: the run socket fills
 any gap from the store. A frame is kept under :data:`FRAME_BYTES`, below Daphne's
 default message cap (1 MiB); a batch of events too big for one travels as a notice of
-what is stored (``upto``), which the run socket reads back.
+what is stored (its ``upto``), which the run socket reads back. A batch's events are the
+JSON text the recorder stored (:class:`RawJSON`), put into the frame as they are.
 """
 
 from __future__ import annotations
@@ -40,6 +41,24 @@ Message = tuple[str, dict[str, Any]]
 """A channel-layer group name and the message for it."""
 
 
+class RawJSON(str):
+    """JSON text a frame carries as it is: a batch of events, serialised once when stored."""
+
+
+def plain(message: dict[str, Any]) -> dict[str, Any]:
+    """``message`` with its :class:`RawJSON` values parsed (for a channel layer)."""
+    if not any(isinstance(v, RawJSON) for v in message.values()):
+        return message
+    return {k: json.loads(v) if isinstance(v, RawJSON) else v for k, v in message.items()}
+
+
+def _message_text(group: str, message: dict[str, Any]) -> str:
+    fields = ",".join(f"{json.dumps(k)}:" + (v if isinstance(v, RawJSON) else
+                                             json.dumps(v, separators=(",", ":")))
+                      for k, v in message.items())
+    return f'{{"group":{json.dumps(group)},"message":{{{fields}}}}}'
+
+
 class _Drained:
     """A marker in the queue: set once everything queued before it was sent."""
 
@@ -60,10 +79,9 @@ def frames(messages: list[Message]) -> list[str]:
     current: list[str] = []
     size = 0
     for group, message in messages:
-        text = json.dumps({"group": group, "message": message}, separators=(",", ":"))
+        text = _message_text(group, message)
         if len(text) > FRAME_BYTES:
-            text = json.dumps({"group": group, "message": _notice(message)},
-                              separators=(",", ":"))
+            text = _message_text(group, _notice(message))
         if current and size + len(text) > FRAME_BYTES:
             out.append(_frame(current))
             current, size = [], 0
@@ -80,9 +98,7 @@ def _frame(items: list[str]) -> str:
 
 def _notice(message: dict[str, Any]) -> dict[str, Any]:
     """A batch too big for a frame, as the seq it reaches; the socket reads it back."""
-    events = message.get("events") or []
-    return {"type": message["type"], "events": [],
-            "upto": max((e["seq"] for e in events), default=-1)}
+    return {"type": message["type"], "events": [], "upto": message.get("upto", -1)}
 
 
 class Sender:
@@ -148,4 +164,5 @@ class Sender:
             self._retry_at = time.monotonic() + RETRY_SECONDS
 
 
-__all__ = ["FRAME_BYTES", "PATH", "Message", "Sender", "frames", "socket_url"]
+__all__ = ["FRAME_BYTES", "PATH", "Message", "RawJSON", "Sender", "frames", "plain",
+           "socket_url"]

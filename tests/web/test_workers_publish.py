@@ -22,7 +22,7 @@ from picoflow_web import consumers, ingest, relay, relay_sender, services, watch
 from picoflow_web.asgi import application
 from picoflow_web.bridge import RunRecorder
 from picoflow_web.engine import get_engine
-from picoflow_web.groups import RUNS_GROUP, run_group
+from picoflow_web.groups import RUNS_GROUP, events_message, run_group
 from picoflow_web.models import ApiToken, EventRecord, Run
 from runtime.events import EventBus, StepEntered
 from tests.webhelpers import (
@@ -200,8 +200,7 @@ async def test_a_batch_too_big_for_a_frame_travels_as_a_notice_the_socket_reads_
             EventRecord(run_id=run.id, seq=e["seq"], type=e["type"], path="", payload=e)
             for e in big])
         small = {"type": "run.summary", "run": {**run.summary(), "event_count": 7}}
-        frames = relay_sender.frames([(run_group(run.id), {"type": "run.events",
-                                                           "events": big}),
+        frames = relay_sender.frames([events_message(run.id, big, big[-1]["seq"]),
                                       (RUNS_GROUP, small)])
         assert all(len(f) <= relay_sender.FRAME_BYTES for f in frames)
         notice = json.loads(frames[0])["messages"][0]["message"]
@@ -223,6 +222,17 @@ def test_frames_pack_messages_in_order_under_the_frame_size() -> None:
     assert len(frames) > 1 and all(len(f) <= relay_sender.FRAME_BYTES for f in frames)
     unpacked = [m for f in frames for m in relay.parse(f)]
     assert unpacked == messages
+
+
+def test_a_batch_serialised_once_travels_as_its_text() -> None:
+    events = [{"seq": 0, "text": "caf\u00e9 </script> \"q\""}, {"seq": 1, "n": 1.5}]
+    raw = relay_sender.RawJSON(json.dumps(events))
+    [frame] = relay_sender.frames([events_message("r", raw, 1)])
+    assert raw in frame  # not encoded a second time
+    assert relay.parse(frame) == [("run.r", {"type": "run.events", "events": events,
+                                             "upto": 1})]
+    # In one process (or on Redis) the layer gets the events as values.
+    assert relay_sender.plain(events_message("r", raw, 1)[1])["events"] == events
 
 
 # -- gap fill ---------------------------------------------------------------------------------
