@@ -13,19 +13,20 @@ from collections.abc import Sequence
 
 from django.db import connection
 
-from picoflow_web.models import EventRecord
 from runtime.events import Event
+
+TABLE = "picoflow_web_eventrecord"
+COLUMNS = ("run_id", "seq", "type", "path", "payload")
+""":class:`~picoflow_web.models.EventRecord`'s table and columns (fixed by its migrations;
+an insert into anything else fails loudly)."""
 
 
 def _insert_sql() -> str:
-    meta = EventRecord._meta
     quote = connection.ops.quote_name
-    columns = ", ".join(quote(meta.get_field(name).column)
-                        for name in ("run", "seq", "type", "path", "payload"))
+    columns = ", ".join(quote(name) for name in COLUMNS)
     # PostgreSQL's jsonb takes text only with a cast; SQLite keeps JSON as text.
     payload = "%s::jsonb" if connection.vendor == "postgresql" else "%s"
-    return (f"INSERT INTO {quote(meta.db_table)} ({columns}) "
-            f"VALUES (%s, %s, %s, %s, {payload})")
+    return f"INSERT INTO {quote(TABLE)} ({columns}) VALUES (%s, %s, %s, %s, {payload})"
 
 
 def insert_events(run_id: str, events: Sequence[Event], texts: Sequence[str]) -> None:

@@ -49,6 +49,7 @@ from .events import EventBus, safe_value
 from .jsonutil import json_copy
 from .messages import Message, now_iso
 from .models import ModelSelection, TokenUsage
+from .pressure import CongestionGate
 from .session import (
     SESSION_DOC_VERSION,
     FlowRecord,
@@ -68,9 +69,6 @@ if TYPE_CHECKING:
 frames: ContextVar[tuple[Step, ...]] = ContextVar("picoflow_frames", default=())
 """The stack of open child execution frames (``run_step``, branches). A contextvar, so
 concurrent tasks each see their own stack."""
-
-CONGESTION_POLL = 0.01
-"""Seconds between two looks at a congested sink while a run waits for it to drain."""
 
 _SLOT = "__picoflow_turn__"
 """Where a flow instance keeps its turn: in its own ``__dict__``, under a dunder-style
@@ -95,8 +93,8 @@ class Turn:
         self.engine: FlowEngine | None = None
         self.bus: EventBus | None = None
         """Where this turn's events go; None when nothing listens."""
-        self._drained: anyio.Event | None = None
-        """Set when the bus stops being congested; one poller for every waiting branch."""
+        self._gate: CongestionGate | None = None
+        """Where branches wait while the bus is congested (made on first need)."""
         self.doc: SessionDocument | None = None
         self.tools = ToolRegistry(flow.id)
         self.context: dict[str, Any] = {}
@@ -148,28 +146,19 @@ class Turn:
         bus.emit_fields(cls, path, fields)
 
     async def wait_while_congested(self) -> None:
-        """Back-pressure: wait while a sink says it is congested (see ``runtime.events.bus``).
+        """Back-pressure: wait while a sink says it is congested (see ``runtime.pressure``).
 
         Called at branch start and before each model call; callers check
         ``bus.pressure and bus.congested()`` inline first, so a run without congestible
         sinks pays two attribute reads.
         """
+        if self._gate is None:
+            self._gate = CongestionGate(self._congested)
+        await self._gate.wait()
+
+    def _congested(self) -> bool:
         bus = self.bus
-        while bus is not None and bus.congested():
-            # One task polls; every other waiting branch sleeps on its event. Thousands
-            # of branches each polling would keep the loop busy with timers and starve
-            # the sink that is draining the backlog.
-            drained = self._drained
-            if drained is not None:
-                await drained.wait()
-                continue
-            drained = self._drained = anyio.Event()
-            try:
-                while bus.congested():
-                    await anyio.sleep(CONGESTION_POLL)
-            finally:
-                self._drained = None
-                drained.set()
+        return bus is not None and bus.congested()
 
     # -- steps and tools -----------------------------------------------------------------
 
