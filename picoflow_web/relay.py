@@ -29,6 +29,8 @@ from asgiref.sync import async_to_sync, sync_to_async
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.conf import settings
 
+from picoflow_web import app_settings
+
 logger = logging.getLogger("picoflow.web")
 
 PATH = "/api/relay"
@@ -55,7 +57,7 @@ def key_matches(offered: str) -> bool:
 
 
 def _by_http() -> bool:
-    if SERVES_WEBSOCKETS or not settings.PICOFLOW_RELAY_URL:
+    if SERVES_WEBSOCKETS or not app_settings.get("RELAY_URL"):
         return False
     return isinstance(get_channel_layer(), InMemoryChannelLayer)
 
@@ -87,7 +89,7 @@ def _post(messages: list[Message]) -> None:
     body = json.dumps({"messages": [{"group": g, "message": m} for g, m in messages]},
                       separators=(",", ":")).encode()
     request = urllib.request.Request(
-        settings.PICOFLOW_RELAY_URL + PATH, data=body, method="POST",
+        app_settings.get("RELAY_URL") + PATH, data=body, method="POST",
         headers={"Content-Type": "application/json", HEADER: key()})
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
@@ -95,7 +97,7 @@ def _post(messages: list[Message]) -> None:
     except (OSError, urllib.error.URLError) as exc:
         # Stored already: browsers read it back on their next batch or reconnect.
         logger.warning("Relaying %d message(s) to %s failed: %s", len(messages),
-                       settings.PICOFLOW_RELAY_URL, exc)
+                       app_settings.get("RELAY_URL"), exc)
 
 
 def parse(body: bytes) -> list[Message]:
