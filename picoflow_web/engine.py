@@ -14,6 +14,7 @@ from __future__ import annotations
 from functools import cache
 
 from picoflow_web import app_settings
+from picoflow_web.conf import ConfigError
 from picoflow_web.flows import FlowsConfigError, configured_flows
 from picoflow_web.store import DjangoSessionStore
 from runtime import FlowEngine, Model, OpenAICompatibleModel
@@ -23,11 +24,7 @@ from runtime import FlowEngine, Model, OpenAICompatibleModel
 def get_engine() -> FlowEngine:
     """The engine (built once per process)."""
     latency = float(app_settings.get("DEMO_LATENCY"))
-    # Through the settings accessor, so a project's PICOFLOW dict can name them too.
-    flows = configured_flows(latency, {
-        "PICOFLOW_DEMOS": "1" if app_settings.get("DEMOS") else "0",
-        "PICOFLOW_FLOWS": _comma_list(app_settings.get("FLOWS")),
-    })
+    flows = configured_flows(latency, _flow_settings())
     for flow, scripted in flows:
         if scripted is not None:
             scripted.keep_requests = False  # a server must not keep every request
@@ -48,6 +45,16 @@ def get_engine() -> FlowEngine:
                                  model_override=lambda name: models.get(name),
                                  ship_to_dashboard=False,
                                  max_invocations=app_settings.get("MAX_BRANCHES")))
+
+
+def _flow_settings() -> dict[str, str]:
+    """``PICOFLOW_DEMOS`` and ``PICOFLOW_FLOWS`` through the settings accessor, so a
+    project's ``PICOFLOW`` dict can name them too; a bad value is a flows error (E001)."""
+    try:
+        return {"PICOFLOW_DEMOS": "1" if app_settings.get("DEMOS") else "0",
+                "PICOFLOW_FLOWS": _comma_list(app_settings.get("FLOWS"))}
+    except ConfigError as exc:
+        raise FlowsConfigError(str(exc)) from None
 
 
 def _comma_list(value: str | list[str] | tuple[str, ...]) -> str:
