@@ -11,6 +11,7 @@ import subprocess
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,7 +24,7 @@ def readme_shipping_example() -> str:
     """The README's complete example under "Ship events from your process"."""
     text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
     section = text.split("### Ship events from your process", 1)[1]
-    return re.findall(r"```python\n(.*?)```", section, re.DOTALL)[0]
+    return str(re.findall(r"```python\n(.*?)```", section, re.DOTALL)[0])
 
 
 def test_the_runtime_alone_has_no_django(runtime_venv: Venv, tmp_path: Path) -> None:
@@ -67,7 +68,7 @@ def test_the_readme_example_ships_its_run_to_a_live_dashboard(
     assert [e["seq"] for e in events] == list(range(len(events)))
 
 
-def _get(base_url: str, path: str, token: str) -> dict[str, object]:
+def _get(base_url: str, path: str, token: str) -> dict[str, Any]:
     request = urllib.request.Request(base_url + path,
                                      headers={"Authorization": f"Bearer {token}"})
     with urllib.request.urlopen(request, timeout=10) as response:

@@ -55,13 +55,13 @@ def test_the_wheel_carries_templates_static_files_migrations_and_demo_data(
     assert not any(n.startswith(("tests/", "static/", "templates/")) for n in names)
     assert metadata["Version"] == "0.1.0"
     assert metadata["License-Expression"] == "MIT"
-    assert "Framework :: Django" in metadata.get_all("Classifier")
-    assert any(u.startswith("Changelog, ") for u in metadata.get_all("Project-URL"))
+    assert "Framework :: Django" in metadata.get_all("Classifier", [])
+    assert any(u.startswith("Changelog, ") for u in metadata.get_all("Project-URL", []))
     # The base requirements are the runtime's; the dashboard's come with the web extra.
-    plain = [r for r in metadata.get_all("Requires-Dist") if "extra ==" not in r]
+    plain = [r for r in metadata.get_all("Requires-Dist", []) if "extra ==" not in r]
     assert sorted(re.split(r"[<>=\[ ]", r)[0].lower() for r in plain) == ["anyio", "pydantic"]
     assert any(r.startswith("django") and 'extra == "web"' in r.lower()
-               for r in metadata.get_all("Requires-Dist"))
+               for r in metadata.get_all("Requires-Dist", []))
     assert "picoflow-web = picoflow_web.cli:main" in entry_points
     with tarfile.open(dists.sdist) as sdist:
         members = {m.split("/", 1)[1] for m in sdist.getnames() if "/" in m}

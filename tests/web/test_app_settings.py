@@ -98,3 +98,14 @@ def test_the_per_user_data_folder_follows_the_platform(
     platform: str, environ: dict[str, str], expected: Path,
 ) -> None:
     assert locations.user_data_dir(environ, platform) == expected
+
+
+def test_a_misspelt_name_in_the_dict_is_a_system_check_error(settings: Any) -> None:
+    from picoflow_web.checks import picoflow_dict
+
+    settings.PICOFLOW = {"WORKER_LEAS": 3, "WORKERS": 2}
+    errors = picoflow_dict()
+    assert [(e.id, e.msg) for e in errors] == [
+        ("picoflow_web.E003", "PICOFLOW has no setting 'WORKER_LEAS'.")]
+    settings.PICOFLOW = {"WORKERS": 2}
+    assert picoflow_dict() == []

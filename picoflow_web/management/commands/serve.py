@@ -93,7 +93,11 @@ class Command(BaseCommand):
 
 def asgi_target() -> str:
     """The project's ``ASGI_APPLICATION`` as Daphne names it (``module:attribute``)."""
-    module, _, attribute = settings.ASGI_APPLICATION.rpartition(".")
+    target = getattr(settings, "ASGI_APPLICATION", "")
+    module, _, attribute = target.rpartition(".")
+    if not module:
+        raise CommandError("Set ASGI_APPLICATION (e.g. \"mysite.asgi.application\"): "
+                           "serve starts Daphne on it.")
     return f"{module}:{attribute}"
 
 
