@@ -17,9 +17,10 @@ from typing import Any
 
 import pytest
 
+from picoflow_web import __version__
 from tests.e2e.browsing import CHROMIUM, logged_in_page
 from tests.packaging.conftest import Dists
-from tests.packaging.installed import Served
+from tests.packaging.installed import REPO_ROOT, Served, Venv, run
 
 pytestmark = [pytest.mark.slow]
 
@@ -46,14 +47,12 @@ def test_the_wheel_carries_templates_static_files_migrations_and_demo_data(
             next(n for n in names if n.endswith(".dist-info/entry_points.txt"))).decode()
     assert set(SITE_FILES) <= names, set(SITE_FILES) - names
     # Every static file of the checkout is in the wheel, under the package.
-    from tests.packaging.installed import REPO_ROOT
-
     for folder in ("static", "templates"):
         for path in (REPO_ROOT / folder).rglob("*"):
             if path.is_file():
                 assert f"picoflow_web/{path.relative_to(REPO_ROOT)}" in names, path
     assert not any(n.startswith(("tests/", "static/", "templates/")) for n in names)
-    assert metadata["Version"] == "0.1.0"
+    assert metadata["Version"] == __version__
     assert metadata["License-Expression"] == "MIT"
     assert "Framework :: Django" in metadata.get_all("Classifier", [])
     assert any(u.startswith("Changelog, ") for u in metadata.get_all("Project-URL", []))
@@ -70,7 +69,7 @@ def test_the_wheel_carries_templates_static_files_migrations_and_demo_data(
 
 
 def test_serve_keeps_its_data_in_the_per_user_folder_and_serves_static_files(
-    dashboard: Served,
+    dashboard: Served, web_venv: Venv,
 ) -> None:
     data = dashboard.data_dir
     assert str(data).endswith("xdg-data/picoflow-web")
@@ -82,6 +81,13 @@ def test_serve_keeps_its_data_in_the_per_user_folder_and_serves_static_files(
         in dashboard.log()
     with urllib.request.urlopen(dashboard.base_url + "/static/picoflow_web/js/api.js") as r:
         assert r.status == 200 and b"export" in r.read()
+    # It is the installed copy that answers, at the version the wheel was built with.
+    where = run([web_venv.python, "-c", "import importlib.metadata as m, picoflow_web; "
+                 "print(m.version('picoflow-web'), picoflow_web.__file__)"],
+                env=dashboard.env, cwd=dashboard.data_dir).stdout
+    assert where.startswith(f"{__version__} ")
+    assert "site-packages/picoflow_web/__init__.py" in where
+    assert str(REPO_ROOT) not in where
 
 
 @pytest.mark.browser
