@@ -13,6 +13,7 @@ import tarfile
 import urllib.request
 import zipfile
 from email.parser import Parser
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,7 +21,7 @@ import pytest
 from picoflow_web import __version__
 from tests.e2e.browsing import CHROMIUM, logged_in_page
 from tests.packaging.conftest import Dists
-from tests.packaging.installed import REPO_ROOT, Served, Venv, run
+from tests.packaging.installed import REPO_ROOT, Served, Venv, run, served
 
 pytestmark = [pytest.mark.slow]
 
@@ -119,3 +120,20 @@ async def test_an_installed_dashboard_logs_in_and_runs_a_demo_to_its_end(
 def anyio_backend() -> str:
     """Playwright's async API runs on asyncio."""
     return "asyncio"
+
+
+def test_with_debug_off_the_installed_copy_serves_its_collected_hashed_static_files(
+    web_venv: Venv, tmp_path: Path,
+) -> None:
+    """Production mode: WhiteNoise serves what ``serve`` collected into the data folder
+    (hashed names, from the manifest), not the package's source files."""
+    production = {"PICOFLOW_DEBUG": "0", "PICOFLOW_SECURE_SSL_REDIRECT": "0",
+                  "PICOFLOW_SECRET_KEY": "a-test-secret-key-" + "x" * 40}
+    with served(web_venv, tmp_path, workers=0, env=production) as server:
+        with urllib.request.urlopen(server.base_url + "/login/") as r:
+            page = r.read().decode()
+        css = re.search(r'href="(/static/picoflow_web/css/app\.[0-9a-f]{12}\.css)"', page)
+        assert css is not None, page
+        with urllib.request.urlopen(server.base_url + css.group(1)) as r:
+            assert r.status == 200 and b"--" in r.read()
+        assert (server.data_dir / "staticfiles" / "staticfiles.json").is_file()
