@@ -20,12 +20,15 @@ import os
 import sys
 from collections.abc import Sequence
 
+from picoflow_web import __version__
+
 SETTINGS = "picoflow_web.settings"
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="picoflow-web", description="PicoFlow Web: the dashboard and its run workers.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser(
         "serve", help="migrate, collect static files, create the first user, start Daphne "

@@ -47,3 +47,16 @@ def test_serve_prepares_its_data_folder_and_makes_the_first_user_once(tmp_path: 
                  "from django.contrib.auth.models import User; print(User.objects.count())"],
                 env=checkout_env(tmp_path) | {"PICOFLOW_DATA_DIR": str(data)}, cwd=tmp_path)
     assert users.stdout.strip().splitlines()[-1] == "1"
+
+
+def test_the_command_names_its_version_and_forwards_to_management_commands(
+    tmp_path: Path,
+) -> None:
+    from picoflow_web import __version__
+
+    env = checkout_env(tmp_path) | {"PICOFLOW_DATA_DIR": str(tmp_path / "data")}
+    version = run([sys.executable, "-m", "picoflow_web", "--version"], env=env, cwd=tmp_path)
+    assert version.stdout.strip() == f"picoflow-web {__version__}"
+    listed = run([sys.executable, "-m", "picoflow_web", "manage", "help"], env=env,
+                 cwd=tmp_path).stdout
+    assert "[picoflow_web]" in listed and "ensure_admin" in listed and "serve" in listed
