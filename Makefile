@@ -1,6 +1,7 @@
 # PicoFlow Web: one-command setup.
 #
-#   make run    install into .venv, migrate, collect static files, start Daphne and workers
+#   make run    install into .venv, then `picoflow-web serve`: migrate, collect static files,
+#               create the first user, start Daphne and workers (data in var/)
 #   make test   install with the dev extra, then ruff, mypy, pytest, node tests
 #   make lint   ruff and mypy only
 #   make bench  benchmarks against their baselines (installs LangGraph)
@@ -27,14 +28,15 @@ define pip_install
 		|| { echo "pip install $(1) failed; last lines of $(PIP_LOG):"; tail -n 40 $(PIP_LOG); exit 1; }
 endef
 
-.PHONY: run test lint check clean distclean venv bench
+.PHONY: run test lint check clean distclean venv bench dist
 
 $(PY):
 	@test -n "$(PYTHON)" || { echo "python3 not found; install python3.11 and python3.11-venv"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 
+# The base distribution is the runtime alone; the dashboard is its "web" extra.
 $(VENV)/.installed-base: $(INSTALL_DEPS) | $(PY)
-	$(call pip_install,.)
+	$(call pip_install,.[web])
 	@touch $@
 
 $(VENV)/.installed-dev: $(INSTALL_DEPS) | $(PY)
@@ -43,11 +45,10 @@ $(VENV)/.installed-dev: $(INSTALL_DEPS) | $(PY)
 
 venv: $(VENV)/.installed-dev
 
+# The same command an installed wheel offers (picoflow_web/cli.py); from the checkout its
+# data folder is var/ unless PICOFLOW_DATA_DIR says otherwise.
 run: $(VENV)/.installed-base
-	$(PY) manage.py migrate --noinput
-	$(PY) manage.py collectstatic --noinput -v 0
-	$(PY) manage.py ensure_admin
-	$(PY) manage.py serve --host $(HOST) --port $(PORT)
+	$(BIN)/picoflow-web serve --host $(HOST) --port $(PORT)
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
@@ -76,11 +77,15 @@ $(VENV)/.installed-bench: $(INSTALL_DEPS) | $(PY)
 bench: $(VENV)/.installed-bench
 	$(PY) bench/fanout.py
 
+# The wheel and sdist, in dist/ (the "build" package comes with the dev extra).
+dist: $(VENV)/.installed-dev
+	$(PY) -m build --outdir dist .
+
 check: $(VENV)/.installed-base
 	$(PY) manage.py check
 
 clean:
-	rm -rf staticfiles test-artifacts .pytest_cache .mypy_cache .ruff_cache .hypothesis build *.egg-info
+	rm -rf staticfiles test-artifacts .pytest_cache .mypy_cache .ruff_cache .hypothesis build dist *.egg-info
 	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
 
 distclean: clean

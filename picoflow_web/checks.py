@@ -27,3 +27,22 @@ def served_flows(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     except PicoFlowError as exc:  # a flow's model_providers(), OPENAI_BASE_URL
         return [Error(f"The flow engine cannot be built: {exc}", id="picoflow_web.E002")]
     return []
+
+
+@register()
+def picoflow_dict(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """An error for a ``PICOFLOW`` dict that is not one, or names a setting the app does
+    not have (a typo would otherwise fall back to the default without a word)."""
+    from django.conf import settings
+
+    from picoflow_web.app_settings import DEFAULTS
+
+    table = getattr(settings, "PICOFLOW", None)
+    if table is None:
+        return []
+    if not isinstance(table, dict):
+        return [Error(f"PICOFLOW must be a dict, not {type(table).__name__}.",
+                      id="picoflow_web.E003")]
+    return [Error(f"PICOFLOW has no setting {name!r}.",
+                  hint=f"Known names: {', '.join(sorted(DEFAULTS))}.", id="picoflow_web.E003")
+            for name in sorted(set(table) - set(DEFAULTS))]

@@ -11,11 +11,10 @@ branches in all, whatever its flow allows.
 
 from __future__ import annotations
 
-import os
 from functools import cache
 
-from django.conf import settings
-
+from picoflow_web import app_settings
+from picoflow_web.conf import ConfigError
 from picoflow_web.flows import FlowsConfigError, configured_flows
 from picoflow_web.store import DjangoSessionStore
 from runtime import FlowEngine, Model, OpenAICompatibleModel
@@ -24,8 +23,8 @@ from runtime import FlowEngine, Model, OpenAICompatibleModel
 @cache
 def get_engine() -> FlowEngine:
     """The engine (built once per process)."""
-    latency = float(os.environ.get("PICOFLOW_DEMO_LATENCY", "0.25"))
-    flows = configured_flows(latency)
+    latency = float(app_settings.get("DEMO_LATENCY"))
+    flows = configured_flows(latency, _flow_settings())
     for flow, scripted in flows:
         if scripted is not None:
             scripted.keep_requests = False  # a server must not keep every request
@@ -33,11 +32,11 @@ def get_engine() -> FlowEngine:
                 scripted.name = f"{flow.id} script"
     endpoint = OpenAICompatibleModel.from_env()
     classes = [f for f, _ in flows]
-    if os.environ.get("PICOFLOW_MODEL", "scripted") == "openai":
+    if app_settings.get("MODEL") == "openai":
         return _described(FlowEngine(flows=classes, store=DjangoSessionStore(),
                                      providers={"openai": endpoint, "scripted": endpoint},
                                      ship_to_dashboard=False,
-                                     max_invocations=settings.PICOFLOW_MAX_BRANCHES))
+                                     max_invocations=app_settings.get("MAX_BRANCHES")))
     models: dict[str, Model] = {flow.id: m for flow, m in flows if m is not None}
     # ship_to_dashboard=False: this engine's runs are recorded by the bridge already; with
     # the dashboard variables set in the web process they would come back through ingest.
@@ -45,7 +44,22 @@ def get_engine() -> FlowEngine:
                                  providers={"openai": endpoint},
                                  model_override=lambda name: models.get(name),
                                  ship_to_dashboard=False,
-                                 max_invocations=settings.PICOFLOW_MAX_BRANCHES))
+                                 max_invocations=app_settings.get("MAX_BRANCHES")))
+
+
+def _flow_settings() -> dict[str, str]:
+    """``PICOFLOW_DEMOS`` and ``PICOFLOW_FLOWS`` through the settings accessor, so a
+    project's ``PICOFLOW`` dict can name them too; a bad value is a flows error (E001)."""
+    try:
+        return {"PICOFLOW_DEMOS": "1" if app_settings.get("DEMOS") else "0",
+                "PICOFLOW_FLOWS": _comma_list(app_settings.get("FLOWS"))}
+    except ConfigError as exc:
+        raise FlowsConfigError(str(exc)) from None
+
+
+def _comma_list(value: str | list[str] | tuple[str, ...]) -> str:
+    """``PICOFLOW["FLOWS"]`` may be a list or, like the variable, a comma-separated string."""
+    return value if isinstance(value, str) else ",".join(value)
 
 
 def _described(engine: FlowEngine) -> FlowEngine:

@@ -29,13 +29,12 @@ from datetime import timedelta
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.conf import settings
 from django.db import transaction
 from django.http import HttpRequest
 from django.utils import timezone
 from pydantic import ValidationError
 
-from picoflow_web import groups, relay
+from picoflow_web import app_settings, groups, relay
 from picoflow_web.models import EventRecord, Run, StoredSession
 from runtime.events import (
     EVENT_TYPES,
@@ -217,7 +216,7 @@ def _plan(lines: list[Line], runs: dict[str, Run]) -> list[_Planned]:
         if plan.fresh and run is not None and run.status == Run.Status.INTERRUPTED:
             raise IngestError(409, "run_interrupted",
                               f"Run {run_id} was declared interrupted (silent for longer "
-                              f"than {settings.PICOFLOW_REMOTE_TIMEOUT:g} s); it takes no "
+                              f"than {app_settings.get('REMOTE_TIMEOUT'):g} s); it takes no "
                               "more events.", run_id=run_id, line=plan.fresh[0].number)
         after_end = [item for item in plan.fresh if item.type != "sink.overflowed"]
         if after_end and run is not None and run.status != Run.Status.RUNNING:
@@ -407,7 +406,7 @@ def _heartbeat_sync(run_ids: list[str]) -> dict[str, dict[str, Any]]:
 def interrupt_silent_runs() -> Stored:
     """Declare every remote run silent for longer than the timeout interrupted: store its
     ``run.interrupted`` event (not yet broadcast)."""
-    timeout = settings.PICOFLOW_REMOTE_TIMEOUT
+    timeout = app_settings.get("REMOTE_TIMEOUT")
     out = Stored()
     cutoff = timezone.now() - timedelta(seconds=timeout)
     candidates = Run.objects.filter(status=Run.Status.RUNNING, origin__kind="remote",

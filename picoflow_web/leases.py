@@ -20,10 +20,10 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from django.conf import settings
 from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 
+from picoflow_web import app_settings
 from picoflow_web.ingest import Stored, store_interruption
 from picoflow_web.models import EventRecord, Run
 
@@ -35,7 +35,7 @@ SAVED_TYPES = ("session.saved", "checkpoint.saved")
 
 
 def lease_seconds() -> float:
-    return float(settings.PICOFLOW_WORKER_LEASE)
+    return float(app_settings.get("WORKER_LEASE"))
 
 
 def claim(run_id: str, worker: str) -> Run | None:

@@ -29,6 +29,7 @@ from asgiref.sync import async_to_sync, sync_to_async
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.conf import settings
 
+from picoflow_web import app_settings
 from picoflow_web.relay_sender import Message, Sender, plain
 
 logger = logging.getLogger("picoflow.web")
@@ -53,7 +54,7 @@ def key_matches(offered: str) -> bool:
 
 
 def _remote() -> bool:
-    if SERVES_WEBSOCKETS or not settings.PICOFLOW_RELAY_URL:
+    if SERVES_WEBSOCKETS or not app_settings.get("RELAY_URL"):
         return False
     return isinstance(get_channel_layer(), InMemoryChannelLayer)
 
@@ -66,7 +67,7 @@ def _sender() -> Sender:
     global _SENDER
     with _SENDER_LOCK:
         if _SENDER is None:
-            _SENDER = Sender(settings.PICOFLOW_RELAY_URL, {HEADER: key()})
+            _SENDER = Sender(app_settings.get("RELAY_URL"), {HEADER: key()})
         return _SENDER
 
 

@@ -13,10 +13,9 @@ import logging
 import uuid
 from typing import Any
 
-from django.conf import settings
 from django.utils import timezone
 
-from picoflow_web import groups
+from picoflow_web import app_settings, groups
 from picoflow_web.bridge import RunRecorder
 from picoflow_web.engine import get_engine
 from picoflow_web.models import Run
@@ -124,7 +123,7 @@ def reply_of(run: Run) -> RunReply:
 
 async def run_execute_claimed(run: Run, *, cancel: CancelToken | None = None) -> RunReply:
     """Execute a run a worker has claimed, recording its events; its reply."""
-    recorder = RunRecorder(run.id, lease_seconds=settings.PICOFLOW_WORKER_LEASE)
+    recorder = RunRecorder(run.id, lease_seconds=app_settings.get("WORKER_LEASE"))
     recorder.start()
     try:
         reply = await get_engine().run(

@@ -18,8 +18,11 @@ PICOFLOW_CSRF_TRUSTED_ORIGINS
     Comma-separated origins (``https://flows.example.com``) trusted for unsafe
     requests. Default: none.
 PICOFLOW_DATA_DIR
-    Folder for the SQLite database and the generated secret key. Relative paths
-    are taken from the checkout. Default ``var/``.
+    Folder for the SQLite database, the generated secret key, the first user's password
+    and (installed, not in a checkout) the collected static files. Relative paths are
+    taken from the checkout (installed: the current folder). Default ``var/`` in a
+    checkout, else the per-user data folder (``~/.local/share/picoflow-web`` on Linux;
+    see :mod:`picoflow_web.locations`).
 DATABASE_URL
     ``sqlite:///relative.sqlite3``, ``sqlite:////absolute.sqlite3``,
     ``postgres://user:pass@host:5432/dbname`` or ``postgresql://...`` (query
@@ -62,14 +65,17 @@ PICOFLOW_LOG_LEVEL
 PICOFLOW_FLOWS, PICOFLOW_DEMOS
     The flows served (your own, and whether the demos are too); read when the app is
     ready, see :mod:`picoflow_web.flows`.
+
+The app reads its own settings through :func:`picoflow_web.app_settings.get`, which a
+project embedding the app feeds from one ``PICOFLOW = {...}`` dict instead (README).
 """
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
+from picoflow_web import locations
 from picoflow_web.conf import (
     env_bool,
     env_int,
@@ -81,12 +87,16 @@ from picoflow_web.conf import (
     sqlite_database,
 )
 
-BASE_DIR = Path(__file__).resolve().parent.parent
+# The checkout's root, or (installed from a wheel) the folder relative paths are taken from.
+BASE_DIR = locations.relative_base()
+CHECKOUT = locations.checkout_dir()
 
 DEBUG = env_bool("PICOFLOW_DEBUG", True)
 
-DATA_DIR = resolve_path(os.environ.get("PICOFLOW_DATA_DIR", "var"), BASE_DIR)
+_DATA_DIR = os.environ.get("PICOFLOW_DATA_DIR", "").strip()
+DATA_DIR = resolve_path(_DATA_DIR, BASE_DIR) if _DATA_DIR else locations.default_data_dir()
 DATA_DIR.mkdir(parents=True, exist_ok=True)
+PICOFLOW_DATA_DIR = DATA_DIR
 
 SECRET_KEY = os.environ.get("PICOFLOW_SECRET_KEY") or load_or_create_secret_key(
     DATA_DIR / "secret_key"
@@ -130,12 +140,13 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 
-ROOT_URLCONF = "picoflow_web.urls"
+ROOT_URLCONF = "picoflow_web.site_urls"
 
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "templates"],
+        # Installed, the templates are in the package (APP_DIRS); in a checkout, at the top.
+        "DIRS": [d for d in [locations.extra_templates_dir()] if d is not None],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -192,8 +203,11 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # source folders directly (finders); with DEBUG off it serves the hashed,
 # compressed copies that ``collectstatic`` writes to STATIC_ROOT.
 STATIC_URL = "/static/"
-STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = BASE_DIR / "staticfiles"
+# Installed, the static files are in the package (the app-directories finder); in a
+# checkout, at the top. Collected copies go next to the checkout, else into the data folder
+# (site-packages is no place to write to).
+STATICFILES_DIRS = [d for d in [locations.extra_static_dir()] if d is not None]
+STATIC_ROOT = CHECKOUT / "staticfiles" if CHECKOUT is not None else DATA_DIR / "staticfiles"
 WHITENOISE_USE_FINDERS = DEBUG
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},

@@ -1,6 +1,10 @@
-"""HTTP routes."""
+"""HTTP routes of the app.
 
-from django.contrib import admin
+A project includes them at its root (the pages' scripts call ``/api/...`` and ``/ws/...``
+there): ``path("", include("picoflow_web.urls"))``. The standalone site
+(``picoflow_web.site_urls``) adds the admin.
+"""
+
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
@@ -25,5 +29,4 @@ urlpatterns = [
     path("ai/run", api.ai_run, name="ai-run"),
     path("ai/flows", api.ai_flows, name="ai-flows"),
     path("ai/end", api.ai_end, name="ai-end"),
-    path("admin/", admin.site.urls),
 ]

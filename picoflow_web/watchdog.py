@@ -17,9 +17,8 @@ import weakref
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.conf import settings
 
-from picoflow_web import ingest, leases, relay
+from picoflow_web import app_settings, ingest, leases, relay
 
 logger = logging.getLogger("picoflow.web")
 
@@ -62,7 +61,7 @@ def watched(app: Any) -> Any:
 
 
 async def _watch() -> None:
-    interval = min(5.0, settings.PICOFLOW_REMOTE_TIMEOUT / 4, leases.lease_seconds() / 4)
+    interval = min(5.0, app_settings.get("REMOTE_TIMEOUT") / 4, leases.lease_seconds() / 4)
     while True:
         try:
             await sweep()

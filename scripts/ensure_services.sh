@@ -53,6 +53,16 @@ if [ ! -x "$PY" ]; then
     echo "ensure_services: $PY not found; create the virtualenv first (make venv)" >&2
     exit 1
 fi
+# The packaging tests (tests/packaging/) build the wheel with "build" (dev extra) and
+# install it into fresh virtualenvs (venv with ensurepip: Debian's python3-venv).
+if ! "$PY" -c 'import build, ensurepip, venv' >/dev/null 2>&1; then
+    echo "ensure_services: pip install -e '.[dev]'  (log: $LOG)"
+    "$PY" -m pip install --disable-pip-version-check -q -e '.[dev]' >>"$LOG" 2>&1 || {
+        echo "ensure_services: pip install failed; last lines of $LOG:" >&2
+        tail -n 30 "$LOG" >&2; exit 1; }
+    "$PY" -c 'import ensurepip' >/dev/null 2>&1 || \
+        echo "ensure_services: ensurepip missing: apt-get install python3-venv" >&2
+fi
 MODULES='psycopg channels_redis websockets playwright'
 if ! "$PY" -c 'import importlib.util as u, sys
 sys.exit(any(u.find_spec(m) is None for m in sys.argv[1:]))' $MODULES >/dev/null 2>&1; then

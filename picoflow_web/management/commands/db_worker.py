@@ -25,10 +25,9 @@ from types import FrameType
 from typing import Any
 
 from channels.layers import InMemoryChannelLayer, get_channel_layer
-from django.conf import settings
 from django_tasks_db.management.commands import db_worker as upstream
 
-from picoflow_web import ingest, leases, relay
+from picoflow_web import app_settings, ingest, leases, relay
 
 logger = logging.getLogger("picoflow.web")
 
@@ -54,10 +53,10 @@ class Command(upstream.Command):
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         super().add_arguments(parser)
-        parser.set_defaults(interval=settings.PICOFLOW_WORKER_POLL,
+        parser.set_defaults(interval=app_settings.get("WORKER_POLL"),
                             worker_id=default_worker_id(), reload=False)
         parser.add_argument(
-            "--concurrency", type=int, default=settings.PICOFLOW_WORKER_CONCURRENCY,
+            "--concurrency", type=int, default=app_settings.get("WORKER_CONCURRENCY"),
             help="Runs this process executes at once, one per thread (default: "
                  "PICOFLOW_WORKER_CONCURRENCY, %(default)s).")
 
@@ -65,7 +64,7 @@ class Command(upstream.Command):
         if concurrency < 1:
             raise upstream.CommandError("--concurrency must be at least 1.")
         in_memory = isinstance(get_channel_layer(), InMemoryChannelLayer)
-        if in_memory and not settings.PICOFLOW_RELAY_URL:
+        if in_memory and not app_settings.get("RELAY_URL"):
             logger.warning(
                 "In-memory channel layer and no PICOFLOW_RELAY_URL: browsers will see this "
                 "worker's runs only when they reload. Set PICOFLOW_RELAY_URL to the web "

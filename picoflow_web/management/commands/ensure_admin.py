@@ -5,9 +5,10 @@ from __future__ import annotations
 import secrets
 from typing import Any
 
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
+
+from picoflow_web import app_settings
 
 
 class Command(BaseCommand):
@@ -20,7 +21,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         users = get_user_model()
-        secret_file = settings.DATA_DIR / "admin_password"
+        secret_file = app_settings.data_dir() / "admin_password"
         username = options["username"]
         if not users.objects.exists():
             password = secrets.token_urlsafe(12)

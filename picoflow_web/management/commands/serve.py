@@ -7,8 +7,11 @@ Ctrl-C (or SIGTERM) stops them all: workers finish the run they hold first. A wo
 exits unexpectedly is started again (its run, if any, becomes ``interrupted`` when its
 lease expires); if Daphne exits, everything stops.
 
-``make run`` runs this after ``migrate`` and ``collectstatic``. In production, run Daphne
-and ``manage.py db_worker`` under your process manager instead (see the README).
+``picoflow-web serve`` (and so ``make run``) runs this after ``migrate``, ``collectstatic``
+and ``ensure_admin`` (:mod:`picoflow_web.cli`). In a project of your own that includes the
+app, ``manage.py serve`` serves that project's ``ASGI_APPLICATION`` the same way. In
+production, run Daphne and ``manage.py db_worker`` under your process manager instead (see
+the README).
 """
 
 from __future__ import annotations
@@ -19,11 +22,12 @@ import subprocess
 import sys
 import time
 from argparse import ArgumentParser
-from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
+
+from picoflow_web import app_settings
 
 RESTART_DELAY = 1.0
 """Seconds before a worker that died is started again (no restart storm)."""
@@ -35,20 +39,19 @@ class Command(BaseCommand):
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("--host", default="127.0.0.1")
         parser.add_argument("--port", type=int, default=8000)
-        parser.add_argument("--workers", type=int, default=settings.PICOFLOW_WORKERS,
+        parser.add_argument("--workers", type=int, default=app_settings.get("WORKERS"),
                             help="Worker processes (default: PICOFLOW_WORKERS, %(default)s).")
 
     def handle(self, *args: Any, host: str, port: int, workers: int, **options: Any) -> None:
         if workers < 0:
             raise CommandError("--workers must be 0 or more.")
-        manage = str(Path(settings.BASE_DIR) / "manage.py")
         relay_host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
-        env = {**os.environ, "PICOFLOW_RELAY_URL": f"http://{relay_host}:{port}"}
+        env = child_env(f"http://{relay_host}:{port}")
         daphne = subprocess.Popen(
             [sys.executable, "-m", "daphne", "-b", host, "-p", str(port),
-             "--websocket-max-message-size", "67108864", "picoflow_web.asgi:application"],
+             "--websocket-max-message-size", "67108864", asgi_target()],
             env=env, start_new_session=True)
-        pool = [self._worker(manage, env) for _ in range(workers)]
+        pool = [self._worker(env) for _ in range(workers)]
         self.stdout.write(f"PicoFlow Web on http://{host}:{port}/ with {workers} worker(s) "
                           "(Ctrl-C stops them all)")
         stopping = False
@@ -66,7 +69,7 @@ class Command(BaseCommand):
                         self.stderr.write(f"Worker {worker.pid} exited ({worker.returncode});"
                                           " starting another.")
                         time.sleep(RESTART_DELAY)
-                        pool[i] = self._worker(manage, env)
+                        pool[i] = self._worker(env)
                 time.sleep(0.2)
         finally:
             for process in [*pool, daphne]:
@@ -79,8 +82,30 @@ class Command(BaseCommand):
                     process.kill()
 
     @staticmethod
-    def _worker(manage: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    def _worker(env: dict[str, str]) -> subprocess.Popen[bytes]:
         # Own sessions: Ctrl-C reaches only this command, which then stops each child
         # with one SIGTERM (a second signal makes a worker abandon its run).
-        return subprocess.Popen([sys.executable, manage, "db_worker", "--no-startup-delay"],
-                                env=env, start_new_session=True)
+        # ``python -m django``: no manage.py is needed (an installed wheel has none).
+        return subprocess.Popen(
+            [sys.executable, "-m", "django", "db_worker", "--no-startup-delay"],
+            env=env, start_new_session=True)
+
+
+def asgi_target() -> str:
+    """The project's ``ASGI_APPLICATION`` as Daphne names it (``module:attribute``)."""
+    target = getattr(settings, "ASGI_APPLICATION", "")
+    module, _, attribute = target.rpartition(".")
+    if not module:
+        raise CommandError("Set ASGI_APPLICATION (e.g. \"mysite.asgi.application\"): "
+                           "serve starts Daphne on it.")
+    return f"{module}:{attribute}"
+
+
+def child_env(relay_url: str) -> dict[str, str]:
+    """The environment of Daphne and the workers: this process's settings module, and its
+    script's folder on the path (a project's manage.py folder holds its settings)."""
+    env = {**os.environ, "PICOFLOW_RELAY_URL": relay_url,
+           "DJANGO_SETTINGS_MODULE": settings.SETTINGS_MODULE or "picoflow_web.settings"}
+    head = sys.path[0] if sys.path and sys.path[0] else os.getcwd()
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (head, env.get("PYTHONPATH", "")) if p)
+    return env

@@ -1,0 +1,57 @@
+"""Session fixtures of the packaging tests: the wheel is built once, installed once into
+a virtualenv with the dashboard (``[web]``) and once into one with the runtime alone, and
+the dashboard from the first is served once for every test that needs it.
+
+Everything lives in one temporary folder outside the checkout (pytest's
+``tmp_path_factory``); the installed copies never see the checkout (no ``PYTHONPATH``,
+their working folder is elsewhere).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.packaging.installed import REPO_ROOT, Served, Venv, build_dists, make_venv, served
+
+
+@dataclass(frozen=True)
+class Dists:
+    wheel: Path
+    sdist: Path
+    seconds: float
+    """How long the build took (reported, never asserted)."""
+
+
+@pytest.fixture(scope="session")
+def dists(tmp_path_factory: pytest.TempPathFactory) -> Dists:
+    started = time.monotonic()
+    wheel, sdist = build_dists(tmp_path_factory.mktemp("build"))
+    return Dists(wheel, sdist, time.monotonic() - started)
+
+
+@pytest.fixture(scope="session")
+def web_venv(dists: Dists, tmp_path_factory: pytest.TempPathFactory) -> Venv:
+    """A fresh virtualenv with ``picoflow-web[web]`` installed from the wheel."""
+    root = tmp_path_factory.mktemp("web-venv") / "venv"
+    venv = make_venv(root, f"{dists.wheel}[web]")
+    assert not str(venv.root).startswith(str(REPO_ROOT))
+    return venv
+
+
+@pytest.fixture(scope="session")
+def runtime_venv(dists: Dists, tmp_path_factory: pytest.TempPathFactory) -> Venv:
+    """A fresh virtualenv with the wheel installed without extras: the runtime alone."""
+    return make_venv(tmp_path_factory.mktemp("runtime-venv") / "venv", str(dists.wheel))
+
+
+@pytest.fixture(scope="session")
+def dashboard(web_venv: Venv, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """``picoflow-web serve`` from the installed wheel, one worker, quick demo flows."""
+    with served(web_venv, tmp_path_factory.mktemp("home"),
+                env={"PICOFLOW_DEMO_LATENCY": "0.05"}) as server:
+        yield server
