@@ -122,6 +122,7 @@ def probe(client: Client, run_id: str | None, seconds: float | None) -> dict[str
     if run_id:
         paths["api/runs/<id>"] = f"/api/runs/{run_id}"
     samples: dict[str, list[float]] = {kind: [] for kind in paths}
+    at: dict[str, list[float]] = {kind: [] for kind in paths}  # seconds into the phase
     run: dict[str, Any] | None = None
     started = time.perf_counter()
     tick = 0
@@ -131,6 +132,7 @@ def probe(client: Client, run_id: str | None, seconds: float | None) -> dict[str
             if status != 200:
                 raise SystemExit(f"probe {path} answered {status}")
             samples[kind].append(elapsed * 1000)
+            at[kind].append(time.perf_counter() - started)
             if kind == "api/runs/<id>":
                 run = body["run"]
         if run_id and run is not None and run["status"] not in ACTIVE:
@@ -141,7 +143,8 @@ def probe(client: Client, run_id: str | None, seconds: float | None) -> dict[str
         pause = started + tick * PROBE_INTERVAL - time.perf_counter()
         if pause > 0:
             time.sleep(pause)
-    return {"samples": samples, "run": run, "seconds": time.perf_counter() - started}
+    return {"samples": samples, "at": at, "run": run,
+            "seconds": time.perf_counter() - started}
 
 
 def quantile(values: list[float], q: float) -> float:
@@ -187,6 +190,8 @@ def responsiveness(client: Client, args: argparse.Namespace) -> None:
             bp50, bp99, btop = figures(base)
             print(f"  {kind:<14} {'ratio':<9} {'':>5} {lp50 / bp50:>7.2f}x {lp99 / bp99:>7.2f}x "
                   f"{ltop / btop:>7.2f}x")
+        slowest = load["samples"][kind].index(ltop)
+        print(f"  {kind:<14} {'max at':<9} {load['at'][kind][slowest]:>7.1f} s into the run")
         holds &= lp99 <= TARGET_MS and ltop <= TARGET_MS
     print(f"  target p99 and max <= {TARGET_MS:.0f} ms during the run: "
           f"{'holds' if holds else 'MISSED'}")

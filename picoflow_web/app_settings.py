@@ -61,6 +61,7 @@ DEFAULTS: dict[str, tuple[Reader, Any]] = {
     "WORKER_POLL": (conf.env_seconds, 0.1),
     "WORKER_CONCURRENCY": (conf.env_int, 1),
     "WORKERS": (_int0, 4),
+    "WORKER_NICE": (_int0, 10),
     "MAX_BRANCHES": (conf.env_int, 100_000),
     "RELAY_URL": (_url, ""),
     "FLOWS": (conf.env_list, ""),

@@ -2,13 +2,16 @@
 
 The same command and options as django-tasks-db's (``--interval``, ``--queue-name``,
 ``--worker-id``, ``--max-tasks``, ``--batch``, ...), with defaults for executing runs and
-three additions:
+four additions:
 
 * ``--interval`` defaults to ``PICOFLOW_WORKER_POLL`` (0.1 s): a queued run starts
   promptly; ``--worker-id`` to ``<host>-<pid>``, which names the worker on run pages;
   ``--reload`` is off (a reload would abandon the runs in flight).
 * ``--concurrency N`` (default ``PICOFLOW_WORKER_CONCURRENCY``): N runs at once, one per
   thread; the upstream worker executes one task at a time.
+* Its CPU priority is lowered by ``PICOFLOW_WORKER_NICE`` (10): a run is batch work, and
+  on a machine shared with the web server, pages and API calls must not queue behind a
+  100,000-branch fan-out for the CPU.
 * A reaper: at start-up and every quarter lease, runs whose worker lease expired are
   declared interrupted (see :mod:`picoflow_web.leases`), so a killed worker's runs are
   noticed with no browser open.
@@ -69,6 +72,9 @@ class Command(upstream.Command):
                 "In-memory channel layer and no PICOFLOW_RELAY_URL: browsers will see this "
                 "worker's runs only when they reload. Set PICOFLOW_RELAY_URL to the web "
                 "server's URL (manage.py serve does), or REDIS_URL.")
+        nice = app_settings.get("WORKER_NICE")
+        if nice and hasattr(os, "nice"):
+            os.nice(nice)
         stop = threading.Event()
         reaper = threading.Thread(
             target=leases.expire_in_background, name="lease-reaper", daemon=True,
