@@ -28,3 +28,8 @@ urlpatterns = [
     path("ai/end", api.ai_end, name="ai-end"),
     path("admin/", admin.site.urls),
 ]
+
+# Errors outside views answer in the API's JSON shape under /api/ and /ai/.
+handler400 = "picoflow_web.errors.bad_request"
+handler404 = "picoflow_web.errors.not_found"
+handler500 = "picoflow_web.errors.server_error"

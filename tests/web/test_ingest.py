@@ -342,7 +342,7 @@ async def test_a_remote_session_is_recorded_from_its_events_and_never_continued_
     lines = await recorded_turn()
     await post(AsyncClient(), await ingest_token(), body_of(lines))
     run = await Run.objects.aget(id="remote-1")
-    found = await selectors.session_get(run.session_id)
+    found = await selectors.session_get(run.session_id, projects=None)
     assert found is not None
     assert (found["flow"], found["run_status"], found["doc"]["remote"]) == (
         "TeamSurvey", "running", True)
