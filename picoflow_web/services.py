@@ -119,8 +119,11 @@ async def run_start(
     it (and a run whose task could not be queued says so instead of waiting forever).
     ``grant`` is the requester's access: the turn runs in a project it may run in.
     """
-    config = _check(flow, message, session_id, config)
+    if session_id is not None and (not isinstance(session_id, str) or len(session_id) > 64):
+        raise InputError("session id must be a string of at most 64 characters.")
+    # Who may run where first: a request not allowed to run learns nothing of the flows.
     in_project = await _project_of(grant, session_id, project)
+    config = _check(flow, message, session_id, config)
     if in_project == DEFAULT_PROJECT:  # made on first use (a fresh or flushed database)
         await Project.objects.aget_or_create(name=DEFAULT_PROJECT)
     authenticated = user is not None and getattr(user, "is_authenticated", False)
