@@ -35,6 +35,7 @@ from django.utils import timezone
 
 from picoflow_web import groups, relay
 from picoflow_web.models import EventRecord, Run
+from picoflow_web.redact import redact
 from runtime.events import Event
 
 logger = logging.getLogger("picoflow.web")
@@ -100,7 +101,7 @@ class RunRecorder:
                 self._wake.set()  # more than one batch waiting: go round again at once
             if batch and not self.ended:
                 try:
-                    payloads = [e.model_dump(mode="json") for e in batch]
+                    payloads = [redact(e.model_dump(mode="json")) for e in batch]
                     if await self._store(payloads):
                         await relay.publish([groups.events_message(self.run_id, payloads)])
                     else:

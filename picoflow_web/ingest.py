@@ -37,6 +37,7 @@ from pydantic import ValidationError
 
 from picoflow_web import groups, relay
 from picoflow_web.models import DEFAULT_PROJECT, EventRecord, Project, Run, StoredSession
+from picoflow_web.redact import redact
 from runtime.events import (
     EVENT_TYPES,
     SCHEMA_VERSION,
@@ -119,7 +120,7 @@ def parse_lines(body: bytes) -> list[Line]:
     for number, raw in enumerate(body.split(b"\n"), 1):
         if not raw.strip():
             continue
-        lines.append(Line(number, _parse(number, raw)))
+        lines.append(Line(number, redact(_parse(number, raw))))
     return lines
 
 

@@ -21,6 +21,7 @@ from picoflow_web.access import DEFAULT_PROJECT, Access, NotFound
 from picoflow_web.bridge import RunRecorder
 from picoflow_web.engine import get_engine
 from picoflow_web.models import Project, Run
+from picoflow_web.redact import redact
 from picoflow_web.store import acting_in
 from runtime import CancelToken, ConfigValidationError, FlowInputError, RunReply
 
@@ -123,7 +124,7 @@ async def run_start(
         raise InputError("session id must be a string of at most 64 characters.")
     # Who may run where first: a request not allowed to run learns nothing of the flows.
     in_project = await _project_of(grant, session_id, project)
-    config = _check(flow, message, session_id, config)
+    config = redact(_check(flow, message, session_id, config))  # never stored with secrets
     if in_project == DEFAULT_PROJECT:  # made on first use (a fresh or flushed database)
         await Project.objects.aget_or_create(name=DEFAULT_PROJECT)
     authenticated = user is not None and getattr(user, "is_authenticated", False)

@@ -57,6 +57,11 @@ PICOFLOW_RELAY_URL
     is the in-memory one (each process has its own): the web server's base URL, e.g.
     ``http://127.0.0.1:8000``. ``manage.py serve`` sets it for its workers. Unused with
     ``REDIS_URL`` (workers then publish to Redis themselves). Default: unset.
+PICOFLOW_REDACT_KEYS
+    Comma-separated key names whose values are secrets: in a client's config, a session's
+    context and state and every event, values under a key that is (or ends with) one of
+    them — case, ``-`` and ``_`` ignored — are stored and shown as ``[redacted]``. Default
+    ``api_key,apikey,token,secret,password,authorization``.
 PICOFLOW_LOG_LEVEL
     Log level for the console logger. Default ``INFO``.
 PICOFLOW_FLOWS, PICOFLOW_DEMOS
@@ -101,6 +106,8 @@ PICOFLOW_WORKER_CONCURRENCY = env_int("PICOFLOW_WORKER_CONCURRENCY", 1)
 PICOFLOW_WORKERS = env_int("PICOFLOW_WORKERS", 4, minimum=0)
 PICOFLOW_MAX_BRANCHES = env_int("PICOFLOW_MAX_BRANCHES", 100_000)
 PICOFLOW_RELAY_URL = os.environ.get("PICOFLOW_RELAY_URL", "").strip().rstrip("/")
+PICOFLOW_REDACT_KEYS = tuple(env_list(
+    "PICOFLOW_REDACT_KEYS", "api_key,apikey,token,secret,password,authorization"))
 
 INSTALLED_APPS = [
     "django.contrib.admin",

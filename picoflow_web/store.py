@@ -8,7 +8,8 @@ Sessions belong to projects. A turn runs :func:`acting_in` its run's project: th
 store sees only that project's sessions, so a session id of another project cannot be
 loaded, saved or deleted (creating it conflicts: the id is taken), and a new session goes
 to that project. Outside it (the conformance suite, code of the dashboard itself) new
-sessions go to the ``default`` project and every session is visible.
+sessions go to the ``default`` project and every session is visible. Documents are stored
+redacted (:mod:`picoflow_web.redact`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from django.db import IntegrityError
 from django.db.models import QuerySet
 
 from picoflow_web.models import StoredSession
+from picoflow_web.redact import redact
 from runtime import SessionConflictError, SessionDocument, SessionStoreError, now_iso
 
 _PROJECT: contextvars.ContextVar[str | None] = contextvars.ContextVar(
@@ -68,7 +70,7 @@ class DjangoSessionStore:
         try:
             await StoredSession.objects.acreate(
                 id=stored.id, flow=stored.flow.name, revision=0, run_status=stored.run_status,
-                doc=stored.model_dump(mode="json"), **_project_field(),
+                doc=redact(stored.model_dump(mode="json")), **_project_field(),
             )
         except IntegrityError:
             raise SessionConflictError(stored.id) from None
@@ -80,7 +82,7 @@ class DjangoSessionStore:
         )
         updated = await _rows(doc.id).filter(revision=expected_revision).aupdate(
             revision=stored.revision, run_status=stored.run_status,
-            doc=stored.model_dump(mode="json"))
+            doc=redact(stored.model_dump(mode="json")))
         if updated != 1:
             raise SessionConflictError(doc.id)
         return stored.revision
