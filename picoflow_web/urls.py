@@ -4,7 +4,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from picoflow_web import api, views
+from picoflow_web import api, openapi, views
 
 urlpatterns = [
     path("", views.index, name="index"),
@@ -14,6 +14,7 @@ urlpatterns = [
     path("login/", auth_views.LoginView.as_view(template_name="picoflow_web/login.html"),
          name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("api/openapi.json", openapi.openapi_json, name="api-openapi"),
     path("api/flows", api.flows, name="api-flows"),
     path("api/runs", api.runs, name="api-runs"),
     path("api/runs/<str:run_id>", api.run_detail, name="api-run"),
