@@ -10,7 +10,6 @@ help) with a 4xx status.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable
 from functools import wraps
 from typing import Any
@@ -20,54 +19,52 @@ from django.contrib.auth import get_user
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.middleware.csrf import CsrfViewMiddleware
 from django.views.decorators.csrf import csrf_exempt
-from django.views.decorators.http import require_http_methods
 
-from picoflow_web import ingest, selectors, services, watchdog
+from picoflow_web import access, ingest, selectors, services, watchdog
+from picoflow_web.access import Access
 from picoflow_web.engine import get_engine
-
-MAX_BODY_BYTES = 64 * 1024
+from picoflow_web.errors import error
+from picoflow_web.jsonbody import MAX_BODY_BYTES, read_json
 
 View = Callable[..., Awaitable[HttpResponse]]
 
-
-def error(message: str, status: int, code: str = "bad_request",
-          fields: dict[str, str] | None = None) -> JsonResponse:
-    """The one error shape (a bad config also says what is wrong with each field)."""
-    body: dict[str, Any] = {"type": "error", "message": message, "code": code}
-    if fields:
-        body["fields"] = fields
-    return JsonResponse(body, status=status)
+SESSION_SCOPES = access.SESSION_SCOPES
+__all__ = ["MAX_BODY_BYTES", "SESSION_SCOPES", "api_view", "error", "read_json"]
 
 
-SESSION_SCOPES = frozenset({"read", "run"})
-"""What a logged-in browser session may do (ingest takes a token)."""
-
-
-async def _authenticate(request: HttpRequest) -> tuple[Any, frozenset[str], bool]:
-    """The user, their scopes, and whether they came with a bearer token (then CSRF does
-    not apply)."""
+async def _authenticate(request: HttpRequest) -> tuple[Access | None, bool]:
+    """The request's access (None: not authenticated), and whether it came with a bearer
+    token (then CSRF does not apply)."""
     header = request.headers.get("Authorization", "")
     if header.startswith("Bearer "):
-        found = await selectors.api_token_user(header.removeprefix("Bearer ").strip())
-        return (found[0], found[1], True) if found else (None, frozenset(), True)
+        token = await selectors.api_token_get(header.removeprefix("Bearer ").strip())
+        if token is None:
+            return None, True
+        return await access.for_user(token.user, token.scope_set(), token.project_id), True
     user = await sync_to_async(get_user)(request)
-    return (user if user.is_authenticated else None), SESSION_SCOPES, False
+    if not user.is_authenticated:
+        return None, False
+    return await access.for_user(user), False
 
 
 def api_view(*methods: str, scope: str | dict[str, str] = "read") -> Callable[[View], View]:
     """Authenticate, check the scope (one, or one per method) and CSRF for browser
-    sessions, and turn bad input into 400s."""
+    sessions; turn bad input, refusals and unknown ids into the JSON error shape."""
 
     def decorate(view: View) -> View:
         @csrf_exempt
-        @require_http_methods(list(methods))
         @wraps(view)
         async def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-            user, scopes, by_token = await _authenticate(request)
-            if user is None:
-                return error("Authentication required.", 401, "unauthenticated")
+            if request.method not in methods:
+                response = error(f"Use {' or '.join(methods)}.", 405, "method_not_allowed")
+                response["Allow"] = ", ".join(methods)
+                return response
+            grant, by_token = await _authenticate(request)
+            if grant is None:
+                return error("Authentication required (a valid, unexpired, unrevoked token "
+                             "or a logged-in session).", 401, "unauthenticated")
             needed = scope if isinstance(scope, str) else scope[request.method or "GET"]
-            if needed not in scopes:
+            if needed not in grant.scopes:
                 how = ("a token with that scope (manage.py create_api_token USER "
                        f"--scope {needed})")
                 return error(f"This needs the '{needed}' scope: use {how}.", 403, "scope")
@@ -75,11 +72,16 @@ def api_view(*methods: str, scope: str | dict[str, str] = "read") -> Callable[[V
                 check = CsrfViewMiddleware(lambda r: HttpResponse())
                 if check.process_view(request, None, (), {}) is not None:
                     return error("CSRF check failed.", 403, "csrf")
-            request.api_user = user  # type: ignore[attr-defined]
+            request.api_user = grant.user  # type: ignore[attr-defined]
+            request.access = grant  # type: ignore[attr-defined]
             try:
                 return await view(request, *args, **kwargs)
             except services.InputError as exc:
-                return error(str(exc), 400, exc.code, exc.fields)
+                return error(str(exc), exc.status, exc.code, exc.fields, exc.error_code)
+            except access.Forbidden as exc:
+                return error(str(exc), 403, exc.code)
+            except access.NotFound as exc:
+                return error(str(exc), 404, exc.code)
             except ingest.IngestError as exc:
                 return JsonResponse(exc.body(), status=exc.status)
 
@@ -88,17 +90,12 @@ def api_view(*methods: str, scope: str | dict[str, str] = "read") -> Callable[[V
     return decorate
 
 
-def read_json(request: HttpRequest) -> dict[str, Any]:
-    """The request's JSON object body; bad or oversized bodies are input errors."""
-    if len(request.body) > MAX_BODY_BYTES:
-        raise services.InputError(f"Body larger than {MAX_BODY_BYTES} bytes.")
-    try:
-        data = json.loads(request.body or b"{}")
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise services.InputError(f"Body is not JSON: {exc}") from None
-    if not isinstance(data, dict):
-        raise services.InputError("Body must be a JSON object.")
-    return data
+def _access(request: HttpRequest) -> Access:
+    return request.access  # type: ignore[attr-defined,no-any-return]
+
+
+def _readable(request: HttpRequest) -> access.Projects:
+    return _access(request).readable()
 
 
 def _optional_str(data: dict[str, Any], key: str) -> str | None:
@@ -139,6 +136,7 @@ async def runs(request: HttpRequest) -> HttpResponse:
             flow=data.get("flow", ""), message=_optional_str(data, "message"),
             session_id=_optional_str(data, "session_id"), config=_config(data),
             user=request.api_user,  # type: ignore[attr-defined]
+            grant=_access(request), project=_optional_str(data, "project"),
         )
         return JsonResponse({"run": run.summary()}, status=201)
     await watchdog.sweep()  # runs whose executor vanished are not listed as running
@@ -148,14 +146,24 @@ async def runs(request: HttpRequest) -> HttpResponse:
         flow=params.get("flow") or None, status=params.get("status") or None,
         session_id=params.get("session") or None,
         has_conflicts=None if conflicts in (None, "") else conflicts in ("1", "true"),
+        projects=_project_filter(request),
     )
     return JsonResponse({"runs": listed})
+
+
+def _project_filter(request: HttpRequest) -> access.Projects:
+    """The readable projects, narrowed to ``?project=`` when given."""
+    readable = _readable(request)
+    wanted = request.GET.get("project")
+    if not wanted:
+        return readable
+    return frozenset({wanted}) & readable if readable is not None else frozenset({wanted})
 
 
 @api_view("GET")
 async def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
     """One run's summary."""
-    run = await selectors.run_get(run_id)
+    run = await selectors.run_get(run_id, projects=_readable(request))
     if run is None:
         return error(f"No run {run_id!r}.", 404, "not_found")
     return JsonResponse({"run": run.summary()})
@@ -167,7 +175,7 @@ async def run_cancel(request: HttpRequest, run_id: str) -> HttpResponse:
     run is ``cancelled`` at once, a running one once its worker stopped the turn
     (cooperatively, with the flow's grace period); 409 when it already ended."""
     try:
-        run = await services.run_cancel(run_id, request.api_user)  # type: ignore[attr-defined]
+        run = await services.run_cancel(run_id, _access(request))
     except services.RunEnded as exc:
         return error(str(exc), 409, exc.code)
     if run is None:
@@ -178,13 +186,10 @@ async def run_cancel(request: HttpRequest, run_id: str) -> HttpResponse:
 @api_view("GET")
 async def run_events(request: HttpRequest, run_id: str) -> HttpResponse:
     """Stored events after ``?after=<seq>`` (for clients without websockets)."""
-    if await selectors.run_get(run_id) is None:
+    if await selectors.run_get(run_id, projects=_readable(request)) is None:
         return error(f"No run {run_id!r}.", 404, "not_found")
-    try:
-        after = int(request.GET.get("after", "-1"))
-        limit = int(request.GET.get("limit", str(selectors.EVENT_PAGE)))
-    except ValueError:
-        raise services.InputError("after and limit must be integers.") from None
+    after = services.seq_param(request.GET.get("after"), "after", -1)
+    limit = services.seq_param(request.GET.get("limit"), "limit", selectors.EVENT_PAGE)
     events = await selectors.run_events_after(run_id, after, min(max(limit, 1),
                                                                  selectors.EVENT_PAGE))
     return JsonResponse({"events": events,
@@ -194,13 +199,17 @@ async def run_events(request: HttpRequest, run_id: str) -> HttpResponse:
 @api_view("GET")
 async def session_detail(request: HttpRequest, session_id: str) -> HttpResponse:
     """A session's document and runs."""
-    session = await selectors.session_get(session_id)
+    session = await selectors.session_get(session_id, projects=_readable(request))
     if session is None:
         return error(f"No session {session_id!r}.", 404, "not_found")
     return JsonResponse({"session": session})
 
 
 # -- PicoFlow's HTTP contract ------------------------------------------------------------
+
+
+CONFLICT = "session_conflict"
+"""The reply's ``error_code`` when a compare-and-swap save of the session lost."""
 
 
 @api_view("POST", scope="run")
@@ -219,13 +228,18 @@ async def ai_run(request: HttpRequest) -> HttpResponse:
     _, reply = await services.run_execute(
         flow=flow, message=_optional_str(data, "message"), session_id=session_id,
         config=_config(data), user=request.api_user,  # type: ignore[attr-defined]
+        grant=_access(request), project=_optional_str(data, "project"),
     )
     body = {"success": reply.success, "completed": reply.completed, "message": reply.message,
             "session": reply.session_id, "contentType": reply.content_type}
+    if not reply.success:
+        body["error_code"] = reply.error_code
     if reply.success and reply.content_type != "text/plain":
         response: HttpResponse = HttpResponse(reply.message, content_type=reply.content_type)
     else:
-        response = JsonResponse(body, status=200 if reply.success else 400)
+        # Another writer saved the session first: a conflict (409), not bad input.
+        status = 200 if reply.success else 409 if reply.error_code == CONFLICT else 400
+        response = JsonResponse(body, status=status)
     response["CHAT_SESSION_ID"] = reply.session_id
     response["Chat-Session-Id"] = reply.session_id
     return response
@@ -248,7 +262,7 @@ async def ai_end(request: HttpRequest) -> HttpResponse:
     if not session_id:
         raise services.InputError(
             "Name the session: a Chat-Session-Id header or a 'session' field.")
-    deleted = await services.session_end(session_id)
+    deleted = await services.session_end(session_id, _access(request))
     return JsonResponse({"success": deleted, "session": session_id},
                         status=200 if deleted else 404)
 
@@ -272,9 +286,12 @@ async def ingest_events(request: HttpRequest) -> HttpResponse:
     if request.content_type != "application/x-ndjson":
         return error("Send events as application/x-ndjson: one JSON event per line.", 415,
                      "unsupported_media_type")
+    grant = _access(request)
+    project = grant.token_project or access.DEFAULT_PROJECT
+    grant.require(project, "ingest", f"project {project!r}")
     body = ingest.read_body(request)
     watchdog.ensure()
-    runs = await ingest.events_ingest(body, origin=_origin(request),
+    runs = await ingest.events_ingest(body, origin=_origin(request), project=project,
                                       user=request.api_user)  # type: ignore[attr-defined]
     return JsonResponse({"runs": runs})
 
@@ -287,5 +304,8 @@ async def ingest_heartbeat(request: HttpRequest) -> HttpResponse:
     ids = data.get("runs")
     if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids) or len(ids) > 1000:
         raise services.InputError("runs must be a list of at most 1000 run ids.")
+    grant = _access(request)
+    project = grant.token_project or access.DEFAULT_PROJECT
+    grant.require(project, "ingest", f"project {project!r}")
     watchdog.ensure()
-    return JsonResponse({"runs": await ingest.runs_heartbeat(ids)})
+    return JsonResponse({"runs": await ingest.runs_heartbeat(ids, project)})

@@ -68,6 +68,8 @@ DEFAULTS: dict[str, tuple[Reader, Any]] = {
     "DEMOS": (conf.env_bool, True),
     "MODEL": (_text, "scripted"),
     "DEMO_LATENCY": (_latency, 0.25),
+    "REDACT_KEYS": (lambda name, default: tuple(conf.env_list(name, default)),
+                    "api_key,apikey,token,secret,password,authorization"),
 }
 """Every name the ``PICOFLOW`` dict may hold: how its environment variable is read, and
 the default when that variable is unset."""

@@ -8,5 +8,8 @@ class PicoflowWebConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        """Register the system checks (a bad ``PICOFLOW_FLOWS`` is an error)."""
-        from picoflow_web import checks  # noqa: F401
+        """Register the system checks (a bad ``PICOFLOW_FLOWS`` is an error) and the
+        handler that revokes a user's tokens when they are deactivated or change password."""
+        from picoflow_web import checks, signals  # noqa: F401
+
+        signals.connect()

@@ -37,6 +37,7 @@ from django.utils import timezone
 from picoflow_web import groups, relay
 from picoflow_web.eventlog import insert_events
 from picoflow_web.models import Run
+from picoflow_web.redact import redact_json
 from picoflow_web.relay_sender import RawJSON
 from runtime.events import BarrierForked, Event
 
@@ -112,8 +113,9 @@ class RunRecorder:
             del self._buffer[: self.batch_events]
             if batch and not self.ended:
                 try:
-                    # Serialised once: this text is stored and relayed as it is.
-                    texts = [e.model_dump_json() for e in batch]
+                    # Serialised once (and redacted): this text is stored and relayed as
+                    # it is.
+                    texts = [redact_json(e.model_dump_json()) for e in batch]
                     if await self._store(batch, texts):
                         events = RawJSON("[" + ",".join(texts) + "]")
                         await relay.publish([groups.events_message(self.run_id, events,

@@ -7,6 +7,12 @@ it sent, so a batch both read and received is not sent twice. Events are stored 
 they are broadcast (see :mod:`picoflow_web.bridge`), so there is nothing the group can
 deliver that the store could not, and a live batch that skips events (one message lost on
 the way) is preceded by the skipped ones, read from the store.
+
+Projects: a socket sees only runs of the projects its user may read (another project's
+run id closes it with 4404, as an unknown one does); the runs list forwards only their
+summaries. The sockets only send: whatever a client sends is refused — an error message
+in the API's shape, a warning in the log, and the socket closed with 1003 (binary) or
+1008 (anything else) — and so is a bad ``?after=`` (the HTTP API's 400, here 1008).
 """
 
 from __future__ import annotations
@@ -18,38 +24,71 @@ from urllib.parse import parse_qs
 
 from channels.generic.websocket import AsyncJsonWebsocketConsumer, AsyncWebsocketConsumer
 
-from picoflow_web import relay, selectors, watchdog
+from picoflow_web import access, relay, selectors, services, watchdog
 from picoflow_web.groups import RUNS_GROUP, run_group
 
 logger = logging.getLogger("picoflow.web")
 
 MESSAGE_BYTES = 256 * 1024
-CLOSE_UNSUPPORTED = 1003
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
 CLOSE_NOT_FOUND = 4404
+CLOSE_UNSUPPORTED = 1003
+"""Binary data from the client."""
+CLOSE_POLICY = 1008
+"""Text from the client, or a bad query parameter."""
 
 
-class RunConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
+class _SendOnly(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
+    """A socket that only sends: anything received closes it (see the module docstring)."""
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None,
+                      **kwargs: Any) -> None:
+        binary = text_data is None
+        size = len(bytes_data or b"") if binary else len(text_data or "")
+        logger.warning("Websocket %s: the client sent %s data (%d %s); closing it",
+                       self.scope.get("path", "?"), "binary" if binary else "text", size,
+                       "bytes" if binary else "characters")
+        await self._fail("junk", "This socket only sends; it takes no messages.",
+                         CLOSE_UNSUPPORTED if binary else CLOSE_POLICY)
+
+    async def _fail(self, code: str, message: str, close_code: int,
+                    error_code: str | None = None) -> None:
+        await self.send_json({"type": "error", "message": message, "code": code,
+                              "error_code": error_code or code})
+        await self.close(code=close_code)
+
+    async def _access(self) -> access.Access | None:
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            return None
+        return await access.for_user(user)
+
+
+class RunConsumer(_SendOnly):
     """``ws/runs/<run_id>/?after=<seq>``: stored events after ``seq``, then live ones."""
 
     async def connect(self) -> None:
-        user = self.scope.get("user")
-        if user is None or not user.is_authenticated:
+        grant = await self._access()
+        if grant is None:
             await self._refuse(CLOSE_UNAUTHENTICATED)
             return
         self.run_id: str = self.scope["url_route"]["kwargs"]["run_id"]
-        run = await selectors.run_get(self.run_id)
+        run = await selectors.run_get(self.run_id, projects=grant.readable())
         if run is None:
             await self._refuse(CLOSE_NOT_FOUND)
             return
+        query = parse_qs(self.scope.get("query_string", b"").decode(errors="replace"),
+                         keep_blank_values=True)
+        try:
+            self.last_seq = services.seq_param(query.get("after", [None])[0], "after", -1)
+        except services.InputError as exc:
+            logger.warning("Websocket for run %s refused: %s", self.run_id, exc)
+            await self.accept()
+            await self._fail(exc.code, str(exc), CLOSE_POLICY, exc.error_code)
+            return
         if run.status == run.Status.RUNNING:
             watchdog.ensure()  # someone watches it: make sure a vanished executor is noticed
-        query = parse_qs(self.scope.get("query_string", b"").decode())
-        try:
-            self.last_seq = int(query.get("after", ["-1"])[0])
-        except ValueError:
-            self.last_seq = -1
         self.group = run_group(self.run_id)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
@@ -92,9 +131,6 @@ class RunConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             await self._forward(missing)
         await self._forward(events)
 
-    async def receive_json(self, content: Any, **kwargs: Any) -> None:
-        await self.send_json({"type": "error", "message": "This socket only sends events."})
-
     async def _forward(self, events: list[dict[str, Any]]) -> None:
         fresh = [e for e in events if e["seq"] > self.last_seq]
         for chunk in _chunks(fresh):
@@ -131,14 +167,17 @@ def _chunks(events: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     return chunks
 
 
-class RunsConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
-    """``ws/runs/``: summaries of runs as they start and finish."""
+class RunsConsumer(_SendOnly):
+    """``ws/runs/``: summaries of runs as they start and finish (of the user's projects:
+    one group carries every summary, each names its project, and the socket forwards only
+    those of projects its user reads)."""
 
     async def connect(self) -> None:
-        user = self.scope.get("user")
-        if user is None or not user.is_authenticated:
+        grant = await self._access()
+        if grant is None:
             await self._refuse(CLOSE_UNAUTHENTICATED)
             return
+        self.readable = grant.readable()
         await self.channel_layer.group_add(RUNS_GROUP, self.channel_name)
         await self.accept()
 
@@ -150,7 +189,10 @@ class RunsConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
 
     async def run_summary(self, message: dict[str, Any]) -> None:
         """A run started or changed."""
-        await self.send_json({"type": "run", "run": message["run"]})
+        run = message["run"]
+        if self.readable is not None and run.get("project") not in self.readable:
+            return
+        await self.send_json({"type": "run", "run": run})
 
 
 class RelayConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]

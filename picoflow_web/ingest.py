@@ -35,7 +35,8 @@ from django.utils import timezone
 from pydantic import ValidationError
 
 from picoflow_web import app_settings, groups, relay
-from picoflow_web.models import EventRecord, Run, StoredSession
+from picoflow_web.models import DEFAULT_PROJECT, EventRecord, Project, Run, StoredSession
+from picoflow_web.redact import redact
 from runtime.events import (
     EVENT_TYPES,
     SCHEMA_VERSION,
@@ -66,7 +67,8 @@ class IngestError(Exception):
 
     def body(self) -> dict[str, Any]:
         """The API's error shape, with the details (``line``, ``run_id``, ...)."""
-        return {"type": "error", "message": self.message, "code": self.code, **self.details}
+        return {"type": "error", "message": self.message, "code": self.code,
+                "error_code": self.code, **self.details}
 
 
 @dataclass(frozen=True)
@@ -117,7 +119,7 @@ def parse_lines(body: bytes) -> list[Line]:
     for number, raw in enumerate(body.split(b"\n"), 1):
         if not raw.strip():
             continue
-        lines.append(Line(number, _parse(number, raw)))
+        lines.append(Line(number, redact(_parse(number, raw))))
     return lines
 
 
@@ -185,7 +187,7 @@ class _Planned:
     fresh: list[Line] = field(default_factory=list)
 
 
-def _plan(lines: list[Line], runs: dict[str, Run]) -> list[_Planned]:
+def _plan(lines: list[Line], runs: dict[str, Run], project: str) -> list[_Planned]:
     """Check every run's lines against what is stored; raise for the first refusal."""
     by_run: dict[str, list[Line]] = {}
     for line in lines:
@@ -195,6 +197,11 @@ def _plan(lines: list[Line], runs: dict[str, Run]) -> list[_Planned]:
         run = runs.get(run_id)
         last = run.last_seq if run is not None else -1
         lost = _reported_losses(items)
+        if run is not None and run.project_id != project:
+            # Another project's run: said as little about it as an unknown id would be.
+            raise IngestError(409, "run_id_taken",
+                              f"Run id {run_id} is taken; a new run needs a new id.",
+                              run_id=run_id, line=items[0].number)
         if run is not None and not run.is_remote:
             raise IngestError(409, "not_remote",
                               f"Run {run_id} was executed by this dashboard; its events "
@@ -258,17 +265,18 @@ class Stored:
     summaries: list[dict[str, Any]] = field(default_factory=list)
 
 
-def _store(lines: list[Line], origin: dict[str, Any], user: Any) -> Stored:
+def _store(lines: list[Line], origin: dict[str, Any], user: Any, project: str) -> Stored:
     out = Stored()
     ids = {line.run_id for line in lines}
     with transaction.atomic():
         runs = {run.id: run for run in Run.objects.select_for_update().filter(id__in=ids)}
-        plans = _plan(lines, runs)
+        plans = _plan(lines, runs, project)
         now = timezone.now()
         for plan in plans:
             run, created = plan.run, False
             if run is None and plan.fresh:
-                run, created = _run_create(plan.fresh[0].data, origin, user, now), True
+                run, created = _run_create(plan.fresh[0].data, origin, user, now,
+                                           project), True
             if run is None:
                 continue
             if plan.fresh:
@@ -290,10 +298,11 @@ def _store(lines: list[Line], origin: dict[str, Any], user: Any) -> Stored:
     return out
 
 
-def _run_create(first: dict[str, Any], origin: dict[str, Any], user: Any, now: Any) -> Run:
+def _run_create(first: dict[str, Any], origin: dict[str, Any], user: Any, now: Any,
+                project: str) -> Run:
     authenticated = user is not None and getattr(user, "is_authenticated", False)
     return Run.objects.create(
-        id=first["run_id"], flow=str(first.get("flow", ""))[:200],
+        id=first["run_id"], flow=str(first.get("flow", ""))[:200], project_id=project,
         message=first.get("message") or "", session_id=first.get("session_id", "")[:64],
         origin=origin, last_seen_at=now, started_by=user if authenticated else None)
 
@@ -338,8 +347,11 @@ def _session_record(run: Run) -> None:
     marked ``remote`` so the dashboard's own engine never continues it)."""
     if not run.session_id:
         return
-    existing = StoredSession.objects.filter(id=run.session_id).values_list("doc", flat=True)
-    doc = existing.first()
+    existing = StoredSession.objects.filter(id=run.session_id).values_list(
+        "doc", "project_id").first()
+    if existing is not None and existing[1] != run.project_id:
+        return  # another project's session id: never written across projects
+    doc = existing[0] if existing is not None else None
     if doc is not None and not (isinstance(doc, dict) and doc.get("remote")):
         return  # a session this dashboard runs itself: its own document is the truth
     payloads = list(EventRecord.objects.filter(run_id=run.id).order_by("seq").values_list(
@@ -360,7 +372,8 @@ def _session_record(run: Run) -> None:
         "tokens": model.tokens,
     }
     StoredSession.objects.update_or_create(id=run.session_id, defaults={
-        "flow": run.flow, "revision": revision, "run_status": status, "doc": record})
+        "flow": run.flow, "revision": revision, "run_status": status, "doc": record,
+        "project_id": run.project_id})
 
 
 def messages_of(stored: Stored) -> list[relay.Message]:
@@ -376,26 +389,32 @@ async def _broadcast(stored: Stored) -> None:
     await relay.publish(messages_of(stored))
 
 
-async def events_ingest(body: bytes, *, origin: dict[str, Any], user: Any
-                        ) -> dict[str, dict[str, Any]]:
-    """Check, store, then broadcast one request's events; the reply's ``runs``."""
-    stored = await sync_to_async(_ingest_sync)(body, origin, user)
+async def events_ingest(body: bytes, *, origin: dict[str, Any], user: Any,
+                        project: str = DEFAULT_PROJECT) -> dict[str, dict[str, Any]]:
+    """Check, store (in ``project``: runs of other projects are refused), then broadcast
+    one request's events; the reply's ``runs``."""
+    stored = await sync_to_async(_ingest_sync)(body, origin, user, project)
     await _broadcast(stored)
     return stored.reply
 
 
-def _ingest_sync(body: bytes, origin: dict[str, Any], user: Any) -> Stored:
+def _ingest_sync(body: bytes, origin: dict[str, Any], user: Any, project: str) -> Stored:
     lines = parse_lines(body)
-    return _store(lines, origin, user) if lines else Stored()
+    if not lines:
+        return Stored()
+    Project.objects.get_or_create(name=project)
+    return _store(lines, origin, user, project)
 
 
-async def runs_heartbeat(run_ids: list[str]) -> dict[str, dict[str, Any]]:
-    """Mark these remote runs as heard from now; their status and last stored seq."""
-    return await sync_to_async(_heartbeat_sync)(run_ids)
+async def runs_heartbeat(run_ids: list[str], project: str = DEFAULT_PROJECT
+                         ) -> dict[str, dict[str, Any]]:
+    """Mark these remote runs (of ``project``) as heard from now; their status and last
+    stored seq."""
+    return await sync_to_async(_heartbeat_sync)(run_ids, project)
 
 
-def _heartbeat_sync(run_ids: list[str]) -> dict[str, dict[str, Any]]:
-    runs = Run.objects.filter(id__in=run_ids, origin__kind="remote")
+def _heartbeat_sync(run_ids: list[str], project: str) -> dict[str, dict[str, Any]]:
+    runs = Run.objects.filter(id__in=run_ids, origin__kind="remote", project_id=project)
     runs.filter(status=Run.Status.RUNNING).update(last_seen_at=timezone.now())
     return {run.id: {"last_seq": run.last_seq, "status": run.status} for run in runs}
 

@@ -1,12 +1,65 @@
-"""Persistence: session documents, runs (one per turn), the append-only event log, tokens."""
+"""Persistence: projects and their members, session documents, runs (one per turn), the
+append-only event log, tokens."""
 
 from __future__ import annotations
 
 import hashlib
 import secrets
+from datetime import datetime
 
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
+
+DEFAULT_PROJECT = "default"
+"""The project rows without one go to (and the first user administers)."""
+
+
+class Project(models.Model):
+    """Who may see and do what: every run and session belongs to one project."""
+
+    name = models.SlugField(max_length=50, primary_key=True)
+    """Also the key (a run's ``project_id`` is its project's name, so a run summary needs
+    no query) and part of a channel-layer group name, hence a slug; it cannot change."""
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ("name",)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def default_project_id() -> str:
+    """The ``default`` project's id, made if missing: rows created without a project (and
+    the rows that existed before projects) belong to it."""
+    return Project.objects.get_or_create(name=DEFAULT_PROJECT)[0].pk
+
+
+class Membership(models.Model):
+    """A user's role in a project."""
+
+    class Role(models.TextChoices):
+        VIEWER = "viewer"
+        """Reads runs, events and sessions."""
+        OPERATOR = "operator"
+        """Also starts and stops runs, continues and ends sessions, ingests events."""
+        ADMIN = "admin"
+        """Also manages the project's members and tokens."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
+                             related_name="picoflow_memberships")
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.VIEWER)
+
+    class Meta:
+        ordering = ("project", "user")
+        constraints = (
+            models.UniqueConstraint(fields=("project", "user"), name="one_role_per_project"),
+        )
+
+    def __str__(self) -> str:
+        return f"{self.user} ({self.role}) in {self.project}"
 
 
 class StoredSession(models.Model):
@@ -17,6 +70,8 @@ class StoredSession(models.Model):
     revision = models.IntegerField()
     run_status = models.CharField(max_length=16)
     doc = models.JSONField()
+    project = models.ForeignKey(Project, on_delete=models.PROTECT, default=default_project_id,
+                                related_name="sessions")
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
 
@@ -47,6 +102,8 @@ class Run(models.Model):
 
     id = models.CharField(primary_key=True, max_length=64)
     flow = models.CharField(max_length=200, db_index=True)
+    project = models.ForeignKey(Project, on_delete=models.PROTECT, default=default_project_id,
+                                related_name="runs")
     session_id = models.CharField(max_length=64, db_index=True, blank=True)
     message = models.TextField(blank=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.RUNNING,
@@ -88,7 +145,8 @@ class Run(models.Model):
     def summary(self) -> dict[str, object]:
         """The JSON the runs list shows."""
         return {
-            "id": self.id, "flow": self.flow, "session_id": self.session_id,
+            "id": self.id, "flow": self.flow, "project": self.project_id,
+            "session_id": self.session_id,
             "message": self.message, "status": self.status, "reply": self.reply,
             "has_conflicts": self.has_conflicts, "event_count": self.event_count,
             "branch_count": self.branch_count,
@@ -151,15 +209,33 @@ DEFAULT_SCOPES = "read,run"
 existed keep)."""
 
 
+def password_stamp(user: object) -> str:
+    """A digest of the user's password hash: a token remembers it, and a password change
+    (which changes the hash) makes the token stop working."""
+    return hashlib.sha256(str(getattr(user, "password", "")).encode()).hexdigest()
+
+
 class ApiToken(models.Model):
-    """A bearer token for the HTTP API; only its hash is stored."""
+    """A bearer token for the HTTP API, bound to a user and a project; only its hash is
+    stored. It acts with its scopes, never beyond the user's role in its project."""
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE)
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, default=default_project_id,
+                                related_name="tokens")
     name = models.CharField(max_length=100)
     digest = models.CharField(max_length=64, unique=True)
     created = models.DateTimeField(auto_now_add=True)
     scopes = models.CharField(max_length=100, default=DEFAULT_SCOPES)
     """Comma-separated :data:`SCOPES`."""
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    revoked_reason = models.CharField(max_length=100, blank=True)
+    user_stamp = models.CharField(max_length=64, blank=True)
+    """:func:`password_stamp` of the user when the token was issued."""
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ("-created",)
 
     def scope_set(self) -> frozenset[str]:
         """The token's scopes."""
@@ -168,20 +244,39 @@ class ApiToken(models.Model):
     def __str__(self) -> str:
         return f"{self.name} ({self.user})"
 
+    def refusal(self, now: datetime | None = None) -> str | None:
+        """Why the token does not work (revoked, expired, user inactive or with a new
+        password), or None when it does. The user must be loaded."""
+        now = now or timezone.now()
+        if self.revoked_at is not None:
+            return "revoked"
+        if self.expires_at is not None and self.expires_at <= now:
+            return "expired"
+        if not self.user.is_active:
+            return "user_inactive"
+        if self.user_stamp and self.user_stamp != password_stamp(self.user):
+            return "password_changed"
+        return None
+
     @staticmethod
     def hash(raw: str) -> str:
         """The stored digest of a raw token."""
         return hashlib.sha256(raw.encode()).hexdigest()
 
     @classmethod
-    def issue(cls, user: object, name: str,
-              scopes: tuple[str, ...] | None = None) -> tuple[ApiToken, str]:
-        """Create a token; the raw value is returned once and never stored."""
+    def issue(cls, user: object, name: str, scopes: tuple[str, ...] | None = None, *,
+              project: Project | None = None,
+              expires_at: datetime | None = None) -> tuple[ApiToken, str]:
+        """Create a token; the raw value is returned once and never stored. Without a
+        project it is bound to the ``default`` one."""
         chosen = scopes or tuple(DEFAULT_SCOPES.split(","))
         unknown = sorted(set(chosen) - set(SCOPES))
         if unknown:
             raise ValueError(f"Unknown scope(s) {unknown}; choose from {', '.join(SCOPES)}.")
+        if project is None:
+            project = Project.objects.get_or_create(name=DEFAULT_PROJECT)[0]
         raw = "pf_" + secrets.token_urlsafe(32)
-        token = cls.objects.create(user=user, name=name, digest=cls.hash(raw),
-                                   scopes=",".join(s for s in SCOPES if s in chosen))
+        token = cls.objects.create(user=user, name=name, digest=cls.hash(raw), project=project,
+                                   scopes=",".join(s for s in SCOPES if s in chosen),
+                                   expires_at=expires_at, user_stamp=password_stamp(user))
         return token, raw

@@ -3,6 +3,10 @@
 Pages, the JSON API and the websocket consumers read the database only through these;
 writes are in :mod:`picoflow_web.services`. All are async: the API and the consumers run
 on the event loop, and the pages are async views too.
+
+Readers of runs and sessions take ``projects``, the projects the reader may see
+(:meth:`picoflow_web.access.Access.readable`; None for all): another project's rows are
+not found. It is a required keyword so that no caller forgets it.
 """
 
 from __future__ import annotations
@@ -10,8 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import QuerySet
+from django.utils import timezone
 
+from picoflow_web.access import Projects
 from picoflow_web.models import ApiToken, EventRecord, Run, StoredSession
 
 EVENT_PAGE = 5_000
@@ -20,10 +26,10 @@ EVENT_PAGE = 5_000
 
 async def run_list(
     *, flow: str | None = None, status: str | None = None, session_id: str | None = None,
-    has_conflicts: bool | None = None, limit: int = 200,
+    has_conflicts: bool | None = None, limit: int = 200, projects: Projects,
 ) -> list[dict[str, Any]]:
     """Run summaries, newest first, filtered."""
-    runs = Run.objects.all()
+    runs = _within(Run.objects.all(), projects)
     if flow:
         runs = runs.filter(flow=flow)
     if status:
@@ -35,9 +41,13 @@ async def run_list(
     return [run.summary() async for run in runs[: max(1, min(limit, 1000))]]
 
 
-async def run_get(run_id: str) -> Run | None:
-    """One run, or None."""
-    return await Run.objects.filter(id=run_id).afirst()
+def _within(rows: QuerySet[Any], projects: Projects) -> QuerySet[Any]:
+    return rows if projects is None else rows.filter(project_id__in=projects)
+
+
+async def run_get(run_id: str, *, projects: Projects) -> Run | None:
+    """One run, or None (also when it is another project's)."""
+    return await _within(Run.objects.filter(id=run_id), projects).afirst()
 
 
 async def run_events_after(run_id: str, after: int = -1,
@@ -55,37 +65,62 @@ class SessionWithRuns:
     runs: list[Run]
 
 
-async def session_with_runs_get(session_id: str) -> SessionWithRuns | None:
+async def session_with_runs_get(session_id: str, *, projects: Projects
+                                ) -> SessionWithRuns | None:
     """A session and its runs as rows (the session page), or None."""
-    session = await StoredSession.objects.filter(id=session_id).afirst()
+    session = await _within(StoredSession.objects.filter(id=session_id), projects).afirst()
     if session is None:
         return None
-    runs = Run.objects.filter(session_id=session_id).order_by("started_at")
+    runs = Run.objects.filter(session_id=session_id, project_id=session.project_id
+                              ).order_by("started_at")
     return SessionWithRuns(session, [run async for run in runs])
 
 
-async def session_get(session_id: str) -> dict[str, Any] | None:
+async def session_get(session_id: str, *, projects: Projects) -> dict[str, Any] | None:
     """A session's document and its run summaries as JSON (the API), or None."""
-    found = await session_with_runs_get(session_id)
+    found = await session_with_runs_get(session_id, projects=projects)
     if found is None:
         return None
     row = found.session
-    return {"id": row.id, "flow": row.flow, "revision": row.revision,
+    return {"id": row.id, "flow": row.flow, "project": row.project_id, "revision": row.revision,
             "run_status": row.run_status, "doc": row.doc,
             "runs": [run.summary() for run in found.runs]}
 
 
-async def session_list(limit: int = 200) -> list[dict[str, Any]]:
+async def session_list(limit: int = 200, *, projects: Projects) -> list[dict[str, Any]]:
     """Recently updated sessions first (id, flow, status, revision)."""
-    rows = StoredSession.objects.order_by("-updated").values(
+    rows = _within(StoredSession.objects.order_by("-updated"), projects).values(
         "id", "flow", "run_status", "revision")[:limit]
     return [row async for row in rows]
 
 
-async def api_token_user(raw: str) -> tuple[AbstractBaseUser, frozenset[str]] | None:
-    """The active user a raw bearer token belongs to, and the token's scopes; or None."""
+async def session_project(session_id: str) -> str | None:
+    """The project a session id belongs to — its stored document's, else that of a run
+    that names it (a first turn still queued) — or None for an id nobody uses."""
+    owner = await StoredSession.objects.filter(id=session_id).values_list(
+        "project_id", flat=True).afirst()
+    if owner is None:
+        owner = await Run.objects.filter(session_id=session_id).order_by(
+            "started_at").values_list("project_id", flat=True).afirst()
+    return owner
+
+
+async def api_token_get(raw: str) -> ApiToken | None:
+    """The working token a raw bearer token is (its user loaded), or None: unknown,
+    revoked, expired, or its user deactivated or with a new password since. A token found
+    unusable for a lasting reason is marked revoked, so listings say so."""
     token = await ApiToken.objects.select_related("user").filter(
         digest=ApiToken.hash(raw)).afirst()
-    if token is None or not token.user.is_active:
+    if token is None:
         return None
-    return token.user, token.scope_set()
+    why = token.refusal()
+    if why is None:
+        now = timezone.now()
+        if token.last_used_at is None or (now - token.last_used_at).total_seconds() > 60:
+            # Coarse on purpose: one write a minute per token, not one per request.
+            await ApiToken.objects.filter(pk=token.pk).aupdate(last_used_at=now)
+        return token
+    if why in ("user_inactive", "password_changed"):
+        await ApiToken.objects.filter(pk=token.pk, revoked_at__isnull=True).aupdate(
+            revoked_at=timezone.now(), revoked_reason=why)
+    return None

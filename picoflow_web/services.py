@@ -15,10 +15,13 @@ from typing import Any
 
 from django.utils import timezone
 
-from picoflow_web import app_settings, groups
+from picoflow_web import app_settings, groups, selectors
+from picoflow_web.access import DEFAULT_PROJECT, Access, NotFound
 from picoflow_web.bridge import RunRecorder
 from picoflow_web.engine import get_engine
-from picoflow_web.models import Run
+from picoflow_web.models import Project, Run
+from picoflow_web.redact import redact
+from picoflow_web.store import acting_in
 from runtime import CancelToken, ConfigValidationError, FlowInputError, RunReply
 
 logger = logging.getLogger("picoflow.web")
@@ -35,10 +38,52 @@ class InputError(ValueError):
     the flow's schema)."""
 
     def __init__(self, message: str, code: str = "bad_request",
-                 fields: dict[str, str] | None = None) -> None:
+                 fields: dict[str, str] | None = None, status: int = 400,
+                 error_code: str | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.fields = fields
+        self.status = status
+        self.error_code = error_code or code
+        """The specific, stable name (``code`` stays what it was before it existed)."""
+
+
+def seq_param(raw: str | None, name: str, default: int) -> int:
+    """An integer query parameter (``after``, ``limit``); the HTTP API and the websockets
+    refuse the same values the same way."""
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise InputError(f"{name} must be an integer (after and limit must be integers).",
+                         error_code="bad_parameter") from None
+    if not -1 <= value <= 2**31:
+        raise InputError(f"{name} must be between -1 and 2**31.", error_code="bad_parameter")
+    return value
+
+
+async def _project_of(grant: Access | None, session_id: str | None,
+                      requested: str | None) -> str:
+    """The project a turn runs in: its session's when it continues one (the session must be
+    the requester's to continue), else the one the requester asks for or defaults to
+    (:meth:`~picoflow_web.access.Access.project_for_start`). Without ``grant`` (code of the
+    dashboard itself) the requested one, else ``default``."""
+    owner = await selectors.session_project(session_id) if session_id else None
+    if grant is None:
+        if owner is not None and requested and owner != requested:
+            raise InputError(f"Session {session_id!r} is not in project {requested!r}.",
+                             error_code="project_mismatch")
+        return owner or requested or DEFAULT_PROJECT
+    if owner is None:
+        return grant.project_for_start(requested)
+    if not grant.sees(owner):
+        raise NotFound(f"No session {session_id!r}.")
+    if requested and requested != owner:
+        raise InputError(f"Session {session_id!r} is in project {owner!r}, not "
+                         f"{requested!r}.", error_code="project_mismatch")
+    grant.require(owner, "run", f"session {session_id!r}")
+    return owner
 
 
 def _check(flow: str, message: str | None, session_id: str | None,
@@ -65,17 +110,26 @@ def _check(flow: str, message: str | None, session_id: str | None,
 
 async def run_start(
     *, flow: str, message: str | None, session_id: str | None = None,
-    config: dict[str, Any] | None = None, user: Any = None,
+    config: dict[str, Any] | None = None, user: Any = None, grant: Access | None = None,
+    project: str | None = None,
 ) -> Run:
     """Queue a turn for a worker and return at once; the run page follows it live.
 
     The run is stored ``queued`` before its task is, so a worker that takes the task finds
     it (and a run whose task could not be queued says so instead of waiting forever).
+    ``grant`` is the requester's access: the turn runs in a project it may run in.
     """
-    config = _check(flow, message, session_id, config)
+    if session_id is not None and (not isinstance(session_id, str) or len(session_id) > 64):
+        raise InputError("session id must be a string of at most 64 characters.")
+    # Who may run where first: a request not allowed to run learns nothing of the flows.
+    in_project = await _project_of(grant, session_id, project)
+    config = redact(_check(flow, message, session_id, config))  # never stored with secrets
+    if in_project == DEFAULT_PROJECT:  # made on first use (a fresh or flushed database)
+        await Project.objects.aget_or_create(name=DEFAULT_PROJECT)
     authenticated = user is not None and getattr(user, "is_authenticated", False)
     run = await Run.objects.acreate(
         id=uuid.uuid4().hex, flow=flow, message=message or "", session_id=session_id or "",
+        project_id=in_project,
         config=config, status=Run.Status.QUEUED, origin={"kind": "worker"},
         started_by=user if authenticated else None)
     await run_broadcast(run)
@@ -94,11 +148,12 @@ async def run_start(
 
 async def run_execute(
     *, flow: str, message: str | None, session_id: str | None = None,
-    config: dict[str, Any] | None = None, user: Any = None,
+    config: dict[str, Any] | None = None, user: Any = None, grant: Access | None = None,
+    project: str | None = None,
 ) -> tuple[Run, RunReply]:
     """Queue a turn and wait for its end (``POST /ai/run`` answers with the reply)."""
     run = await run_start(flow=flow, message=message, session_id=session_id, config=config,
-                          user=user)
+                          user=user, grant=grant, project=project)
     return await run_wait(run.id)
 
 
@@ -126,9 +181,10 @@ async def run_execute_claimed(run: Run, *, cancel: CancelToken | None = None) ->
     recorder = RunRecorder(run.id, lease_seconds=app_settings.get("WORKER_LEASE"))
     recorder.start()
     try:
-        reply = await get_engine().run(
-            run.flow, run.message or None, session_id=run.session_id or None,
-            config=run.config, run_id=run.id, sinks=[recorder], cancel=cancel)
+        with acting_in(run.project_id):  # the session store reads and writes only its own
+            reply = await get_engine().run(
+                run.flow, run.message or None, session_id=run.session_id or None,
+                config=run.config, run_id=run.id, sinks=[recorder], cancel=cancel)
     finally:
         await recorder.close()
     cancelled = reply.error_code == TURN_CANCELLED
@@ -164,18 +220,19 @@ class RunEnded(InputError):
     """The run cannot be stopped: it already ended (or is not the dashboard's to stop)."""
 
 
-async def run_cancel(run_id: str, user: Any) -> Run | None:
+async def run_cancel(run_id: str, grant: Access) -> Run | None:
     """Ask a run to stop (``POST /api/runs/<id>/cancel``); None for an unknown run.
 
     A queued run ends ``cancelled`` at once and is never executed; a running one is
     stopped by its worker (its lease keeper sees the request), cooperatively: the turn's
     cancel token, with the flow's grace period. Asking twice is asking once.
     """
-    by = getattr(user, "get_username", lambda: "")() or "someone"
+    by = getattr(grant.user, "get_username", lambda: "")() or "someone"
     request = {"by": by, "at": timezone.now().isoformat()}
-    run = await Run.objects.filter(id=run_id).afirst()
+    run = await selectors.run_get(run_id, projects=grant.readable())
     if run is None:
         return None
+    grant.require(run.project_id, "run", f"run {run_id!r}")
     if run.is_remote:
         raise RunEnded(f"Run {run_id} runs in its own process ({run.origin_info()['label']}); "
                        "stop it there.", "not_cancellable")
@@ -196,10 +253,27 @@ async def run_cancel(run_id: str, user: Any) -> Run | None:
     return run
 
 
-async def session_end(session_id: str) -> bool:
-    """Delete a session document (``POST /ai/end``)."""
-    return await get_engine().delete_session(session_id)
+async def session_end(session_id: str, grant: Access) -> bool:
+    """Delete a session document (``POST /ai/end``); another project's is not found."""
+    owner = await selectors.session_project(session_id)
+    if owner is None or not grant.sees(owner):
+        return False
+    grant.require(owner, "run", f"session {session_id!r}")
+    with acting_in(owner):
+        return await get_engine().delete_session(session_id)
 
 
-__all__ = ["InputError", "RunEnded", "reply_of", "run_broadcast", "run_cancel", "run_execute",
-           "run_execute_claimed", "run_finish", "run_start", "run_wait", "session_end"]
+__all__ = [
+    "InputError",
+    "RunEnded",
+    "reply_of",
+    "run_broadcast",
+    "run_cancel",
+    "run_execute",
+    "run_execute_claimed",
+    "run_finish",
+    "run_start",
+    "run_wait",
+    "seq_param",
+    "session_end",
+]

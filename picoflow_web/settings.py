@@ -60,6 +60,14 @@ PICOFLOW_RELAY_URL
     is the in-memory one (each process has its own): the web server's base URL, e.g.
     ``http://127.0.0.1:8000``. ``manage.py serve`` sets it for its workers. Unused with
     ``REDIS_URL`` (workers then publish to Redis themselves). Default: unset.
+PICOFLOW_LOGIN_FAILURE_LIMIT, PICOFLOW_LOGIN_COOLOFF
+    Failed logins of one user name from one address before that pair is locked out
+    (django-axes), default 5; and for how many seconds, default 900.
+PICOFLOW_REDACT_KEYS
+    Comma-separated key names whose values are secrets: in a client's config, a session's
+    context and state and every event, values under a key that is (or ends with) one of
+    them — case, ``-`` and ``_`` ignored — are stored and shown as ``[redacted]``. Default
+    ``api_key,apikey,token,secret,password,authorization``.
 PICOFLOW_LOG_LEVEL
     Log level for the console logger. Default ``INFO``.
 PICOFLOW_FLOWS, PICOFLOW_DEMOS
@@ -73,6 +81,7 @@ project embedding the app feeds from one ``PICOFLOW = {...}`` dict instead (READ
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from typing import Any
 
 from picoflow_web import locations
@@ -111,6 +120,8 @@ PICOFLOW_WORKER_CONCURRENCY = env_int("PICOFLOW_WORKER_CONCURRENCY", 1)
 PICOFLOW_WORKERS = env_int("PICOFLOW_WORKERS", 4, minimum=0)
 PICOFLOW_MAX_BRANCHES = env_int("PICOFLOW_MAX_BRANCHES", 100_000)
 PICOFLOW_RELAY_URL = os.environ.get("PICOFLOW_RELAY_URL", "").strip().rstrip("/")
+PICOFLOW_REDACT_KEYS = tuple(env_list(
+    "PICOFLOW_REDACT_KEYS", "api_key,apikey,token,secret,password,authorization"))
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -120,6 +131,8 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "channels",
+    "axes",  # login throttling
+    "csp",  # Content-Security-Policy
     # Before django_tasks_db: its db_worker command is extended by picoflow_web's.
     "picoflow_web",
     "django_tasks",
@@ -138,7 +151,40 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
+    # Last, as django-axes asks: it turns a locked-out login into its lockout response.
+    "axes.middleware.AxesMiddleware",
 ]
+
+# Login throttling (django-axes): after PICOFLOW_LOGIN_FAILURE_LIMIT failed logins of one
+# user name from one address, that pair is locked out for PICOFLOW_LOGIN_COOLOFF seconds
+# (per pair, so one attacker cannot lock everyone out, nor one address try every name).
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_int("PICOFLOW_LOGIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = timedelta(seconds=env_seconds("PICOFLOW_LOGIN_COOLOFF", 900.0))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+
+# Content-Security-Policy (django-csp): the pages load only their own scripts, styles and
+# images (no inline script anywhere; ``json_script`` data blocks are not executed) and
+# talk only to their own origin (the websockets too: 'self' covers ws/wss of the host).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "font-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    },
+}
 
 ROOT_URLCONF = "picoflow_web.site_urls"
 

@@ -8,3 +8,9 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("", include("picoflow_web.urls")),
 ]
+
+# Errors in the JSON shape under /api/ and /ai/, pages elsewhere (see picoflow_web.errors);
+# Django reads these from the root URLconf only.
+handler400 = "picoflow_web.errors.bad_request"
+handler404 = "picoflow_web.errors.not_found"
+handler500 = "picoflow_web.errors.server_error"

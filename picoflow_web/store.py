@@ -3,21 +3,61 @@
 Passes the runtime's store conformance suite (``tests/runtime/store_contract.py``). A save
 is one ``UPDATE … WHERE id = ? AND revision = ?``; zero rows updated means another writer
 won, and nothing is overwritten.
+
+Sessions belong to projects. A turn runs :func:`acting_in` its run's project: then the
+store sees only that project's sessions, so a session id of another project cannot be
+loaded, saved or deleted (creating it conflicts: the id is taken), and a new session goes
+to that project. Outside it (the conformance suite, code of the dashboard itself) new
+sessions go to the ``default`` project and every session is visible. Documents are stored
+redacted (:mod:`picoflow_web.redact`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+from collections.abc import Iterator
+from typing import Any
+
 from django.db import IntegrityError
+from django.db.models import QuerySet
 
 from picoflow_web.models import StoredSession
+from picoflow_web.redact import redact
 from runtime import SessionConflictError, SessionDocument, SessionStoreError, now_iso
+
+_PROJECT: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "picoflow_project", default=None)
+
+
+@contextlib.contextmanager
+def acting_in(project: str) -> Iterator[None]:
+    """Run the enclosed code (a turn, and every task it starts) in ``project``."""
+    token = _PROJECT.set(project)
+    try:
+        yield
+    finally:
+        _PROJECT.reset(token)
+
+
+def _rows(session_id: str) -> QuerySet[Any]:
+    rows = StoredSession.objects.filter(id=session_id)
+    project = _PROJECT.get()
+    return rows if project is None else rows.filter(project_id=project)
+
+
+def _project_field() -> dict[str, str]:
+    """A new session's project; without one the model's default (``default``, made if
+    missing)."""
+    project = _PROJECT.get()
+    return {"project_id": project} if project else {}
 
 
 class DjangoSessionStore:
     """Session documents as rows of :class:`~picoflow_web.models.StoredSession`."""
 
     async def load(self, session_id: str) -> SessionDocument | None:
-        row = await StoredSession.objects.filter(id=session_id).values("doc").afirst()
+        row = await _rows(session_id).values("doc").afirst()
         if row is None:
             return None
         try:
@@ -30,7 +70,7 @@ class DjangoSessionStore:
         try:
             await StoredSession.objects.acreate(
                 id=stored.id, flow=stored.flow.name, revision=0, run_status=stored.run_status,
-                doc=stored.model_dump(mode="json"),
+                doc=redact(stored.model_dump(mode="json")), **_project_field(),
             )
         except IntegrityError:
             raise SessionConflictError(stored.id) from None
@@ -40,10 +80,9 @@ class DjangoSessionStore:
         stored = doc.model_copy(
             deep=True, update={"revision": expected_revision + 1, "save_on": now_iso()}
         )
-        updated = await StoredSession.objects.filter(
-            id=doc.id, revision=expected_revision
-        ).aupdate(revision=stored.revision, run_status=stored.run_status,
-                  doc=stored.model_dump(mode="json"))
+        updated = await _rows(doc.id).filter(revision=expected_revision).aupdate(
+            revision=stored.revision, run_status=stored.run_status,
+            doc=redact(stored.model_dump(mode="json")))
         if updated != 1:
             raise SessionConflictError(doc.id)
         return stored.revision
@@ -51,7 +90,7 @@ class DjangoSessionStore:
     async def delete(
         self, session_id: str, expected_revision: int | None = None
     ) -> bool:
-        rows = StoredSession.objects.filter(id=session_id)
+        rows = _rows(session_id)
         if expected_revision is not None:
             deleted, _ = await rows.filter(revision=expected_revision).adelete()
             if not deleted:

@@ -8,7 +8,7 @@ there): ``path("", include("picoflow_web.urls"))``. The standalone site
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from picoflow_web import api, views
+from picoflow_web import api, openapi, views
 
 urlpatterns = [
     path("", views.index, name="index"),
@@ -18,6 +18,7 @@ urlpatterns = [
     path("login/", auth_views.LoginView.as_view(template_name="picoflow_web/login.html"),
          name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("api/openapi.json", openapi.openapi_json, name="api-openapi"),
     path("api/flows", api.flows, name="api-flows"),
     path("api/runs", api.runs, name="api-runs"),
     path("api/runs/<str:run_id>", api.run_detail, name="api-run"),
@@ -30,3 +31,8 @@ urlpatterns = [
     path("ai/flows", api.ai_flows, name="ai-flows"),
     path("ai/end", api.ai_end, name="ai-end"),
 ]
+
+# Errors outside views answer in the API's JSON shape under /api/ and /ai/.
+handler400 = "picoflow_web.errors.bad_request"
+handler404 = "picoflow_web.errors.not_found"
+handler500 = "picoflow_web.errors.server_error"

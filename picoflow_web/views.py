@@ -20,7 +20,7 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_safe
 
-from picoflow_web import __version__, selectors, watchdog
+from picoflow_web import __version__, access, selectors, watchdog
 from picoflow_web.engine import get_engine
 
 SESSION_CHOICES = 50
@@ -31,15 +31,25 @@ async def _render(request: HttpRequest, template: str, context: dict[str, Any]) 
     return await sync_to_async(render)(request, template, context)
 
 
+async def _grant(request: HttpRequest) -> access.Access:
+    user = await request.auser()
+    return await access.for_user(user)
+
+
 @require_safe
 @login_required
 async def index(request: HttpRequest) -> HttpResponse:
     """The runs list, with the form that starts a run."""
     await watchdog.sweep()  # runs whose executor vanished are not listed as running
+    grant = await _grant(request)
+    runnable = sorted(p for p in grant.roles if grant.allows(p, "run"))
     return await _render(request, "picoflow_web/index.html", {
         "version": __version__,
         "flows": get_engine().get_flow_names(),
-        "sessions": await selectors.session_list(limit=SESSION_CHOICES),
+        "sessions": await selectors.session_list(limit=SESSION_CHOICES,
+                                                 projects=grant.readable()),
+        # A start form offers a choice only when there is one to make.
+        "projects": runnable if len(runnable) > 1 else [],
     })
 
 
@@ -47,7 +57,7 @@ async def index(request: HttpRequest) -> HttpResponse:
 @login_required
 async def run_page(request: HttpRequest, run_id: str) -> HttpResponse:
     """One run: the barrier tree, lanes and the inspector."""
-    run = await selectors.run_get(run_id)
+    run = await selectors.run_get(run_id, projects=(await _grant(request)).readable())
     if run is None:
         raise Http404("No such run.")
     return await _render(request, "picoflow_web/run.html", {"run": run,
@@ -58,7 +68,8 @@ async def run_page(request: HttpRequest, run_id: str) -> HttpResponse:
 @login_required
 async def session_page(request: HttpRequest, session_id: str) -> HttpResponse:
     """One session: its turns, cursor path, state and tokens."""
-    found = await selectors.session_with_runs_get(session_id)
+    found = await selectors.session_with_runs_get(
+        session_id, projects=(await _grant(request)).readable())
     if found is None:
         raise Http404("No such session.")
     session = found.session

@@ -47,21 +47,37 @@ TERMINAL_EVENTS = frozenset({"turn.finished", "turn.failed"})
 # -- credentials (test database, in-process) ---------------------------------------------
 
 
-async def amake_user(username: str = "alice", password: str = PASSWORD, **extra: Any) -> Any:
-    """A user in the test database."""
+async def amake_user(username: str = "alice", password: str = PASSWORD, *,
+                     project: str | None = "default", role: str = "operator",
+                     **extra: Any) -> Any:
+    """A user in the test database, with ``role`` in ``project`` (None: no project)."""
     from django.contrib.auth import get_user_model
 
-    return await get_user_model().objects.acreate_user(
+    user = await get_user_model().objects.acreate_user(
         username=username, password=password, **extra)
+    if project is not None:
+        await amember(user, project, role)
+    return user
 
 
-async def atoken(user: Any, name: str = "tests") -> str:
-    """A new raw bearer token for ``user``."""
+async def amember(user: Any, project: str, role: str = "operator") -> None:
+    """Give ``user`` ``role`` in ``project`` (made if missing)."""
+    from picoflow_web.models import Membership, Project
+
+    found, _ = await Project.objects.aget_or_create(name=project)
+    await Membership.objects.aupdate_or_create(project=found, user=user,
+                                               defaults={"role": role})
+
+
+async def atoken(user: Any, name: str = "tests", scopes: tuple[str, ...] | None = None,
+                 project: str = "default", **extra: Any) -> str:
+    """A new raw bearer token for ``user`` in ``project``."""
     from asgiref.sync import sync_to_async
 
-    from picoflow_web.models import ApiToken
+    from picoflow_web.models import ApiToken, Project
 
-    _, raw = await sync_to_async(ApiToken.issue)(user, name)
+    found, _ = await Project.objects.aget_or_create(name=project)
+    _, raw = await sync_to_async(ApiToken.issue)(user, name, scopes, project=found, **extra)
     return raw
 
 

@@ -105,8 +105,8 @@ async def test_a_gap_is_refused_with_the_expected_seq_and_stores_nothing() -> No
     refused = await post(client, token, body_of([lines[5], lines[7]]))
     assert refused.status_code == 409
     assert refused.json() == {
-        "type": "error", "code": "seq_gap", "run_id": "remote-1", "expected_seq": 6,
-        "line": 2, "message": "Line 2: run remote-1 continues at seq 6, not 7."}
+        "type": "error", "code": "seq_gap", "error_code": "seq_gap", "run_id": "remote-1",
+        "expected_seq": 6, "line": 2, "message": "Line 2: run remote-1 continues at seq 6, not 7."}
     assert len(await stored("remote-1")) == 5  # not even line 1 (seq 5) of the refusal
 
 
@@ -342,7 +342,7 @@ async def test_a_remote_session_is_recorded_from_its_events_and_never_continued_
     lines = await recorded_turn()
     await post(AsyncClient(), await ingest_token(), body_of(lines))
     run = await Run.objects.aget(id="remote-1")
-    found = await selectors.session_get(run.session_id)
+    found = await selectors.session_get(run.session_id, projects=None)
     assert found is not None
     assert (found["flow"], found["run_status"], found["doc"]["remote"]) == (
         "TeamSurvey", "running", True)

@@ -213,6 +213,7 @@ async def test_an_empty_message_is_refused_where_the_flow_needs_one(
                               headers)
         assert response.status_code == 400, response.content
         assert response.json() == {"type": "error", "code": "message_required",
+                                   "error_code": "message_required",
                                    "message": f"Flow '{flow}' needs a message."}
     assert await Run.objects.acount() == 0
     # A flow that needs none starts without one.

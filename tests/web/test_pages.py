@@ -4,12 +4,16 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
+from picoflow_web.models import Membership, Project
+
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def user_client(client: Client) -> Client:
     user = get_user_model().objects.create_user("viewer", password="pw-for-tests-1")
+    project, _ = Project.objects.get_or_create(name="default")
+    Membership.objects.create(project=project, user=user, role="operator")
     client.force_login(user)
     return client
 

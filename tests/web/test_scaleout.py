@@ -83,6 +83,9 @@ def pair() -> Iterator[Pair]:
                               "get_user_model().objects.create_user("
                               f"'alice', password={PASSWORD!r})", env=manage_env)
             assert made.returncode == 0, made.stderr
+            joined = run_manage("picoflow_project", "add-member", "default", "alice",
+                                "--role", "operator", env=manage_env)
+            assert joined.returncode == 0, joined.stderr
             issued = run_manage("create_api_token", "alice", "scaleout", env=manage_env)
             assert issued.returncode == 0, issued.stderr
             return issued.stdout.strip()

@@ -1,4 +1,5 @@
-"""``manage.py ensure_admin``: make sure a first user exists and say how to log in."""
+"""``manage.py ensure_admin``: make sure a first user and the ``default`` project exist (the
+first user its admin), and say how to log in."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
 from picoflow_web import app_settings
+from picoflow_web.models import DEFAULT_PROJECT, Membership, Project
 
 
 class Command(BaseCommand):
@@ -28,6 +30,10 @@ class Command(BaseCommand):
             users.objects.create_superuser(username=username, email="", password=password)
             secret_file.write_text(password + "\n", encoding="utf-8")
             secret_file.chmod(0o600)
+        project, _ = Project.objects.get_or_create(name=DEFAULT_PROJECT)
+        first = users.objects.order_by("pk").first()
+        if first is not None and not project.memberships.exists():
+            Membership.objects.create(project=project, user=first, role=Membership.Role.ADMIN)
         if secret_file.exists() and users.objects.filter(username=username).exists():
             password = secret_file.read_text(encoding="utf-8").strip()
             self.stdout.write(f"Log in as '{username}' with password '{password}' "

@@ -228,6 +228,9 @@ export function mountRunsPage(root) {
     messageInput.setAttribute("aria-invalid", "false");
     /** @type {Record<string, any>} */
     const body = { flow: flowSelect.value, message, session_id: sessionSelect.value || undefined };
+    // Offered only to users who may run in several projects; a session keeps its own.
+    const projectSelect = startForm.querySelector('select[name="project"]');
+    if (projectSelect instanceof HTMLSelectElement && !sessionSelect.value) body.project = projectSelect.value;
     if (info && info.needs_message && !message.trim()) {
       messageInput.setAttribute("aria-invalid", "true");
       showError(`${flowSelect.value} needs a message.`);

@@ -1,0 +1,94 @@
+"""Secrets out of what is stored and shown: values under secret-looking keys become a marker.
+
+A client's ``config``, a session's context and step state, and every event are redacted
+before they are stored, broadcast or rendered. A key looks like a secret when, lowercased
+and without ``-`` and ``_``, it is or ends with one of ``PICOFLOW_REDACT_KEYS`` (default
+``api_key, apikey, token, secret, password, authorization``): ``api_key``, ``X-Api-Key``,
+``client_secret``, ``access_token`` and ``headers.Authorization`` are redacted; ``tokens``
+(the session's token usage) and ``max_tokens`` are not. Events that name a state field
+(``{"field": "password", "value": ..., "base": ...}``: ``state.replaced``,
+``state.contributed``, a join's published fields) have their ``value``, ``base`` and
+``result`` redacted when the field's name looks like a secret.
+
+Redacted means gone: a turn started with a secret in its config runs with the marker, so
+flows take their credentials from the server's environment, not from the client.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from typing import Any
+
+from picoflow_web import app_settings
+
+MARKER = "[redacted]"
+
+
+def _normal(key: str) -> str:
+    return key.lower().replace("-", "").replace("_", "")
+
+
+@lru_cache(maxsize=8)
+def _suffixes(keys: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(sorted({_normal(k) for k in keys if k.strip()}))
+
+
+def secret_keys() -> tuple[str, ...]:
+    """The configured key names (``PICOFLOW_REDACT_KEYS``)."""
+    return tuple(app_settings.get("REDACT_KEYS"))
+
+
+def is_secret(key: str, keys: tuple[str, ...] | None = None) -> bool:
+    """Whether a value under ``key`` is a secret."""
+    normal = _normal(key)
+    return any(normal.endswith(suffix) for suffix in _suffixes(keys or secret_keys()))
+
+
+def redact(value: Any, keys: tuple[str, ...] | None = None) -> Any:
+    """A copy of ``value`` with every secret replaced by :data:`MARKER` (``value`` itself
+    when there is nothing to redact, so clean payloads cost no copy)."""
+    chosen = keys or secret_keys()
+    found, copy = _redact(value, chosen)
+    return copy if found else value
+
+
+def redact_json(text: str, keys: tuple[str, ...] | None = None) -> str:
+    """:func:`redact` of a JSON text (an event as the recorder serialised it), parsed only
+    when a secret-looking name appears in it at all: most events hold none, and stay the
+    text they are, serialised once."""
+    chosen = keys or secret_keys()
+    flat = _normal(text)
+    if not any(suffix in flat for suffix in _suffixes(chosen)):
+        return text
+    found, copy = _redact(json.loads(text), chosen)
+    return json.dumps(copy, ensure_ascii=False, separators=(",", ":")) if found else text
+
+
+_FIELD_VALUES = ("value", "base", "result")
+"""What an event says about a named state field's value."""
+
+
+def _redact(value: Any, keys: tuple[str, ...]) -> tuple[bool, Any]:
+    if isinstance(value, dict):
+        changed, out = False, {}
+        named = value.get("field")
+        hidden = _FIELD_VALUES if isinstance(named, str) and is_secret(named, keys) else ()
+        for key, item in value.items():
+            secret = key in hidden or (isinstance(key, str) and is_secret(key, keys))
+            if secret and item not in (None, "", MARKER):
+                out[key], changed = MARKER, True
+                continue
+            found, copied = _redact(item, keys)
+            changed |= found
+            out[key] = copied
+        return changed, (out if changed else value)
+    if isinstance(value, list):
+        pairs = [_redact(item, keys) for item in value]
+        if any(found for found, _ in pairs):
+            return True, [copied for _, copied in pairs]
+        return False, value
+    return False, value
+
+
+__all__ = ["MARKER", "is_secret", "redact", "redact_json", "secret_keys"]

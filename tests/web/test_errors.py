@@ -1,0 +1,225 @@
+"""Every error of the JSON API is the JSON error shape with a stable ``error_code``: never
+HTML, never a 500, never internals, and nothing half-stored. Regression tests for inputs
+that once answered 500 (a lone surrogate, deep nesting), an HTML 400 (a large body) and a
+400 for a session conflict; and the websockets' answer to junk and to a bad ``after``."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import pytest
+from channels.testing import WebsocketCommunicator
+from django.db.models import F
+from django.test import AsyncClient
+
+from picoflow_web import services
+from picoflow_web.asgi import application
+from picoflow_web.consumers import CLOSE_POLICY, CLOSE_UNSUPPORTED
+from picoflow_web.engine import get_engine
+from picoflow_web.jsonbody import MAX_DEPTH
+from picoflow_web.models import EventRecord, Run, StoredSession
+from runtime import Flow, LogicStep, ModelSelection, Step
+from tests.webhelpers import amake_user, asession_cookie, atoken, bearer, wait_run_done, ws_headers
+
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("demo_latency"),
+]
+
+PATHS = ("/ai/run", "/api/runs")
+
+
+async def auth() -> dict[str, str]:
+    return bearer(await atoken(await amake_user()))
+
+
+async def post_raw(path: str, body: bytes, headers: dict[str, str],
+                   content_type: str = "application/json") -> Any:
+    return await AsyncClient().post(path, data=body, content_type=content_type,
+                                    headers=headers)
+
+
+def assert_shape(response: Any, status: int, error_code: str) -> dict[str, Any]:
+    assert response.status_code == status, response.content
+    assert response["Content-Type"] == "application/json", response.content[:200]
+    body: dict[str, Any] = response.json()
+    assert body["type"] == "error" and body["error_code"] == error_code, body
+    assert "Traceback" not in body["message"] and "Error" not in body["message"], body
+    return body
+
+
+async def nothing_stored() -> None:
+    assert await Run.objects.acount() == 0
+    assert await StoredSession.objects.acount() == 0
+    assert await EventRecord.objects.acount() == 0
+
+
+def start(path: str, **fields: Any) -> dict[str, Any]:
+    return {"flowName": "HotelFlow", "flow": "HotelFlow", **fields}
+
+
+@pytest.mark.parametrize("path", PATHS)
+async def test_a_lone_surrogate_escape_is_a_400(path: str) -> None:
+    headers = await auth()
+    body = b'{"flowName": "HotelFlow", "flow": "HotelFlow", "message": "a\\ud800b"}'
+    assert_shape(await post_raw(path, body, headers), 400, "invalid_text")
+    in_config = b'{"flowName": "HotelFlow", "flow": "HotelFlow", "config": {"\\udfff": 1}}'
+    assert_shape(await post_raw(path, in_config, headers), 400, "invalid_text")
+    await nothing_stored()
+
+
+def nested_lists(depth: int) -> bytes:
+    return b"[" * depth + b"]" * depth
+
+
+def nested_dicts(depth: int) -> bytes:
+    return b'{"a":' * depth + b"1" + b"}" * depth
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("config", [nested_lists(30_000), nested_dicts(5_000),
+                                    nested_dicts(900), nested_dicts(MAX_DEPTH)],
+                         ids=["lists-30000", "dicts-5000", "dicts-900", "just-too-deep"])
+async def test_a_deeply_nested_config_is_a_400_and_stores_nothing(path: str,
+                                                                   config: bytes) -> None:
+    body = b'{"flowName": "HotelFlow", "flow": "HotelFlow", "message": "Hi", "config": ' + \
+        config + b"}"
+    assert_shape(await post_raw(path, body, await auth()), 400, "too_deep")
+    await nothing_stored()
+
+
+async def test_nesting_up_to_the_limit_is_not_refused_for_depth() -> None:
+    config = nested_dicts(MAX_DEPTH - 2)  # body (1) + config (1) + the rest: the limit
+    body = b'{"flowName": "HotelFlow", "message": "Hi", "config": ' + config + b"}"
+    response = await post_raw("/ai/run", body, await auth())
+    assert response.json().get("error_code") != "too_deep", response.content
+
+
+@pytest.mark.parametrize("path", PATHS)
+async def test_a_large_body_is_a_413_in_the_error_shape(path: str) -> None:
+    headers = await auth()
+    huge = json.dumps(start(path, message="x" * 2_600_000)).encode()
+    assert_shape(await post_raw(path, huge, headers), 413, "body_too_large")
+    over = json.dumps(start(path, message="x" * 70_000)).encode()
+    assert_shape(await post_raw(path, over, headers), 413, "body_too_large")
+    await nothing_stored()
+
+
+async def test_a_large_form_body_from_a_browser_is_a_413_not_html() -> None:
+    cookie = await asession_cookie(await amake_user())
+    name, value = cookie.split("=", 1)
+    client = AsyncClient()
+    client.cookies[name] = value
+    response = await client.post("/api/runs", data=b"a=" + b"x" * 2_600_000,
+                                 content_type="application/x-www-form-urlencoded")
+    assert_shape(response, 413, "body_too_large")
+
+
+@pytest.mark.parametrize("body", [b"[]", b'"x"', b"42"])
+async def test_a_body_of_the_wrong_type_is_a_400(body: bytes) -> None:
+    assert_shape(await post_raw("/api/runs", body, await auth()), 400, "wrong_type")
+
+
+async def test_unknown_api_paths_and_methods_answer_json() -> None:
+    headers = await auth()
+    assert_shape(await AsyncClient().get("/api/nope", headers=headers), 404, "not_found")
+    assert_shape(await AsyncClient().get("/ai/nope"), 404, "not_found")
+    response = await AsyncClient().delete("/api/runs", headers=headers)
+    assert_shape(response, 405, "method_not_allowed")
+    assert response["Allow"] == "GET, POST"
+
+
+class Interloper(LogicStep):
+    """Saves over the session behind the turn's back, as another process would."""
+
+    async def run_logic(self) -> str:
+        await StoredSession.objects.filter(id=self.flow.session_id).aupdate(
+            revision=F("revision") + 1)
+        return "saved by someone else meanwhile"
+
+
+class InterloperFlow(Flow):
+    def config_model(self) -> ModelSelection:
+        return ModelSelection(provider="none", name="none")
+
+    def define_steps(self) -> list[Step]:
+        return [Interloper(self)]
+
+
+async def test_a_session_conflict_is_a_409() -> None:
+    get_engine().register_flow(InterloperFlow)
+    headers = await auth()
+    response = await post_raw("/ai/run", json.dumps(
+        {"flowName": InterloperFlow.id, "message": "go"}).encode(), headers)
+    assert response.status_code == 409, response.content
+    body = response.json()
+    assert (body["success"], body["error_code"]) == (False, "session_conflict")
+
+
+# -- websockets -------------------------------------------------------------------------
+
+
+async def socket_to(path: str) -> WebsocketCommunicator:
+    cookie = await asession_cookie(await amake_user("socket-user"))
+    communicator = WebsocketCommunicator(application, path, headers=ws_headers(cookie))
+    assert (await communicator.connect(timeout=5))[0]
+    return communicator
+
+
+async def finished_run() -> Run:
+    run = await services.run_start(flow="HotelFlow", message="Hi")
+    return await wait_run_done(run.id)
+
+
+async def drain_until_close(communicator: WebsocketCommunicator) -> tuple[list[Any], Any]:
+    received = []
+    while True:
+        output = await communicator.receive_output(timeout=5)
+        if output["type"] == "websocket.close":
+            return received, output.get("code")
+        received.append(json.loads(output["text"]))
+
+
+@pytest.mark.parametrize("junk", [{"text": "not json {"}, {"text": '{"a": 1}'},
+                                  {"bytes": b"\x00\xff"}], ids=["text", "json", "binary"])
+@pytest.mark.parametrize("kind", ["run", "runs"])
+async def test_junk_closes_the_socket_with_a_warning_not_a_traceback(
+        junk: dict[str, Any], kind: str, caplog: pytest.LogCaptureFixture) -> None:
+    path = f"/ws/runs/{(await finished_run()).id}/" if kind == "run" else "/ws/runs/"
+    communicator = await socket_to(path)
+    if kind == "run":
+        await drain_initial(communicator)
+    with caplog.at_level(logging.WARNING):
+        await communicator.send_input({"type": "websocket.receive", **junk})
+        received, code = await drain_until_close(communicator)
+    assert code == (CLOSE_UNSUPPORTED if "bytes" in junk else CLOSE_POLICY)
+    assert received[-1]["type"] == "error" and received[-1]["error_code"] == "junk"
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert any("sent" in r.getMessage() for r in caplog.records
+               if r.levelno == logging.WARNING)
+
+
+async def drain_initial(communicator: WebsocketCommunicator) -> None:
+    """The run message and the replay of a finished run."""
+    assert (await communicator.receive_json_from(timeout=5))["type"] == "run"
+    while True:
+        message = await communicator.receive_json_from(timeout=5)
+        if any(e["type"] == "turn.finished" for e in message["events"]):
+            return
+
+
+@pytest.mark.parametrize("after", ["abc", "1.5", "", "99999999999999"])
+async def test_a_bad_after_is_refused_as_the_http_api_refuses_it(after: str) -> None:
+    run = await finished_run()
+    headers = await auth()
+    http = await AsyncClient().get(f"/api/runs/{run.id}/events?after={after}", headers=headers)
+    http_body = assert_shape(http, 400, "bad_parameter")
+    communicator = await socket_to(f"/ws/runs/{run.id}/?after={after}")
+    received, code = await drain_until_close(communicator)
+    assert code == CLOSE_POLICY
+    assert [m["type"] for m in received] == ["error"], "nothing replayed"
+    assert received[0]["error_code"] == http_body["error_code"]
+    assert received[0]["message"] == http_body["message"]

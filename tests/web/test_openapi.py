@@ -1,0 +1,50 @@
+"""``/api/openapi.json``: an OpenAPI 3.1 document generated from the API's pydantic models,
+and the real answers fit those models."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.test import AsyncClient
+
+from picoflow_web import openapi
+from tests.webhelpers import amake_user, atoken, bearer, wait_run_done
+
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("demo_latency"),
+]
+
+
+async def test_the_document_is_served_and_names_every_endpoint() -> None:
+    response = await AsyncClient().get("/api/openapi.json")
+    assert response.status_code == 200
+    document = response.json()
+    assert document["openapi"] == "3.1.0"
+    assert set(document["paths"]) >= {
+        "/api/flows", "/api/runs", "/api/runs/{run_id}", "/api/runs/{run_id}/events",
+        "/api/runs/{run_id}/cancel", "/api/sessions/{session_id}", "/ai/run", "/ai/flows",
+        "/ai/end"}
+    schemas = document["components"]["schemas"]
+    assert "HotelFlow" in schemas["RunStart"]["properties"]["flow"]["enum"]
+    assert set(schemas["Error"]["required"]) >= {"type", "message", "code", "error_code"}
+
+
+async def test_real_answers_fit_the_models() -> None:
+    auth = bearer(await atoken(await amake_user()))
+    client = AsyncClient()
+    made = await client.post("/api/runs", data=json.dumps({"flow": "HotelFlow",
+                                                           "message": "Hi"}),
+                             content_type="application/json", headers=auth)
+    openapi.RunOut.model_validate(made.json())
+    run = await wait_run_done(made.json()["run"]["id"])
+    openapi.RunList.model_validate((await client.get("/api/runs", headers=auth)).json())
+    openapi.EventPage.model_validate((await client.get(f"/api/runs/{run.id}/events",
+                                                       headers=auth)).json())
+    openapi.SessionOut.model_validate((await client.get(f"/api/sessions/{run.session_id}",
+                                                        headers=auth)).json())
+    openapi.FlowList.model_validate((await client.get("/api/flows", headers=auth)).json())
+    error = await client.get("/api/runs/nope", headers=auth)
+    openapi.Error.model_validate(error.json())
