@@ -188,6 +188,15 @@ async def wait_run_done(run_id: str, timeout: float = 15.0) -> Any:
         await asyncio.wait(pending, timeout=timeout)
     return await Run.objects.aget(id=run_id)
 
+async def run_to_the_end(**start: Any) -> tuple[Any, Any]:
+    """``services.run_execute``, and until its worker's task ended too (the task still
+    stops its lease keeper after the reply is recorded): the run and its reply."""
+    from picoflow_web import services
+
+    run, reply = await services.run_execute(**start)
+    await wait_run_done(run.id)
+    return run, reply
+
 
 # -- HTTP against live servers --------------------------------------------------------------
 

@@ -29,6 +29,7 @@ from tests.webhelpers import (
     assert_gap_free,
     atoken,
     bearer,
+    run_to_the_end,
     stored_count,
     wait_run_done,
     wait_until,
@@ -40,13 +41,6 @@ pytestmark = [
     pytest.mark.usefixtures("demo_latency"),
 ]
 
-
-async def run_to_the_end(**start: Any) -> tuple[Run, Any]:
-    """``services.run_execute``, and until its worker's task ended too (the task still
-    stops its lease keeper after the reply is recorded)."""
-    run, reply = await services.run_execute(**start)
-    await wait_run_done(run.id)
-    return run, reply
 
 SLOW_FANOUT = {"branches": 400, "rate": 200, "concurrency": 20}
 """About two seconds of branches, twenty at a time: stopped long before the end."""

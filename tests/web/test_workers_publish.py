@@ -31,8 +31,8 @@ from tests.webhelpers import (
     assert_gap_free,
     bearer,
     events_of,
+    run_to_the_end,
     stored_count,
-    wait_run_done,
     wait_until,
     ws_headers,
 )
@@ -43,13 +43,6 @@ pytestmark = [
     pytest.mark.usefixtures("demo_latency"),
 ]
 
-
-async def run_to_the_end(**start: Any) -> tuple[Run, Any]:
-    """``services.run_execute``, and until its worker's task ended too (the task still
-    stops its lease keeper after the reply is recorded)."""
-    run, reply = await services.run_execute(**start)
-    await wait_run_done(run.id)
-    return run, reply
 
 GOLDEN_CANCELLED = Path(__file__).resolve().parent.parent / "golden" / "cancelled.jsonl"
 
