@@ -22,18 +22,18 @@ from channels.security.websocket import AllowedHostsOriginValidator
 
 from picoflow_web import relay, watchdog
 from picoflow_web.engine import get_engine
-from picoflow_web.routing import websocket_urlpatterns
+from picoflow_web.routing import RELAY_PATH, relay_app, websocket_urlpatterns
 
 
 def with_picoflow(http_app: Any, websocket_routes: Sequence[Any] = ()) -> Any:
     """``http_app`` for HTTP; the app's websocket routes, then ``websocket_routes``."""
     get_engine()
     relay.SERVES_WEBSOCKETS = True  # browsers listen on this process's channel layer
-    return watchdog.watched(ProtocolTypeRouter(
-        {
-            "http": http_app,
-            "websocket": AllowedHostsOriginValidator(
-                AuthMiddlewareStack(URLRouter([*websocket_urlpatterns, *websocket_routes]))
-            ),
-        }
-    ))
+    browsers = AllowedHostsOriginValidator(
+        AuthMiddlewareStack(URLRouter([*websocket_urlpatterns, *websocket_routes])))
+
+    async def websocket(scope: Any, receive: Any, send: Any) -> None:
+        app = relay_app if scope.get("path") == RELAY_PATH else browsers
+        await app(scope, receive, send)
+
+    return watchdog.watched(ProtocolTypeRouter({"http": http_app, "websocket": websocket}))

@@ -26,6 +26,7 @@ from picoflow_web.groups import RUNS_GROUP, events_message, run_group
 from picoflow_web.models import ApiToken, EventRecord, Run
 from runtime.events import EventBus, StepEntered
 from tests.webhelpers import (
+    ORIGIN,
     amake_user,
     asession_cookie,
     assert_gap_free,
@@ -93,10 +94,11 @@ async def receive_events(communicator: WebsocketCommunicator,
 # -- the relay socket -----------------------------------------------------------------------
 
 
-async def relay_socket(key: str | None) -> tuple[WebsocketCommunicator, bool, Any]:
+async def relay_socket(key: str | None, origin: str | None = ORIGIN
+                       ) -> tuple[WebsocketCommunicator, bool, Any]:
     """A relay socket opened with ``key``: the communicator, whether it stayed open, and
     the close code if it did not."""
-    headers = ws_headers()
+    headers = ws_headers(origin=origin)
     if key is not None:
         headers.append((relay.HEADER.lower().encode(), key.encode()))
     communicator = WebsocketCommunicator(application, "/ws/relay/", headers=headers)
@@ -121,6 +123,15 @@ async def test_the_relay_socket_refuses_clients_without_the_installation_key(
         assert (open_, code) == (False, consumers.CLOSE_FORBIDDEN), key
         await communicator.disconnect()
     assert "relay key" in caplog.text
+
+
+async def test_a_worker_opens_the_relay_socket_with_its_key_whatever_its_origin() -> None:
+    # A worker is no browser: it sends no Origin (or the server's 127.0.0.1 address,
+    # which ALLOWED_HOSTS need not list); its key is what authenticates it.
+    for origin in (None, "http://127.0.0.1:1", "http://elsewhere.example"):
+        communicator, open_, code = await relay_socket(relay.key(), origin=origin)
+        assert (open_, code) == (True, None), origin
+        await communicator.disconnect()
 
 
 @pytest.mark.parametrize("body", [
