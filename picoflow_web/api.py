@@ -12,15 +12,16 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from functools import wraps
-from typing import Any
+from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.middleware.csrf import CsrfViewMiddleware
 from django.views.decorators.csrf import csrf_exempt
+from pydantic import BaseModel, ValidationError
 
-from picoflow_web import access, ingest, selectors, services, watchdog
+from picoflow_web import access, ingest, openapi, selectors, services, watchdog
 from picoflow_web.access import Access
 from picoflow_web.engine import get_engine
 from picoflow_web.errors import error
@@ -98,6 +99,35 @@ def _readable(request: HttpRequest) -> access.Projects:
     return _access(request).readable()
 
 
+Body = TypeVar("Body", bound=BaseModel)
+
+
+def parse_body(request: HttpRequest, model: type[Body]) -> Body:
+    """The request's JSON body as ``model`` (one of :mod:`picoflow_web.openapi`'s, the
+    models the OpenAPI document is generated from): what the document says is what is
+    accepted. A body that does not fit is a 400 naming each wrong field."""
+    data = read_json(request)
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        fields = {".".join(str(part) for part in error["loc"]) or "body":
+                  _PLAIN.get(error["type"], error["msg"][:1].lower() + error["msg"][1:])
+                  for error in exc.errors(include_url=False, include_input=False)}
+        summary = "; ".join(f"{name} {problem}" for name, problem in fields.items())
+        raise services.InputError(f"{summary}.", fields=fields,
+                                  error_code="wrong_type") from None
+
+
+_PLAIN = {"missing": "is required", "string_type": "must be a string",
+          "dict_type": "must be a JSON object", "bool_type": "must be true or false",
+          "int_type": "must be an integer"}
+"""How a field's problem reads in an error message (pydantic's own words otherwise)."""
+
+
+def _blank(value: str | None) -> str | None:
+    return value or None
+
+
 def _optional_str(data: dict[str, Any], key: str) -> str | None:
     value = data.get(key)
     if value is None or value == "":
@@ -105,13 +135,6 @@ def _optional_str(data: dict[str, Any], key: str) -> str | None:
     if not isinstance(value, str):
         raise services.InputError(f"{key} must be a string.")
     return value
-
-
-def _config(data: dict[str, Any]) -> dict[str, Any] | None:
-    config = data.get("config")
-    if config is not None and not isinstance(config, dict):
-        raise services.InputError("config must be a JSON object.")
-    return config
 
 
 # -- dashboard API ------------------------------------------------------------------------
@@ -131,12 +154,12 @@ async def flows(request: HttpRequest) -> HttpResponse:
 async def runs(request: HttpRequest) -> HttpResponse:
     """GET: run summaries (filters: flow, status, session, conflicts=1). POST: start a run."""
     if request.method == "POST":
-        data = read_json(request)
+        body = parse_body(request, openapi.RunStart)
         run = await services.run_start(
-            flow=data.get("flow", ""), message=_optional_str(data, "message"),
-            session_id=_optional_str(data, "session_id"), config=_config(data),
+            flow=body.flow, message=_blank(body.message),
+            session_id=_blank(body.session_id), config=body.config,
             user=request.api_user,  # type: ignore[attr-defined]
-            grant=_access(request), project=_optional_str(data, "project"),
+            grant=_access(request), project=_blank(body.project),
         )
         return JsonResponse({"run": run.summary()}, status=201)
     await watchdog.sweep()  # runs whose executor vanished are not listed as running
@@ -220,15 +243,12 @@ async def ai_run(request: HttpRequest) -> HttpResponse:
     ``session`` field. (PicoFlow spells the header ``CHAT_SESSION_ID``; servers drop
     request headers with underscores, Daphne included, so send it hyphenated.)
     """
-    data = read_json(request)
-    flow = data.get("flowName")
-    if not isinstance(flow, str):
-        raise services.InputError("flowName is required.")
-    session_id = _optional_str(data, "session") or request.headers.get("Chat-Session-Id")
+    ask = parse_body(request, openapi.AiRun)
+    session_id = _blank(ask.session) or request.headers.get("Chat-Session-Id")
     _, reply = await services.run_execute(
-        flow=flow, message=_optional_str(data, "message"), session_id=session_id,
-        config=_config(data), user=request.api_user,  # type: ignore[attr-defined]
-        grant=_access(request), project=_optional_str(data, "project"),
+        flow=ask.flowName, message=_blank(ask.message), session_id=session_id,
+        config=ask.config, user=request.api_user,  # type: ignore[attr-defined]
+        grant=_access(request), project=_blank(ask.project),
     )
     body = {"success": reply.success, "completed": reply.completed, "message": reply.message,
             "session": reply.session_id, "contentType": reply.content_type}

@@ -48,3 +48,30 @@ async def test_real_answers_fit_the_models() -> None:
     openapi.FlowList.model_validate((await client.get("/api/flows", headers=auth)).json())
     error = await client.get("/api/runs/nope", headers=auth)
     openapi.Error.model_validate(error.json())
+
+
+@pytest.mark.parametrize(("path", "schema", "base"), [
+    ("/api/runs", "RunStart", {"flow": "HotelFlow", "message": "Hi"}),
+    ("/ai/run", "AiRun", {"flowName": "HotelFlow", "message": "Hi"}),
+])
+async def test_a_request_body_is_checked_against_the_document(
+        path: str, schema: str, base: dict[str, object]) -> None:
+    # What the document says a field is, is what the server accepts: every string field
+    # given a number, and every object field given a string, is refused naming that field.
+    client = AsyncClient()
+    auth = bearer(await atoken(await amake_user()))
+    document = (await client.get("/api/openapi.json")).json()
+    properties = document["components"]["schemas"][schema]["properties"]
+    checked = 0
+    for name, spec in properties.items():
+        kinds = {option.get("type") for option in spec.get("anyOf", [spec])}
+        wrong: object = 5 if "string" in kinds else "x" if "object" in kinds else None
+        if wrong is None:
+            continue
+        response = await client.post(path, data=json.dumps({**base, name: wrong}),
+                                     content_type="application/json", headers=auth)
+        assert response.status_code == 400, (name, response.content)
+        answer = response.json()
+        assert answer["error_code"] == "wrong_type" and name in answer["fields"], answer
+        checked += 1
+    assert checked >= 4  # flow or flowName, message, a session field, config
