@@ -128,15 +128,6 @@ def _blank(value: str | None) -> str | None:
     return value or None
 
 
-def _optional_str(data: dict[str, Any], key: str) -> str | None:
-    value = data.get(key)
-    if value is None or value == "":
-        return None
-    if not isinstance(value, str):
-        raise services.InputError(f"{key} must be a string.")
-    return value
-
-
 # -- dashboard API ------------------------------------------------------------------------
 
 
@@ -277,8 +268,9 @@ async def ai_end(request: HttpRequest) -> HttpResponse:
 
     Deletion is not completion: the session's runs stay in the history.
     """
-    data = read_json(request) if request.content_type == "application/json" else {}
-    session_id = _optional_str(data, "session") or request.headers.get("Chat-Session-Id")
+    named = (parse_body(request, openapi.AiEnd).session
+             if request.content_type == "application/json" else None)
+    session_id = _blank(named) or request.headers.get("Chat-Session-Id")
     if not session_id:
         raise services.InputError(
             "Name the session: a Chat-Session-Id header or a 'session' field.")
