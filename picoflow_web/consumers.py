@@ -93,11 +93,7 @@ class RunConsumer(_SendOnly):
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
         await self.send_json({"type": "run", "run": run.summary()})
-        while True:
-            stored = await selectors.run_events_after(self.run_id, self.last_seq)
-            if not stored:
-                break
-            await self._forward(stored)
+        await self._read_back()
 
     async def _refuse(self, code: int) -> None:
         await _refuse(self, code)
@@ -117,11 +113,7 @@ class RunConsumer(_SendOnly):
         upto = message.get("upto")
         if not events and isinstance(upto, int):
             # A batch too big to relay (picoflow_web.relay_sender): it is stored; read it.
-            while self.last_seq < upto:
-                stored = await selectors.run_events_after(self.run_id, self.last_seq)
-                if not stored:
-                    break
-                await self._forward(stored)
+            await self._read_back(upto)
             return
         while events and events[0]["seq"] > self.last_seq + 1:
             missing = await selectors.run_events_after(self.run_id, self.last_seq)
@@ -130,6 +122,14 @@ class RunConsumer(_SendOnly):
                 break
             await self._forward(missing)
         await self._forward(events)
+
+    async def _read_back(self, upto: int | None = None) -> None:
+        """Send the stored events after the last one sent, up to ``upto`` (or all)."""
+        while upto is None or self.last_seq < upto:
+            stored = await selectors.run_events_after(self.run_id, self.last_seq)
+            if not stored:
+                return
+            await self._forward(stored)
 
     async def _forward(self, events: list[dict[str, Any]]) -> None:
         fresh = [e for e in events if e["seq"] > self.last_seq]
