@@ -16,13 +16,14 @@ from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse
 from django.middleware.csrf import CsrfViewMiddleware
 from django.views.decorators.csrf import csrf_exempt
 from pydantic import BaseModel, ValidationError
 
-from picoflow_web import access, ingest, openapi, selectors, services, watchdog
+from picoflow_web import access, bodies, ingest, selectors, services, watchdog
 from picoflow_web.access import Access
+from picoflow_web.bodies import answer
 from picoflow_web.engine import get_engine
 from picoflow_web.errors import error
 from picoflow_web.jsonbody import MAX_BODY_BYTES, read_json
@@ -84,7 +85,7 @@ def api_view(*methods: str, scope: str | dict[str, str] = "read") -> Callable[[V
             except access.NotFound as exc:
                 return error(str(exc), 404, exc.code)
             except ingest.IngestError as exc:
-                return JsonResponse(exc.body(), status=exc.status)
+                return error(exc.message, exc.status, exc.code, **exc.details)
 
         return wrapper  # type: ignore[return-value]
 
@@ -103,7 +104,7 @@ Body = TypeVar("Body", bound=BaseModel)
 
 
 def parse_body(request: HttpRequest, model: type[Body]) -> Body:
-    """The request's JSON body as ``model`` (one of :mod:`picoflow_web.openapi`'s, the
+    """The request's JSON body as ``model`` (one of :mod:`picoflow_web.bodies`, the
     models the OpenAPI document is generated from): what the document says is what is
     accepted. A body that does not fit is a 400 naming each wrong field."""
     data = read_json(request)
@@ -137,22 +138,22 @@ async def flows(request: HttpRequest) -> HttpResponse:
     "description", "config_schema" (JSON Schema or null), "example_messages",
     "needs_message"}]}``."""
     engine = get_engine()
-    return JsonResponse({"flows": [engine.flow_info(name).model_dump()
-                                   for name in engine.get_flow_names()]})
+    return answer(bodies.FlowList.model_validate(
+        {"flows": [engine.flow_info(name).model_dump() for name in engine.get_flow_names()]}))
 
 
 @api_view("GET", "POST", scope={"GET": "read", "POST": "run"})
 async def runs(request: HttpRequest) -> HttpResponse:
     """GET: run summaries (filters: flow, status, session, conflicts=1). POST: start a run."""
     if request.method == "POST":
-        body = parse_body(request, openapi.RunStart)
+        body = parse_body(request, bodies.RunStart)
         run = await services.run_start(
             flow=body.flow, message=_blank(body.message),
             session_id=_blank(body.session_id), config=body.config,
             user=request.api_user,  # type: ignore[attr-defined]
             grant=_access(request), project=_blank(body.project),
         )
-        return JsonResponse({"run": run.summary()}, status=201)
+        return answer(bodies.RunOut.model_validate({"run": run.summary()}), 201)
     await watchdog.sweep()  # runs whose executor vanished are not listed as running
     params = request.GET
     conflicts = params.get("conflicts")
@@ -162,7 +163,7 @@ async def runs(request: HttpRequest) -> HttpResponse:
         has_conflicts=None if conflicts in (None, "") else conflicts in ("1", "true"),
         projects=_project_filter(request),
     )
-    return JsonResponse({"runs": listed})
+    return answer(bodies.RunList.model_validate({"runs": listed}))
 
 
 def _project_filter(request: HttpRequest) -> access.Projects:
@@ -180,7 +181,7 @@ async def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
     run = await selectors.run_get(run_id, projects=_readable(request))
     if run is None:
         return error(f"No run {run_id!r}.", 404, "not_found")
-    return JsonResponse({"run": run.summary()})
+    return answer(bodies.RunOut.model_validate({"run": run.summary()}))
 
 
 @api_view("POST", scope="run")
@@ -194,7 +195,7 @@ async def run_cancel(request: HttpRequest, run_id: str) -> HttpResponse:
         return error(str(exc), 409, exc.code)
     if run is None:
         return error(f"No run {run_id!r}.", 404, "not_found")
-    return JsonResponse({"run": run.summary()}, status=202)
+    return answer(bodies.RunOut.model_validate({"run": run.summary()}), 202)
 
 
 @api_view("GET")
@@ -206,8 +207,8 @@ async def run_events(request: HttpRequest, run_id: str) -> HttpResponse:
     limit = services.seq_param(request.GET.get("limit"), "limit", selectors.EVENT_PAGE)
     events = await selectors.run_events_after(run_id, after, min(max(limit, 1),
                                                                  selectors.EVENT_PAGE))
-    return JsonResponse({"events": events,
-                         "last_seq": events[-1]["seq"] if events else after})
+    return answer(bodies.EventPage(events=events,
+                                   last_seq=events[-1]["seq"] if events else after))
 
 
 @api_view("GET")
@@ -216,7 +217,7 @@ async def session_detail(request: HttpRequest, session_id: str) -> HttpResponse:
     session = await selectors.session_get(session_id, projects=_readable(request))
     if session is None:
         return error(f"No session {session_id!r}.", 404, "not_found")
-    return JsonResponse({"session": session})
+    return answer(bodies.SessionOut.model_validate({"session": session}))
 
 
 # -- PicoFlow's HTTP contract ------------------------------------------------------------
@@ -234,23 +235,23 @@ async def ai_run(request: HttpRequest) -> HttpResponse:
     ``session`` field. (PicoFlow spells the header ``CHAT_SESSION_ID``; servers drop
     request headers with underscores, Daphne included, so send it hyphenated.)
     """
-    ask = parse_body(request, openapi.AiRun)
+    ask = parse_body(request, bodies.AiRun)
     session_id = _blank(ask.session) or request.headers.get("Chat-Session-Id")
     _, reply = await services.run_execute(
         flow=ask.flowName, message=_blank(ask.message), session_id=session_id,
         config=ask.config, user=request.api_user,  # type: ignore[attr-defined]
         grant=_access(request), project=_blank(ask.project),
     )
-    body = {"success": reply.success, "completed": reply.completed, "message": reply.message,
-            "session": reply.session_id, "contentType": reply.content_type}
-    if not reply.success:
-        body["error_code"] = reply.error_code
+    body = bodies.AiReply(success=reply.success, completed=reply.completed,
+                          message=reply.message, session=reply.session_id,
+                          contentType=reply.content_type,
+                          error_code=None if reply.success else reply.error_code)
     if reply.success and reply.content_type != "text/plain":
         response: HttpResponse = HttpResponse(reply.message, content_type=reply.content_type)
     else:
         # Another writer saved the session first: a conflict (409), not bad input.
         status = 200 if reply.success else 409 if reply.error_code == CONFLICT else 400
-        response = JsonResponse(body, status=status)
+        response = answer(body, status)
     response["CHAT_SESSION_ID"] = reply.session_id
     response["Chat-Session-Id"] = reply.session_id
     return response
@@ -259,7 +260,7 @@ async def ai_run(request: HttpRequest) -> HttpResponse:
 @api_view("GET")
 async def ai_flows(request: HttpRequest) -> HttpResponse:
     """``GET /ai/flows``: the flow names."""
-    return JsonResponse(get_engine().get_flow_names(), safe=False)
+    return answer(bodies.FlowNames(get_engine().get_flow_names()))
 
 
 @api_view("POST", scope="run")
@@ -268,15 +269,15 @@ async def ai_end(request: HttpRequest) -> HttpResponse:
 
     Deletion is not completion: the session's runs stay in the history.
     """
-    named = (parse_body(request, openapi.AiEnd).session
+    named = (parse_body(request, bodies.AiEnd).session
              if request.content_type == "application/json" else None)
     session_id = _blank(named) or request.headers.get("Chat-Session-Id")
     if not session_id:
         raise services.InputError(
             "Name the session: a Chat-Session-Id header or a 'session' field.")
     deleted = await services.session_end(session_id, _access(request))
-    return JsonResponse({"success": deleted, "session": session_id},
-                        status=200 if deleted else 404)
+    return answer(bodies.AiEnded(success=deleted, session=session_id),
+                  200 if deleted else 404)
 
 
 # -- ingest: events from other processes -------------------------------------------------
@@ -305,19 +306,17 @@ async def ingest_events(request: HttpRequest) -> HttpResponse:
     watchdog.ensure()
     runs = await ingest.events_ingest(body, origin=_origin(request), project=project,
                                       user=request.api_user)  # type: ignore[attr-defined]
-    return JsonResponse({"runs": runs})
+    return answer(bodies.IngestReply.model_validate({"runs": runs}))
 
 
 @api_view("POST", scope="ingest")
 async def ingest_heartbeat(request: HttpRequest) -> HttpResponse:
     """``POST /api/ingest/heartbeat`` ``{"runs": [run ids]}``: these remote runs' turns are
     still going, so they are not declared interrupted. The reply is that of ingest."""
-    data = read_json(request)
-    ids = data.get("runs")
-    if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids) or len(ids) > 1000:
-        raise services.InputError("runs must be a list of at most 1000 run ids.")
+    ids = parse_body(request, bodies.Heartbeat).runs
     grant = _access(request)
     project = grant.token_project or access.DEFAULT_PROJECT
     grant.require(project, "ingest", f"project {project!r}")
     watchdog.ensure()
-    return JsonResponse({"runs": await ingest.runs_heartbeat(ids, project)})
+    return answer(bodies.IngestReply.model_validate(
+        {"runs": await ingest.runs_heartbeat(ids, project)}))

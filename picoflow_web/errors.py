@@ -11,21 +11,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse
 from django.views import defaults
+
+from picoflow_web.bodies import Error, answer
 
 API_PREFIXES = ("/api/", "/ai/")
 
 
 def error(message: str, status: int, code: str = "bad_request",
           fields: dict[str, str] | None = None, error_code: str | None = None,
-          **details: Any) -> JsonResponse:
+          **details: Any) -> HttpResponse:
     """The one error shape (a bad config also says what is wrong with each field)."""
-    body: dict[str, Any] = {"type": "error", "message": message, "code": code,
-                            "error_code": error_code or code, **details}
-    if fields:
-        body["fields"] = fields
-    return JsonResponse(body, status=status)
+    return answer(Error(type="error", message=message, code=code,
+                        error_code=error_code or code, fields=fields or None, **details),
+                  status)
 
 
 def _is_api(request: HttpRequest) -> bool:

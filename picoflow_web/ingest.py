@@ -65,11 +65,6 @@ class IngestError(Exception):
         super().__init__(message)
         self.status, self.code, self.message, self.details = status, code, message, details
 
-    def body(self) -> dict[str, Any]:
-        """The API's error shape, with the details (``line``, ``run_id``, ...)."""
-        return {"type": "error", "message": self.message, "code": self.code,
-                "error_code": self.code, **self.details}
-
 
 @dataclass(frozen=True)
 class Line:

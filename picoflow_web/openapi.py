@@ -1,5 +1,6 @@
-"""The JSON API described by one schema: pydantic models of its bodies, and the OpenAPI 3.1
-document generated from them (``GET /api/openapi.json``).
+"""The JSON API described by one schema: the OpenAPI 3.1 document generated from the
+pydantic models of its bodies (:mod:`picoflow_web.bodies`), served at
+``GET /api/openapi.json``.
 
 Why not django-ninja: its routers own request parsing, authentication and the error
 answers, and the API's contract (paths, bodies, the error shape with ``code`` and
@@ -13,129 +14,31 @@ the document is generated from them with pydantic's own JSON Schema, and a fuzze
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_safe
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel
 
 from picoflow_web import __version__
+from picoflow_web.bodies import (
+    MODELS,
+    AiEnd,
+    AiEnded,
+    AiReply,
+    AiRun,
+    Error,
+    EventPage,
+    FlowList,
+    FlowNames,
+    Heartbeat,
+    IngestReply,
+    RunList,
+    RunOut,
+    RunStart,
+    SessionOut,
+)
 from picoflow_web.engine import get_engine
-
-
-class _Open(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-
-class Error(_Open):
-    """The one error shape (plus details such as ``fields`` or ``line``)."""
-
-    type: Literal["error"]
-    message: str
-    code: str
-    error_code: str
-    fields: dict[str, str] | None = None
-
-
-class RunSummary(_Open):
-    id: str
-    flow: str
-    project: str
-    session_id: str
-    message: str
-    status: Literal["queued", "running", "finished", "failed", "interrupted", "cancelled"]
-    reply: dict[str, Any] | None
-    has_conflicts: bool
-    event_count: int
-    branch_count: int
-    started_at: str | None
-    finished_at: str | None
-    origin: dict[str, Any]
-    interruption: dict[str, Any] | None
-    worker: str | None
-    cancel_requested: dict[str, Any] | None
-
-
-class RunOut(BaseModel):
-    run: RunSummary
-
-
-class RunList(BaseModel):
-    runs: list[RunSummary]
-
-
-class EventPage(BaseModel):
-    events: list[dict[str, Any]]
-    last_seq: int
-
-
-class SessionDoc(_Open):
-    id: str
-    flow: str
-    project: str
-    revision: int
-    run_status: str
-    doc: dict[str, Any]
-    runs: list[RunSummary]
-
-
-class SessionOut(BaseModel):
-    session: SessionDoc
-
-
-class FlowInfo(_Open):
-    id: str
-    description: str
-    config_schema: dict[str, Any] | None
-    example_messages: list[str]
-    needs_message: bool
-
-
-class FlowList(BaseModel):
-    flows: list[FlowInfo]
-
-
-class RunStart(_Open):
-    """``POST /api/runs``."""
-
-    flow: str
-    message: str | None = Field(default=None, max_length=20_000)
-    session_id: str | None = Field(default=None, max_length=64)
-    config: dict[str, Any] | None = None
-    project: str | None = None
-
-
-class AiRun(_Open):
-    """``POST /ai/run`` (PicoFlow's contract)."""
-
-    flowName: str
-    message: str | None = None
-    session: str | None = None
-    config: dict[str, Any] | None = None
-    project: str | None = None
-
-
-class AiReply(_Open):
-    success: bool
-    completed: bool
-    message: str
-    session: str
-    contentType: str
-    error_code: str | None = None
-
-
-class AiEnd(_Open):
-    session: str | None = None
-
-
-class AiEnded(BaseModel):
-    success: bool
-    session: str
-
-
-MODELS: tuple[type[BaseModel], ...] = (
-    Error, RunSummary, RunOut, RunList, EventPage, SessionDoc, SessionOut, FlowInfo,
-    FlowList, RunStart, AiRun, AiReply, AiEnd, AiEnded)
 
 ERRORS = (400, 401, 403, 404, 405, 409, 413)
 
@@ -150,14 +53,17 @@ def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
 
 
 def _operation(summary: str, ok: dict[int, tuple[dict[str, Any], str]], *,
-               body: type[BaseModel] | None = None, params: list[dict[str, Any]] | None = None,
+               body: type[BaseModel] | dict[str, Any] | None = None,
+               params: list[dict[str, Any]] | None = None,
                errors: tuple[int, ...] = ERRORS) -> dict[str, Any]:
     responses = {str(status): _json(schema, text) for status, (schema, text) in ok.items()}
     for status in errors:
         responses.setdefault(str(status), _json(_ref(Error), "An error"))
     operation: dict[str, Any] = {"summary": summary, "responses": responses,
                                  "security": [{"bearer": []}, {"session": []}]}
-    if body is not None:
+    if isinstance(body, dict):
+        operation["requestBody"] = {"required": True, "content": body}
+    elif body is not None:
         operation["requestBody"] = {"required": True, "content": {
             "application/json": {"schema": _ref(body)}}}
     if params:
@@ -173,6 +79,13 @@ def _path_param(name: str) -> dict[str, Any]:
 
 def _query(name: str, schema: dict[str, Any]) -> dict[str, Any]:
     return {"name": name, "in": "query", "required": False, "schema": schema}
+
+
+NDJSON = {"application/x-ndjson": {"schema": {
+    "type": "string", "contentMediaType": "application/x-ndjson",
+    "description": "One event per line, as the runtime's event schema describes it "
+                   "(runtime.events.schema; DashboardSink sends these)."}}}
+"""The ingest body: lines of events (each line is checked against the event schema)."""
 
 
 def document() -> dict[str, Any]:
@@ -212,8 +125,15 @@ def document() -> dict[str, Any]:
                 202: (_ref(RunOut), "Asked")}, params=[run_id])},
             "/api/sessions/{session_id}": {"get": _operation("A session and its runs", {
                 200: (_ref(SessionOut), "The session")}, params=[session_id])},
+            "/api/ingest": {"post": _operation(
+                "Store and broadcast events shipped from another process (an ingest token)",
+                {200: (_ref(IngestReply), "Each run's last stored seq and status")},
+                body=NDJSON, errors=(*ERRORS, 415))},
+            "/api/ingest/heartbeat": {"post": _operation(
+                "Remote runs whose turns are still going (an ingest token)",
+                {200: (_ref(IngestReply), "Each known run's position")}, body=Heartbeat)},
             "/ai/flows": {"get": _operation("Flow names (PicoFlow's contract)", {
-                200: ({"type": "array", "items": {"type": "string"}}, "The names")})},
+                200: (_ref(FlowNames), "The names")})},
             "/ai/run": {"post": _operation("Run a turn and wait for its reply", {
                 200: (_ref(AiReply), "The reply"),
                 400: ({"anyOf": [_ref(AiReply), _ref(Error)]}, "A failed turn or bad input"),

@@ -7,8 +7,11 @@ import json
 
 import pytest
 from django.test import AsyncClient
+from pydantic import ValidationError
 
-from picoflow_web import openapi
+from picoflow_web import bodies
+from picoflow_web.models import Run
+from tests.web.test_ingest import recorded_turn
 from tests.webhelpers import amake_user, atoken, bearer, wait_run_done
 
 pytestmark = [
@@ -26,7 +29,7 @@ async def test_the_document_is_served_and_names_every_endpoint() -> None:
     assert set(document["paths"]) >= {
         "/api/flows", "/api/runs", "/api/runs/{run_id}", "/api/runs/{run_id}/events",
         "/api/runs/{run_id}/cancel", "/api/sessions/{session_id}", "/ai/run", "/ai/flows",
-        "/ai/end"}
+        "/ai/end", "/api/ingest", "/api/ingest/heartbeat"}
     schemas = document["components"]["schemas"]
     assert "HotelFlow" in schemas["RunStart"]["properties"]["flow"]["enum"]
     assert set(schemas["Error"]["required"]) >= {"type", "message", "code", "error_code"}
@@ -38,16 +41,16 @@ async def test_real_answers_fit_the_models() -> None:
     made = await client.post("/api/runs", data=json.dumps({"flow": "HotelFlow",
                                                            "message": "Hi"}),
                              content_type="application/json", headers=auth)
-    openapi.RunOut.model_validate(made.json())
+    bodies.RunOut.model_validate(made.json())
     run = await wait_run_done(made.json()["run"]["id"])
-    openapi.RunList.model_validate((await client.get("/api/runs", headers=auth)).json())
-    openapi.EventPage.model_validate((await client.get(f"/api/runs/{run.id}/events",
+    bodies.RunList.model_validate((await client.get("/api/runs", headers=auth)).json())
+    bodies.EventPage.model_validate((await client.get(f"/api/runs/{run.id}/events",
                                                        headers=auth)).json())
-    openapi.SessionOut.model_validate((await client.get(f"/api/sessions/{run.session_id}",
+    bodies.SessionOut.model_validate((await client.get(f"/api/sessions/{run.session_id}",
                                                         headers=auth)).json())
-    openapi.FlowList.model_validate((await client.get("/api/flows", headers=auth)).json())
+    bodies.FlowList.model_validate((await client.get("/api/flows", headers=auth)).json())
     error = await client.get("/api/runs/nope", headers=auth)
-    openapi.Error.model_validate(error.json())
+    bodies.Error.model_validate(error.json())
 
 
 @pytest.mark.parametrize(("path", "schema", "base", "fields"), [
@@ -76,3 +79,48 @@ async def test_a_request_body_is_checked_against_the_document(
         assert answer["error_code"] == "wrong_type" and name in answer["fields"], answer
         checked += 1
     assert checked >= fields  # e.g. flow, message, a session field and config
+
+
+async def test_the_ingest_endpoints_are_described_as_they_answer() -> None:
+    document = (await AsyncClient().get("/api/openapi.json")).json()
+    ingest = document["paths"]["/api/ingest"]["post"]
+    assert set(ingest["requestBody"]["content"]) == {"application/x-ndjson"}
+    assert {"200", "400", "403", "409", "413", "415"} <= set(ingest["responses"])
+    reply = document["components"]["schemas"]["IngestReply"]
+    assert reply["properties"]["runs"]["additionalProperties"] == {
+        "$ref": "#/components/schemas/RunPosition"}
+
+    user = await amake_user("shipper")
+    auth = bearer(await atoken(user, scopes=("ingest",)))
+    client = AsyncClient()
+    lines = await recorded_turn("remote-doc")
+    shipped = await client.post("/api/ingest", data="".join(f"{line}\n" for line in lines),
+                                content_type="application/x-ndjson", headers=auth)
+    assert bodies.IngestReply.model_validate(shipped.json()).runs["remote-doc"].status == (
+        "finished")
+    beat = await client.post("/api/ingest/heartbeat", data=json.dumps({"runs": "remote-doc"}),
+                             content_type="application/json", headers=auth)
+    assert beat.status_code == 400
+    assert (beat.json()["error_code"], list(beat.json()["fields"])) == ("wrong_type", ["runs"])
+    beat = await client.post("/api/ingest/heartbeat",
+                             data=json.dumps({"runs": ["remote-doc"]}),
+                             content_type="application/json", headers=auth)
+    assert bodies.IngestReply.model_validate(beat.json()).runs["remote-doc"].last_seq == (
+        len(lines) - 1)
+
+
+async def test_an_answer_is_built_from_its_model_so_a_broken_one_is_never_sent(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # A summary that lost a promised field fails on the server instead of reaching a
+    # client as a body the document does not describe.
+    auth = bearer(await atoken(await amake_user()))
+    client = AsyncClient()
+    made = await client.post("/api/runs", data=json.dumps({"flow": "HotelFlow",
+                                                           "message": "Hi"}),
+                             content_type="application/json", headers=auth)
+    run_id = made.json()["run"]["id"]
+    whole = Run.summary
+    monkeypatch.setattr(Run, "summary", lambda run: {
+        k: v for k, v in whole(run).items() if k != "status"})
+    with pytest.raises(ValidationError, match="status"):
+        await client.get(f"/api/runs/{run_id}", headers=auth)

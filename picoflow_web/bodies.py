@@ -1,0 +1,178 @@
+"""The JSON API's bodies as pydantic models: what a request must be and what an answer is.
+
+Views parse requests into these models (:func:`picoflow_web.api.parse_body`) and build
+every answer from them (:func:`answer`), and the OpenAPI document
+(:mod:`picoflow_web.openapi`) is generated from them: one description, so the document
+cannot drift from what the server does. Open models (``extra="allow"``) keep fields a
+newer server adds from breaking older clients; the fields listed are the ones promised.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+from django.http import HttpResponse
+from pydantic import BaseModel, ConfigDict, Field, RootModel
+
+
+class _Open(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    OMITTED_WHEN_NONE: ClassVar[tuple[str, ...]] = ()
+    """Optional fields an answer leaves out rather than send as null (as it always has)."""
+
+
+class Error(_Open):
+    """The one error shape (plus details such as ``fields`` or ``line``)."""
+
+    type: Literal["error"]
+    message: str
+    code: str
+    error_code: str
+    fields: dict[str, str] | None = None
+
+    OMITTED_WHEN_NONE = ("fields",)
+
+
+RunStatus = Literal["queued", "running", "finished", "failed", "interrupted", "cancelled"]
+
+
+class RunSummary(_Open):
+    id: str
+    flow: str
+    project: str
+    session_id: str
+    message: str
+    status: RunStatus
+    reply: dict[str, Any] | None
+    has_conflicts: bool
+    event_count: int
+    branch_count: int
+    started_at: str | None
+    finished_at: str | None
+    origin: dict[str, Any]
+    interruption: dict[str, Any] | None
+    worker: str | None
+    cancel_requested: dict[str, Any] | None
+
+
+class RunOut(BaseModel):
+    run: RunSummary
+
+
+class RunList(BaseModel):
+    runs: list[RunSummary]
+
+
+class EventPage(BaseModel):
+    events: list[dict[str, Any]]
+    last_seq: int
+
+
+class SessionDoc(_Open):
+    id: str
+    flow: str
+    project: str
+    revision: int
+    run_status: str
+    doc: dict[str, Any]
+    runs: list[RunSummary]
+
+
+class SessionOut(BaseModel):
+    session: SessionDoc
+
+
+class FlowInfo(_Open):
+    id: str
+    description: str
+    config_schema: dict[str, Any] | None
+    example_messages: list[str]
+    needs_message: bool
+
+
+class FlowList(BaseModel):
+    flows: list[FlowInfo]
+
+
+class FlowNames(RootModel[list[str]]):
+    """``GET /ai/flows``: the names alone (PicoFlow's contract)."""
+
+
+class RunStart(_Open):
+    """``POST /api/runs``."""
+
+    flow: str
+    message: str | None = Field(default=None, max_length=20_000)
+    session_id: str | None = Field(default=None, max_length=64)
+    config: dict[str, Any] | None = None
+    project: str | None = None
+
+
+class AiRun(_Open):
+    """``POST /ai/run`` (PicoFlow's contract)."""
+
+    flowName: str
+    message: str | None = None
+    session: str | None = None
+    config: dict[str, Any] | None = None
+    project: str | None = None
+
+
+class AiReply(_Open):
+    success: bool
+    completed: bool
+    message: str
+    session: str
+    contentType: str
+    error_code: str | None = None
+
+    OMITTED_WHEN_NONE = ("error_code",)
+
+
+class AiEnd(_Open):
+    session: str | None = None
+
+
+class AiEnded(BaseModel):
+    success: bool
+    session: str
+
+
+class RunPosition(BaseModel):
+    """Where a run stands after an ingest: its last stored ``seq`` and its status."""
+
+    last_seq: int
+    status: RunStatus
+
+
+class IngestReply(BaseModel):
+    """``POST /api/ingest`` and its heartbeat: per run of the request, its position."""
+
+    runs: dict[str, RunPosition]
+
+
+class Heartbeat(BaseModel):
+    """``POST /api/ingest/heartbeat``: remote runs whose turns are still going."""
+
+    runs: list[str] = Field(max_length=1000)
+
+
+MODELS: tuple[type[BaseModel], ...] = (
+    Error, RunSummary, RunOut, RunList, EventPage, SessionDoc, SessionOut, FlowInfo,
+    FlowList, FlowNames, RunStart, AiRun, AiReply, AiEnd, AiEnded, RunPosition,
+    IngestReply, Heartbeat)
+
+
+def answer(body: BaseModel, status: int = 200) -> HttpResponse:
+    """A JSON answer built from its model, serialised once, by pydantic. Views build the
+    model by validating what they answer, so an answer that lost a promised field fails
+    on the server (a logged 500), not quietly in a client."""
+    # Not exclude_none: elsewhere null is an answer ("finished_at": null).
+    omitted = getattr(body, "OMITTED_WHEN_NONE", ())
+    exclude = {name for name in omitted if getattr(body, name) is None}
+    return HttpResponse(body.model_dump_json(exclude=exclude or None), status=status,
+                        content_type="application/json")
+
+
+__all__ = [model.__name__ for model in MODELS] + ["MODELS", "RunStatus", "answer"]
