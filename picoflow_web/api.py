@@ -21,7 +21,7 @@ from django.middleware.csrf import CsrfViewMiddleware
 from django.views.decorators.csrf import csrf_exempt
 from pydantic import BaseModel, ValidationError
 
-from picoflow_web import access, bodies, ingest, selectors, services, watchdog
+from picoflow_web import access, bodies, ingest, otlp, selectors, services, watchdog
 from picoflow_web.access import Access
 from picoflow_web.bodies import answer
 from picoflow_web.engine import get_engine
@@ -209,6 +209,20 @@ async def run_events(request: HttpRequest, run_id: str) -> HttpResponse:
                                                                  selectors.EVENT_PAGE))
     return answer(bodies.EventPage(events=events,
                                    last_seq=events[-1]["seq"] if events else after))
+
+
+@api_view("GET")
+async def run_otlp(request: HttpRequest, run_id: str) -> HttpResponse:
+    """``GET /api/runs/<id>/otlp``: the run as an OTLP/JSON trace, as a download."""
+    if await selectors.run_get(run_id, projects=_readable(request)) is None:
+        return error(f"No run {run_id!r}.", 404, "not_found")
+    try:
+        text = await sync_to_async(otlp.run_to_json)(run_id)
+    except otlp.OtlpUnavailable as exc:
+        return error(str(exc), 501, "otlp_unavailable")
+    response = HttpResponse(text, content_type="application/json")
+    response["Content-Disposition"] = f'attachment; filename="run-{run_id}.otlp.json"'
+    return response
 
 
 @api_view("GET")

@@ -123,6 +123,12 @@ def document() -> dict[str, Any]:
                 params=[run_id, _query("after", seq), _query("limit", seq)])},
             "/api/runs/{run_id}/cancel": {"post": _operation("Ask a run to stop", {
                 202: (_ref(RunOut), "Asked")}, params=[run_id])},
+            "/api/runs/{run_id}/otlp": {"get": _operation(
+                "The run as an OTLP/JSON trace (a download; needs the otlp extra)", {
+                    200: ({"type": "object", "required": ["resourceSpans"],
+                           "properties": {"resourceSpans": {"type": "array"}}},
+                          "OTLP/JSON TracesData")}, params=[run_id],
+                errors=(*ERRORS, 501))},
             "/api/sessions/{session_id}": {"get": _operation("A session and its runs", {
                 200: (_ref(SessionOut), "The session")}, params=[session_id])},
             "/api/ingest": {"post": _operation(

@@ -24,6 +24,7 @@ urlpatterns = [
     path("api/runs/<str:run_id>", api.run_detail, name="api-run"),
     path("api/runs/<str:run_id>/events", api.run_events, name="api-run-events"),
     path("api/runs/<str:run_id>/cancel", api.run_cancel, name="api-run-cancel"),
+    path("api/runs/<str:run_id>/otlp", api.run_otlp, name="api-run-otlp"),
     path("api/sessions/<str:session_id>", api.session_detail, name="api-session"),
     path("api/ingest", api.ingest_events, name="api-ingest"),
     path("api/ingest/heartbeat", api.ingest_heartbeat, name="api-ingest-heartbeat"),

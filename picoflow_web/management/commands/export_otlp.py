@@ -1,0 +1,36 @@
+"""``manage.py export_otlp RUN_ID [-o FILE]``: a stored run as an OTLP/JSON trace."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+
+from picoflow_web import otlp
+from picoflow_web.models import Run
+
+
+class Command(BaseCommand):
+    """Write a run's trace for Jaeger, Phoenix, Langfuse or an OpenTelemetry collector."""
+
+    help = "Export a run as OTLP/JSON traces (one span per turn, barrier, branch, model " \
+           "and tool call)."
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("run_id")
+        parser.add_argument("-o", "--output", help="write to this file (default: stdout)")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        run_id = options["run_id"]
+        if not Run.objects.filter(id=run_id).exists():
+            raise CommandError(f"No run {run_id!r}.")
+        try:
+            text = otlp.run_to_json(run_id)
+        except otlp.OtlpUnavailable as exc:
+            raise CommandError(str(exc)) from None
+        if options["output"]:
+            Path(options["output"]).write_text(text + "\n", encoding="utf-8")
+            self.stderr.write(f"Wrote {options['output']}.")
+        else:
+            self.stdout.write(text)
