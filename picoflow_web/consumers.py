@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 from urllib.parse import parse_qs
 
 from channels.generic.websocket import AsyncJsonWebsocketConsumer, AsyncWebsocketConsumer
@@ -115,27 +116,26 @@ class RunConsumer(_SendOnly):
             # A batch too big to relay (picoflow_web.relay_sender): it is stored; read it.
             await self._read_back(upto)
             return
-        while events and events[0]["seq"] > self.last_seq + 1:
-            missing = await selectors.run_events_after(self.run_id, self.last_seq)
-            missing = [e for e in missing if e["seq"] < events[0]["seq"]]
-            if not missing:
-                break
-            await self._forward(missing)
-        await self._forward(events)
-
-    async def _read_back(self, upto: int | None = None) -> None:
-        """Send the stored events after the last one sent, up to ``upto`` (or all)."""
-        while upto is None or self.last_seq < upto:
-            stored = await selectors.run_events_after(self.run_id, self.last_seq)
-            if not stored:
-                return
-            await self._forward(stored)
-
-    async def _forward(self, events: list[dict[str, Any]]) -> None:
+        if events and events[0]["seq"] > self.last_seq + 1:
+            await self._read_back(events[0]["seq"] - 1)
         fresh = [e for e in events if e["seq"] > self.last_seq]
-        for chunk in _chunks(fresh):
+        for chunk in _chunks(fresh, _json_size):
             self.last_seq = chunk[-1]["seq"]
             await self.send_json({"type": "events", "events": chunk})
+
+    async def _read_back(self, upto: int | None = None) -> None:
+        """Send the stored events after the last one sent, up to ``upto`` (or all), as the
+        text they were stored as: a replay of 400,000 events is not parsed and
+        re-encoded here on its way to the page."""
+        while upto is None or self.last_seq < upto:
+            stored = await selectors.run_event_texts_after(self.run_id, self.last_seq,
+                                                           upto=upto)
+            if not stored:
+                return
+            for chunk in _chunks(stored, _text_size):
+                self.last_seq = chunk[-1][0]
+                texts = ",".join(text for _, text in chunk)
+                await self.send(text_data=f'{{"type":"events","events":[{texts}]}}')
 
 
 async def _refuse(consumer: AsyncJsonWebsocketConsumer, code: int) -> None:
@@ -145,26 +145,36 @@ async def _refuse(consumer: AsyncJsonWebsocketConsumer, code: int) -> None:
     await consumer.close(code=code)
 
 
-def _chunks(events: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+T = TypeVar("T")
+
+
+def _chunks(items: list[T], weight: Callable[[T], int]) -> list[list[T]]:
     """Split events into messages of about ``MESSAGE_BYTES`` (a huge event travels alone).
 
     Websocket servers cap message size (Daphne: 1 MiB unless
     ``--websocket-max-message-size`` says otherwise), and smaller messages let the page
     render while a long replay is still arriving.
     """
-    chunks: list[list[dict[str, Any]]] = []
-    current: list[dict[str, Any]] = []
+    chunks: list[list[T]] = []
+    current: list[T] = []
     size = 0
-    for event in events:
-        weight = len(json.dumps(event, separators=(",", ":")))
-        if current and size + weight > MESSAGE_BYTES:
+    for item in items:
+        if current and size + weight(item) > MESSAGE_BYTES:
             chunks.append(current)
             current, size = [], 0
-        current.append(event)
-        size += weight
+        current.append(item)
+        size += weight(item)
     if current:
         chunks.append(current)
     return chunks
+
+
+def _json_size(event: dict[str, Any]) -> int:
+    return len(json.dumps(event, separators=(",", ":")))
+
+
+def _text_size(row: tuple[int, str]) -> int:
+    return len(row[1])
 
 
 class RunsConsumer(_SendOnly):

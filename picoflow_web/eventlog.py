@@ -1,4 +1,6 @@
-"""Appending to the event log: a batch of events as the JSON text they were serialised to.
+"""The event log as text: a batch of events appended as the JSON text they were
+serialised to, and read back as that text (for pages that replay a run, so the server
+does not parse and re-encode what it only passes on).
 
 One ``executemany`` of ``(run, seq, type, path, payload)`` rows. The ORM's ``bulk_create``
 spends about 100 µs per event on per-field Python work (model instances, value
@@ -40,4 +42,21 @@ def insert_events(run_id: str, events: Sequence[Event], texts: Sequence[str]) ->
         cursor.executemany(_insert_sql(), rows)
 
 
-__all__ = ["insert_events"]
+def read_texts(run_id: str, after: int, limit: int,
+               upto: int | None = None) -> list[tuple[int, str]]:
+    """``(seq, JSON text)`` of run ``run_id``'s stored events with ``after < seq``
+    (``<= upto`` when given), in order, at most ``limit``."""
+    quote = connection.ops.quote_name
+    # PostgreSQL hands jsonb to psycopg, which would parse it: ask for its text instead.
+    payload = "payload::text" if connection.vendor == "postgresql" else quote("payload")
+    bound = "" if upto is None else f" AND {quote('seq')} <= %s"
+    sql = (f"SELECT {quote('seq')}, {payload} FROM {quote(TABLE)} WHERE "
+           f"{quote('run_id')} = %s AND {quote('seq')} > %s{bound} "
+           f"ORDER BY {quote('seq')} LIMIT %s")
+    params = [run_id, after] + ([] if upto is None else [upto]) + [limit]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return [(int(seq), str(text)) for seq, text in cursor.fetchall()]
+
+
+__all__ = ["insert_events", "read_texts"]

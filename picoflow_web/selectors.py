@@ -14,9 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from picoflow_web import eventlog
 from picoflow_web.access import Projects
 from picoflow_web.models import ApiToken, EventRecord, Run, StoredSession
 
@@ -55,6 +57,13 @@ async def run_events_after(run_id: str, after: int = -1,
     """Stored events of a run with ``seq > after``, in order, at most ``limit``."""
     rows = EventRecord.objects.filter(run_id=run_id, seq__gt=after).order_by("seq")
     return [payload async for payload in rows.values_list("payload", flat=True)[:limit]]
+
+
+async def run_event_texts_after(run_id: str, after: int = -1, limit: int = EVENT_PAGE, *,
+                                upto: int | None = None) -> list[tuple[int, str]]:
+    """As :func:`run_events_after`, as stored: ``(seq, JSON text)`` pairs (``seq <=
+    upto`` when given), for whoever only passes them on."""
+    return await sync_to_async(eventlog.read_texts)(run_id, after, limit, upto)
 
 
 @dataclass(frozen=True)

@@ -173,6 +173,21 @@ async def test_finished_run_is_replayed_in_full(cookie: str, demo_latency: Any) 
     await communicator.disconnect()
 
 
+async def test_a_replay_sends_the_events_as_stored_without_re_encoding(
+        cookie: str, demo_latency: Any) -> None:
+    # The stored text goes out as it is: the server does not parse and re-encode a replay.
+    run = await finished_run()
+    texts = [text for _, text in await selectors.run_event_texts_after(run.id)]
+    communicator = await connect(f"/ws/runs/{run.id}/", cookie)
+    await communicator.receive_json_from(timeout=5)
+    sent = ""
+    while sent.count('"seq":') < len(texts):
+        sent += await communicator.receive_from(timeout=5)
+    await communicator.disconnect()
+    assert sent.startswith('{"type":"events","events":[' + texts[0] + ",")
+    assert all(text in sent for text in texts)
+
+
 async def test_after_replays_only_later_events(cookie: str, demo_latency: Any) -> None:
     run = await finished_run()
     stored = await stored_payloads(run.id)
@@ -263,16 +278,16 @@ async def test_connecting_during_the_hand_over_is_gap_free_and_duplicate_free(
     read waits for one more batch: only the live path can deliver that one. The client
     must still get every event exactly once.
     """
-    real_read = selectors.run_events_after
+    real_read = selectors.run_event_texts_after
     reads: list[tuple[int, int]] = []
 
-    async def racing_read(run_id: str, after: int = -1,
-                          limit: int = selectors.EVENT_PAGE) -> list[dict[str, Any]]:
+    async def racing_read(run_id: str, after: int = -1, limit: int = selectors.EVENT_PAGE,
+                          *, upto: int | None = None) -> list[tuple[int, str]]:
         first = not reads
         if first:
             joined = await stored_count(run_id)
             await wait_until(lambda: _grew(run_id, joined), what="a batch after the join")
-        rows = await real_read(run_id, after, limit)
+        rows = await real_read(run_id, after, limit, upto=upto)
         first_empty = not rows and all(n for _, n in reads)
         reads.append((after, len(rows)))
         if first and rows:
@@ -290,7 +305,7 @@ async def test_connecting_during_the_hand_over_is_gap_free_and_duplicate_free(
         live_batches.append((message["events"][0]["seq"], self.last_seq))
         await real_live(self, message)
 
-    monkeypatch.setattr(selectors, "run_events_after", racing_read)
+    monkeypatch.setattr(selectors, "run_event_texts_after", racing_read)
     monkeypatch.setattr(RunConsumer, "run_events", recording_live)
 
     run = await start_live_run(ticker)
