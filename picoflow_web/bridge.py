@@ -119,6 +119,7 @@ class RunRecorder:
                     if await self._store(batch, texts):
                         events = RawJSON("[" + ",".join(texts) + "]")
                         await relay.publish([groups.events_message(self.run_id, events,
+                                                                   batch[0].seq,
                                                                    batch[-1].seq)])
                     else:
                         self.ended = True

@@ -116,12 +116,35 @@ class RunConsumer(_SendOnly):
             # A batch too big to relay (picoflow_web.relay_sender): it is stored; read it.
             await self._read_back(upto)
             return
+        if isinstance(events, str):  # their stored JSON text
+            first = message.get("first")
+            events = (await self._forward_text(events, first, upto)
+                      if isinstance(first, int) and isinstance(upto, int)
+                      else json.loads(events))
+            if events is None:
+                return
         if events and events[0]["seq"] > self.last_seq + 1:
             await self._read_back(events[0]["seq"] - 1)
         fresh = [e for e in events if e["seq"] > self.last_seq]
         for chunk in _chunks(fresh, _json_size):
             self.last_seq = chunk[-1]["seq"]
             await self.send_json({"type": "events", "events": chunk})
+
+    async def _forward_text(self, text: str, first: int, upto: int
+                            ) -> list[dict[str, Any]] | None:
+        """A batch as its stored JSON text: into the frame as it is when it continues what
+        was sent (after reading back a gap). One that overlaps what was sent (a replay
+        raced it) is parsed and returned, to be filtered like any other."""
+        if upto <= self.last_seq:
+            return None  # sent already (read back)
+        if first > self.last_seq + 1:
+            await self._read_back(first - 1)
+        if first <= self.last_seq:
+            events: list[dict[str, Any]] = json.loads(text)
+            return events
+        self.last_seq = upto
+        await self.send(text_data=f'{{"type":"events","events":{text}}}')
+        return None
 
     async def _read_back(self, upto: int | None = None) -> None:
         """Send the stored events after the last one sent, up to ``upto`` (or all), as the

@@ -33,9 +33,11 @@ def summary_message(summary: dict[str, Any]) -> relay.Message:
     return RUNS_GROUP, {"type": "run.summary", "run": summary}
 
 
-def events_message(run_id: str, events: list[dict[str, Any]] | RawJSON,
+def events_message(run_id: str, events: list[dict[str, Any]] | RawJSON, first: int,
                    upto: int) -> relay.Message:
-    """A run page's message with a stored batch of its events, the last of them ``upto``
+    """A run page's message with a stored batch of its events, seqs ``first`` to ``upto``
     (what a consumer reads back if the events cannot travel: see
-    :mod:`picoflow_web.relay_sender`)."""
-    return run_group(run_id), {"type": "run.events", "events": events, "upto": upto}
+    :mod:`picoflow_web.relay_sender`). ``events`` may be their JSON text, as stored: it
+    then travels as text to the browser, never parsed on the way."""
+    return run_group(run_id), {"type": "run.events", "events": events, "first": first,
+                               "upto": upto}

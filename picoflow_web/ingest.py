@@ -373,7 +373,8 @@ def _session_record(run: Run) -> None:
 
 def messages_of(stored: Stored) -> list[relay.Message]:
     """What to tell browsers about what a request (or a watchdog round) stored."""
-    messages = [groups.events_message(run_id, chunk, chunk[-1]["seq"])
+    messages = [groups.events_message(run_id, chunk, chunk[0]["seq"],
+                                          chunk[-1]["seq"])
                 for run_id, events in stored.events.items()
                 for start in range(0, len(events), BROADCAST_EVENTS)
                 if (chunk := events[start:start + BROADCAST_EVENTS])]

@@ -12,7 +12,9 @@ restarting) is logged and dropped, and the next frame reconnects: the run socket
 any gap from the store. A frame is kept under :data:`FRAME_BYTES`, below Daphne's
 default message cap (1 MiB); a batch of events too big for one travels as a notice of
 what is stored (its ``upto``), which the run socket reads back. A batch's events are the
-JSON text the recorder stored (:class:`RawJSON`), put into the frame as they are.
+JSON text the recorder stored (:class:`RawJSON`); the frame carries that text as one JSON
+string, so the web server parses one string, not every event, and passes the text on to
+the run sockets, which put it into their frames to browsers as it is.
 """
 
 from __future__ import annotations
@@ -46,17 +48,15 @@ class RawJSON(str):
 
 
 def plain(message: dict[str, Any]) -> dict[str, Any]:
-    """``message`` with its :class:`RawJSON` values parsed (for a channel layer)."""
+    """``message`` for a channel layer: :class:`RawJSON` values as plain strings (the text
+    travels as text; a layer's serialiser need not know the subclass)."""
     if not any(isinstance(v, RawJSON) for v in message.values()):
         return message
-    return {k: json.loads(v) if isinstance(v, RawJSON) else v for k, v in message.items()}
+    return {k: str(v) if isinstance(v, RawJSON) else v for k, v in message.items()}
 
 
 def _message_text(group: str, message: dict[str, Any]) -> str:
-    fields = ",".join(f"{json.dumps(k)}:" + (v if isinstance(v, RawJSON) else
-                                             json.dumps(v, separators=(",", ":")))
-                      for k, v in message.items())
-    return f'{{"group":{json.dumps(group)},"message":{{{fields}}}}}'
+    return json.dumps({"group": group, "message": plain(message)}, separators=(",", ":"))
 
 
 class _Drained:

@@ -204,7 +204,7 @@ async def test_a_batch_too_big_for_a_frame_travels_as_a_notice_the_socket_reads_
             EventRecord(run_id=run.id, seq=e["seq"], type=e["type"], path="", payload=e)
             for e in big])
         small = {"type": "run.summary", "run": {**run.summary(), "event_count": 7}}
-        frames = relay_sender.frames([events_message(run.id, big, big[-1]["seq"]),
+        frames = relay_sender.frames([events_message(run.id, big, 2, big[-1]["seq"]),
                                       (RUNS_GROUP, small)])
         assert all(len(f) <= relay_sender.FRAME_BYTES for f in frames)
         notice = json.loads(frames[0])["messages"][0]["message"]
@@ -231,12 +231,14 @@ def test_frames_pack_messages_in_order_under_the_frame_size() -> None:
 def test_a_batch_serialised_once_travels_as_its_text() -> None:
     events = [{"seq": 0, "text": "caf\u00e9 </script> \"q\""}, {"seq": 1, "n": 1.5}]
     raw = relay_sender.RawJSON(json.dumps(events))
-    [frame] = relay_sender.frames([events_message("r", raw, 1)])
-    assert raw in frame  # not encoded a second time
-    assert relay.parse(frame) == [("run.r", {"type": "run.events", "events": events,
-                                             "upto": 1})]
-    # In one process (or on Redis) the layer gets the events as values.
-    assert relay_sender.plain(events_message("r", raw, 1)[1])["events"] == events
+    [frame] = relay_sender.frames([events_message("r", raw, 0, 1)])
+    # One JSON string in the frame: the web server parses a string, not each event.
+    assert json.dumps(str(raw)) in frame
+    assert relay.parse(frame) == [("run.r", {"type": "run.events", "events": str(raw),
+                                             "first": 0, "upto": 1})]
+    # In one process (or on Redis) the layer carries the same text, as a plain string.
+    carried = relay_sender.plain(events_message("r", raw, 0, 1)[1])["events"]
+    assert type(carried) is str and carried == raw
 
 
 # -- gap fill ---------------------------------------------------------------------------------
