@@ -57,9 +57,7 @@ class Imported:
 
 def check_runs(lines: list[Line]) -> dict[str, list[Line]]:
     """Each run's lines, checked as a record of whole runs (see the module docstring)."""
-    by_run: dict[str, list[Line]] = {}
-    for line in lines:
-        by_run.setdefault(line.run_id, []).append(line)
+    by_run = _by_run(lines)
     for run_id, items in by_run.items():
         fresh = continuing(run_id, items, 0, resent=False)
         check_first(run_id, fresh)
@@ -88,29 +86,34 @@ def _copied(lines: list[Line]) -> tuple[list[Line], dict[str, str]]:
 
 def _plan_new(lines: list[Line], runs: dict[str, Run], project: str) -> list[Planned]:
     """Every run new: a stored run id, or a session id anyone uses, is refused."""
-    first: dict[str, Line] = {}
+    by_run = _by_run(lines)
+    _refuse_taken("run", {run_id: items[0] for run_id, items in by_run.items()}, set(runs))
+    sessions: dict[str, Line] = {}
     for line in lines:
-        first.setdefault(line.run_id, line)
-    for run_id, line in first.items():
-        if run_id in runs:
-            raise IngestError(409, "run_exists",
-                              f"Line {line.number}: run {run_id} exists already; import "
-                              "the file as a copy (?copy=1, --copy) to store it under new "
-                              "ids.", run_id=run_id, line=line.number)
-    sessions = {line.data["session_id"]: line for line in lines if line.data["session_id"]}
+        if line.data["session_id"]:
+            sessions.setdefault(line.data["session_id"], line)
     taken = set(StoredSession.objects.filter(id__in=sessions).values_list("id", flat=True))
     taken |= set(Run.objects.filter(session_id__in=sessions).values_list("session_id",
                                                                          flat=True))
-    for session_id, line in sessions.items():
-        if session_id in taken:
-            raise IngestError(409, "session_exists",
-                              f"Line {line.number}: session {session_id} exists already; "
-                              "import the file as a copy (?copy=1, --copy) to store it "
-                              "under new ids.", session_id=session_id, line=line.number)
+    _refuse_taken("session", sessions, taken)
+    return [Planned(run_id, None, items) for run_id, items in by_run.items()]
+
+
+def _refuse_taken(what: str, first: dict[str, Line], taken: set[str]) -> None:
+    """Refuse the first id (by where it first appears) that is ``taken``."""
+    for ident, line in first.items():
+        if ident in taken:
+            raise IngestError(409, f"{what}_exists",
+                              f"Line {line.number}: {what} {ident} exists already; import "
+                              "the file as a copy (?copy=1, --copy) to store it under new "
+                              "ids.", line=line.number, **{f"{what}_id": ident})
+
+
+def _by_run(lines: list[Line]) -> dict[str, list[Line]]:
     by_run: dict[str, list[Line]] = {}
     for line in lines:
         by_run.setdefault(line.run_id, []).append(line)
-    return [Planned(run_id, None, items) for run_id, items in by_run.items()]
+    return by_run
 
 
 def _when(line: Line) -> datetime:

@@ -109,3 +109,16 @@ async def test_the_export_commands_write_what_the_api_sends(tmp_path: Any) -> No
         await sync_to_async(call_command)("export_run", "nope", stdout=StringIO())
     with pytest.raises(CommandError, match="No session 'nope'"):
         await sync_to_async(call_command)("export_session", "nope", stdout=StringIO())
+
+
+async def test_imported_runs_and_sessions_have_pages_that_say_so() -> None:
+    alice = await amake_user()
+    assert (await post(bearer(await atoken(alice)))).status_code == 201
+    client = AsyncClient()
+    await client.aforce_login(alice)
+    page = await client.get(f"/runs/{RUN}/")
+    assert page.status_code == 200
+    assert "Read from an exported file" in page.content.decode()
+    assert (await client.get(f"/sessions/{SESSION}/")).status_code == 200
+    listed = await client.get("/api/runs")
+    assert {r["origin"]["label"] for r in listed.json()["runs"]} == {"imported"}
