@@ -17,9 +17,10 @@ from asgiref.sync import sync_to_async
 from django.core.management import call_command
 from django.test import AsyncClient
 
-from picoflow_web import services
+from picoflow_web import exporting, services
 from picoflow_web.demos.hotel.script import CURRENT_DATE, REFERENCE_TURNS
 from picoflow_web.models import EventRecord, Run, StoredSession
+from picoflow_web.transfer import ImportReply
 from runtime.events import apply_event, new_run, parse_event
 from tests.golden.goldens import GOLDENS
 from tests.webhelpers import amake_user, atoken, bearer, wait_run_done
@@ -109,6 +110,7 @@ async def test_a_nested_fan_out_run_round_trips_and_folds_the_same_everywhere() 
     response = await import_file(client, body, auth)
     assert response.status_code == 201, response.content
     reply = response.json()
+    assert set(ImportReply.model_validate(reply).model_dump()) == set(reply)
     assert reply["copied"] is False and reply["events"] == len(original)
     assert [(r["id"], r["original_id"]) for r in reply["runs"]] == [(run.id, run.id)]
     imported = await Run.objects.aget(id=run.id)
@@ -166,7 +168,9 @@ async def test_a_hotel_session_round_trips_through_the_commands(tmp_path: Path) 
 
 
 @pytest.mark.parametrize("golden", GOLDENS, ids=lambda golden: golden.name)
-async def test_every_golden_trace_imports_and_exports_unchanged(golden: Any) -> None:
+async def test_every_golden_trace_imports_and_exports_unchanged(
+        golden: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(exporting, "EXPORT_PAGE", 4)  # many pages, some ends on a page's
     user = await amake_user()
     auth, client = bearer(await atoken(user)), AsyncClient()
     body = golden.jsonl_path.read_bytes()
