@@ -57,7 +57,8 @@ async def post(body: bytes, auth: dict[str, str], query: str = "",
 
 
 def event(line: bytes) -> dict[str, Any]:
-    return json.loads(line)
+    data: dict[str, Any] = json.loads(line)
+    return data
 
 
 def edited(number: int, **changes: Any) -> Callable[[Lines], Lines]:
