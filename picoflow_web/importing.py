@@ -31,6 +31,7 @@ from picoflow_web.ingest import (
     Line,
     Planned,
     Stored,
+    by_run,
     check_first,
     continuing,
     parse_lines,
@@ -57,8 +58,8 @@ class Imported:
 
 def check_runs(lines: list[Line]) -> dict[str, list[Line]]:
     """Each run's lines, checked as a record of whole runs (see the module docstring)."""
-    by_run = _by_run(lines)
-    for run_id, items in by_run.items():
+    grouped = by_run(lines)
+    for run_id, items in grouped.items():
         fresh = continuing(run_id, items, 0, resent=False)
         check_first(run_id, fresh)
         end = next((i for i, line in enumerate(fresh) if line.type in ENDINGS), len(fresh))
@@ -68,7 +69,7 @@ def check_runs(lines: list[Line]) -> dict[str, list[Line]]:
                               f"Line {later[0].number}: run {run_id} ended at line "
                               f"{fresh[end].number} ({fresh[end].type}); no {later[0].type} "
                               "can follow.", run_id=run_id, line=later[0].number)
-    return by_run
+    return grouped
 
 
 def _copied(lines: list[Line]) -> tuple[list[Line], dict[str, str]]:
@@ -86,8 +87,8 @@ def _copied(lines: list[Line]) -> tuple[list[Line], dict[str, str]]:
 
 def _plan_new(lines: list[Line], runs: dict[str, Run], project: str) -> list[Planned]:
     """Every run new: a stored run id, or a session id anyone uses, is refused."""
-    by_run = _by_run(lines)
-    _refuse_taken("run", {run_id: items[0] for run_id, items in by_run.items()}, set(runs))
+    grouped = by_run(lines)
+    _refuse_taken("run", {run_id: items[0] for run_id, items in grouped.items()}, set(runs))
     sessions: dict[str, Line] = {}
     for line in lines:
         if line.data["session_id"]:
@@ -96,7 +97,7 @@ def _plan_new(lines: list[Line], runs: dict[str, Run], project: str) -> list[Pla
     taken |= set(Run.objects.filter(session_id__in=sessions).values_list("session_id",
                                                                          flat=True))
     _refuse_taken("session", sessions, taken)
-    return [Planned(run_id, None, items) for run_id, items in by_run.items()]
+    return [Planned(run_id, None, items) for run_id, items in grouped.items()]
 
 
 def _refuse_taken(what: str, first: dict[str, Line], taken: set[str]) -> None:
@@ -109,20 +110,13 @@ def _refuse_taken(what: str, first: dict[str, Line], taken: set[str]) -> None:
                               "ids.", line=line.number, **{f"{what}_id": ident})
 
 
-def _by_run(lines: list[Line]) -> dict[str, list[Line]]:
-    by_run: dict[str, list[Line]] = {}
-    for line in lines:
-        by_run.setdefault(line.run_id, []).append(line)
-    return by_run
-
-
 def _when(line: Line) -> datetime:
     return datetime.fromtimestamp(float(line.data["time"]), UTC)
 
 
-def _restamp(by_run: dict[str, list[Line]]) -> None:
+def _restamp(per_run: dict[str, list[Line]]) -> None:
     """An imported run started and ended when its events say, not when it was read."""
-    for run_id, items in by_run.items():
+    for run_id, items in per_run.items():
         end = next((line for line in items if line.type in ENDINGS), None)
         times: dict[str, Any] = {"started_at": _when(items[0])}
         if end is not None:
@@ -141,11 +135,11 @@ def import_jsonl(body: bytes, *, project: str, copy: bool = False, user: Any = N
     lines = parse_lines(body, recorded=True)
     if not lines:
         raise IngestError(400, "empty_file", "The file holds no events.")
-    by_run = check_runs(lines)
-    names = {run_id: run_id for run_id in by_run}
+    per_run = check_runs(lines)
+    names = {run_id: run_id for run_id in per_run}
     if copy:
         lines, names = _copied(lines)
-        by_run = check_runs(lines)
+        per_run = check_runs(lines)
     base = {"kind": "import", **(origin or {})}
 
     def origin_of(run_id: str) -> dict[str, Any]:
@@ -154,9 +148,9 @@ def import_jsonl(body: bytes, *, project: str, copy: bool = False, user: Any = N
     with transaction.atomic():
         Project.objects.get_or_create(name=project)
         stored = store_lines(lines, origin_of, user, project, planner=_plan_new)
-        _restamp(by_run)
-    runs = {run.id: run for run in Run.objects.filter(id__in=by_run)}
-    return Imported([runs[run_id] for run_id in by_run], names, stored, copy)
+        _restamp(per_run)
+    runs = {run.id: run for run in Run.objects.filter(id__in=per_run)}
+    return Imported([runs[run_id] for run_id in per_run], names, stored, copy)
 
 
 __all__ = ["ENDINGS", "MAX_IMPORT_BYTES", "Imported", "check_runs", "import_jsonl"]

@@ -17,6 +17,9 @@ A remote run that goes silent (no events, no heartbeats) for ``PICOFLOW_REMOTE_T
 seconds is declared interrupted (by the watchdog, :mod:`picoflow_web.watchdog`): a
 ``run.interrupted`` event is stored and broadcast, and whatever arrives for it later is
 refused.
+
+Imports (:mod:`picoflow_web.importing`) go through the same parser and store path, with
+their own plan: whole runs, all new.
 """
 
 from __future__ import annotations
@@ -196,11 +199,8 @@ class Planned:
 
 def _plan(lines: list[Line], runs: dict[str, Run], project: str) -> list[Planned]:
     """Check every run's lines against what is stored; raise for the first refusal."""
-    by_run: dict[str, list[Line]] = {}
-    for line in lines:
-        by_run.setdefault(line.run_id, []).append(line)
     plans = []
-    for run_id, items in by_run.items():
+    for run_id, items in by_run(lines).items():
         run = runs.get(run_id)
         last = run.last_seq if run is not None else -1
         if run is not None and run.project_id != project:
@@ -227,6 +227,14 @@ def _plan(lines: list[Line], runs: dict[str, Run], project: str) -> list[Planned
             check_first(run_id, plan.fresh)
         plans.append(plan)
     return plans
+
+
+def by_run(lines: list[Line]) -> dict[str, list[Line]]:
+    """The lines grouped by run, runs in the order they first appear."""
+    grouped: dict[str, list[Line]] = {}
+    for line in lines:
+        grouped.setdefault(line.run_id, []).append(line)
+    return grouped
 
 
 def continuing(run_id: str, items: list[Line], expected: int, *, resent: bool = True
@@ -520,7 +528,7 @@ async def interrupt_and_broadcast() -> int:
     return len(stored.events)
 
 
-__all__ = ["IngestError", "Line", "Planned", "Planner", "Stored", "check_first", "continuing",
-           "events_ingest", "interrupt_and_broadcast", "interrupt_silent_runs",
+__all__ = ["IngestError", "Line", "Planned", "Planner", "Stored", "by_run", "check_first",
+           "continuing", "events_ingest", "interrupt_and_broadcast", "interrupt_silent_runs",
            "messages_of", "parse_lines", "read_body", "runs_heartbeat", "store_interruption",
            "store_lines"]
