@@ -17,6 +17,9 @@ A remote run that goes silent (no events, no heartbeats) for ``PICOFLOW_REMOTE_T
 seconds is declared interrupted (by the watchdog, :mod:`picoflow_web.watchdog`): a
 ``run.interrupted`` event is stored and broadcast, and whatever arrives for it later is
 refused.
+
+Imports (:mod:`picoflow_web.importing`) go through the same parser and store path, with
+their own plan: whole runs, all new.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -86,35 +90,41 @@ class Line:
         return str(self.data["type"])
 
 
-def read_body(request: HttpRequest) -> bytes:
-    """The raw body, refused (413) when larger than :data:`MAX_BODY_BYTES`.
+def read_body(request: HttpRequest, limit: int | None = None,
+              advice: str = "send smaller batches") -> bytes:
+    """The raw body, refused (413) when larger than ``limit`` bytes (default
+    :data:`MAX_BODY_BYTES`).
 
     Read from the stream: Django's ``request.body`` caps bodies at
     ``DATA_UPLOAD_MAX_MEMORY_SIZE`` with an HTML error, and a batch of events is larger.
     """
+    limit = MAX_BODY_BYTES if limit is None else limit
     try:
         length = int(request.META.get("CONTENT_LENGTH") or 0)
     except ValueError:
         length = 0
-    if length > MAX_BODY_BYTES:
+    if length > limit:
         raise IngestError(413, "body_too_large",
-                          f"Body of {length} bytes is larger than {MAX_BODY_BYTES}; send "
-                          "smaller batches.", limit=MAX_BODY_BYTES)
-    body = request.read(MAX_BODY_BYTES + 1)
-    if len(body) > MAX_BODY_BYTES:
+                          f"Body of {length} bytes is larger than {limit}; {advice}.",
+                          limit=limit)
+    body = request.read(limit + 1)
+    if len(body) > limit:
         raise IngestError(413, "body_too_large",
-                          f"Body is larger than {MAX_BODY_BYTES} bytes; send smaller batches.",
-                          limit=MAX_BODY_BYTES)
+                          f"Body is larger than {limit} bytes; {advice}.", limit=limit)
     return body
 
 
-def parse_lines(body: bytes) -> list[Line]:
-    """Every non-blank line as a validated event; the first bad line refuses them all."""
+def parse_lines(body: bytes, *, recorded: bool = False) -> list[Line]:
+    """Every non-blank line as a validated event; the first bad line refuses them all.
+
+    ``recorded``: the lines are a dashboard's record (an export), which may hold the
+    ``run.interrupted`` a dashboard writes itself; a process shipping events may not.
+    """
     lines = []
     for number, raw in enumerate(body.split(b"\n"), 1):
         if not raw.strip():
             continue
-        lines.append(Line(number, redact(_parse(number, raw))))
+        lines.append(Line(number, redact(_parse(number, raw, recorded=recorded))))
     return lines
 
 
@@ -123,7 +133,7 @@ def _refuse(number: int, code: str, message: str, status: int = 400, **details: 
     return IngestError(status, code, f"Line {number}: {message}", line=number, **details)
 
 
-def _parse(number: int, raw: bytes) -> dict[str, Any]:
+def _parse(number: int, raw: bytes, *, recorded: bool = False) -> dict[str, Any]:
     if len(raw) > MAX_LINE_BYTES:
         raise _refuse(number, "line_too_large",
                       f"{len(raw)} bytes is larger than the {MAX_LINE_BYTES} an event may be.",
@@ -148,7 +158,7 @@ def _parse(number: int, raw: bytes) -> dict[str, Any]:
     kind = data.get("type")
     if kind not in EVENT_TYPES:
         raise _refuse(number, "unknown_event_type", f"unknown event type {kind!r}.")
-    if kind == "run.interrupted":
+    if kind == "run.interrupted" and not recorded:
         raise _refuse(number, "reserved_event_type",
                       "run.interrupted is recorded by the dashboard, not sent to it.")
     try:
@@ -174,7 +184,7 @@ def _parse(number: int, raw: bytes) -> dict[str, Any]:
 
 
 @dataclass
-class _Planned:
+class Planned:
     """What one request does to one run."""
 
     run_id: str
@@ -182,16 +192,12 @@ class _Planned:
     fresh: list[Line] = field(default_factory=list)
 
 
-def _plan(lines: list[Line], runs: dict[str, Run], project: str) -> list[_Planned]:
+def _plan(lines: list[Line], runs: dict[str, Run], project: str) -> list[Planned]:
     """Check every run's lines against what is stored; raise for the first refusal."""
-    by_run: dict[str, list[Line]] = {}
-    for line in lines:
-        by_run.setdefault(line.run_id, []).append(line)
     plans = []
-    for run_id, items in by_run.items():
+    for run_id, items in by_run(lines).items():
         run = runs.get(run_id)
         last = run.last_seq if run is not None else -1
-        lost = _reported_losses(items)
         if run is not None and run.project_id != project:
             # Another project's run: said as little about it as an unknown id would be.
             raise IngestError(409, "run_id_taken",
@@ -201,20 +207,7 @@ def _plan(lines: list[Line], runs: dict[str, Run], project: str) -> list[_Planne
             raise IngestError(409, "not_remote",
                               f"Run {run_id} was executed by this dashboard; its events "
                               "cannot be sent to it.", run_id=run_id, line=items[0].number)
-        plan = _Planned(run_id, run)
-        expected = last + 1
-        for item in items:
-            if item.seq < expected:
-                continue  # already stored (or repeated in this request): idempotent resend
-            if item.seq > expected and _covered(expected, item.seq, lost):
-                expected = item.seq  # the sink said it lost these: a gap on purpose
-            if item.seq > expected:
-                raise IngestError(409, "seq_gap",
-                                  f"Line {item.number}: run {run_id} continues at seq "
-                                  f"{expected}, not {item.seq}.", run_id=run_id,
-                                  expected_seq=expected, line=item.number)
-            plan.fresh.append(item)
-            expected += 1
+        plan = Planned(run_id, run, continuing(run_id, items, last + 1))
         if plan.fresh and run is not None and run.status == Run.Status.INTERRUPTED:
             raise IngestError(409, "run_interrupted",
                               f"Run {run_id} was declared interrupted (silent for longer "
@@ -225,13 +218,60 @@ def _plan(lines: list[Line], runs: dict[str, Run], project: str) -> list[_Planne
             raise IngestError(409, "run_ended", f"Run {run_id} has ended ({run.status}); it "
                               "takes no more events (but a sink's report of what it lost).",
                               run_id=run_id, line=after_end[0].number)
-        if run is None and plan.fresh and plan.fresh[0].type != "turn.started":
-            raise IngestError(400, "run_unknown",
-                              f"Line {plan.fresh[0].number}: run {run_id} is new, so its "
-                              "first event must be turn.started (seq 0).", run_id=run_id,
-                              line=plan.fresh[0].number)
+        if run is None:
+            check_first(run_id, plan.fresh)
         plans.append(plan)
     return plans
+
+
+def by_run(lines: list[Line]) -> dict[str, list[Line]]:
+    """The lines grouped by run, runs in the order they first appear."""
+    grouped: dict[str, list[Line]] = {}
+    for line in lines:
+        grouped.setdefault(line.run_id, []).append(line)
+    return grouped
+
+
+def continuing(run_id: str, items: list[Line], expected: int, *, resent: bool = True
+               ) -> list[Line]:
+    """The lines of ``items`` (one run's, in order) that continue its sequence at
+    ``expected``; a gap the run's ``sink.overflowed`` events do not account for is refused.
+    A seq below the expected one is a resend, skipped, unless ``resent`` is False: then
+    it is refused too (a file of whole runs repeats nothing)."""
+    lost = _reported_losses(items)
+    fresh: list[Line] = []
+    for item in items:
+        if item.seq < expected and resent:
+            continue  # already stored (or repeated in this request): idempotent resend
+        if item.seq < expected:
+            raise IngestError(400, "seq_repeated",
+                              f"Line {item.number}: run {run_id} repeats seq {item.seq} "
+                              f"(seq {expected} comes next).", run_id=run_id,
+                              expected_seq=expected, line=item.number)
+        if item.seq > expected and _covered(expected, item.seq, lost):
+            expected = item.seq  # the sink said it lost these: a gap on purpose
+        if item.seq > expected and not resent and not fresh and expected == 0:
+            raise IngestError(400, "seq_start",
+                              f"Line {item.number}: run {run_id} starts at seq {item.seq}; "
+                              "a run's events are numbered from 0.", run_id=run_id,
+                              expected_seq=0, line=item.number)
+        if item.seq > expected:
+            raise IngestError(409 if resent else 400, "seq_gap",
+                              f"Line {item.number}: run {run_id} continues at seq "
+                              f"{expected}, not {item.seq}.", run_id=run_id,
+                              expected_seq=expected, line=item.number)
+        fresh.append(item)
+        expected += 1
+    return fresh
+
+
+def check_first(run_id: str, fresh: list[Line]) -> None:
+    """A new run's events begin with its ``turn.started``."""
+    if fresh and fresh[0].type != "turn.started":
+        raise IngestError(400, "run_unknown",
+                          f"Line {fresh[0].number}: run {run_id} is new, so its "
+                          "first event must be turn.started (seq 0).", run_id=run_id,
+                          line=fresh[0].number)
 
 
 def _reported_losses(items: list[Line]) -> list[tuple[int, int]]:
@@ -260,18 +300,26 @@ class Stored:
     summaries: list[dict[str, Any]] = field(default_factory=list)
 
 
-def _store(lines: list[Line], origin: dict[str, Any], user: Any, project: str) -> Stored:
+Planner = Callable[[list[Line], dict[str, Run], str], list[Planned]]
+"""Checks a request's lines against the runs already stored under their ids (locked) and
+says what to store: ingest's :func:`_plan` continues remote runs, an import makes new
+ones only."""
+
+
+def store_lines(lines: list[Line], origin: Callable[[str], dict[str, Any]], user: Any,
+           project: str, planner: Planner | None = None) -> Stored:
+    """Check and store ``lines`` in one transaction; ``origin`` of a new run (by id)."""
     out = Stored()
     ids = {line.run_id for line in lines}
     with transaction.atomic():
         runs = {run.id: run for run in Run.objects.select_for_update().filter(id__in=ids)}
-        plans = _plan(lines, runs, project)
+        plans = (planner or _plan)(lines, runs, project)
         now = timezone.now()
         for plan in plans:
             run, created = plan.run, False
             if run is None and plan.fresh:
-                run, created = _run_create(plan.fresh[0].data, origin, user, now,
-                                           project), True
+                run, created = _run_create(plan.fresh[0].data, origin(plan.run_id), user,
+                                           now, project), True
             if run is None:
                 continue
             if plan.fresh:
@@ -330,6 +378,11 @@ def _apply(run: Run, events: list[dict[str, Any]], now: Any) -> bool:
             run.reply = {"success": False, "completed": True, "message": error["message"],
                          "session_id": run.session_id, "content_type": "text/plain",
                          "error_code": error["code"]}
+        elif event["type"] == "run.interrupted":  # only in a dashboard's record (an import)
+            run.status, ended = Run.Status.INTERRUPTED, True
+            run.interruption = {"reason": event["reason"], "silent_for": event["silent_for"],
+                                **{key: event[key] for key in ("worker", "revision")
+                                   if event.get(key) is not None}}
     if ended:
         run.finished_at = now
     run.save()
@@ -399,7 +452,7 @@ def _ingest_sync(body: bytes, origin: dict[str, Any], user: Any, project: str) -
     if not lines:
         return Stored()
     Project.objects.get_or_create(name=project)
-    return _store(lines, origin, user, project)
+    return store_lines(lines, lambda _run_id: origin, user, project)
 
 
 async def runs_heartbeat(run_ids: list[str], project: str = DEFAULT_PROJECT
@@ -471,6 +524,7 @@ async def interrupt_and_broadcast() -> int:
     return len(stored.events)
 
 
-__all__ = ["IngestError", "Stored", "events_ingest", "interrupt_and_broadcast",
-           "interrupt_silent_runs", "messages_of", "parse_lines", "read_body",
-           "runs_heartbeat", "store_interruption"]
+__all__ = ["IngestError", "Line", "Planned", "Planner", "Stored", "by_run", "check_first",
+           "continuing", "events_ingest", "interrupt_and_broadcast", "interrupt_silent_runs",
+           "messages_of", "parse_lines", "read_body", "runs_heartbeat", "store_interruption",
+           "store_lines"]

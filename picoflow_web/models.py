@@ -119,7 +119,8 @@ class Run(models.Model):
     origin = models.JSONField(default=dict, blank=True)
     """Where the turn executed: ``{"kind": "worker"}`` for a run one of the dashboard's
     workers executes (see :attr:`worker`), ``{"kind": "remote", "host": ..., "pid": ...}``
-    for one shipped to ingest; ``{}`` for runs recorded before workers existed."""
+    for one shipped to ingest, ``{"kind": "import", "by": ..., "copy_of": ...}`` for one
+    read from an exported file; ``{}`` for runs recorded before workers existed."""
     last_seen_at = models.DateTimeField(null=True, blank=True, db_index=True)
     """When a remote run last sent events or a heartbeat."""
     last_seq = models.IntegerField(default=-1)
@@ -168,9 +169,18 @@ class Run(models.Model):
         """Whether one of the dashboard's workers executes the run."""
         return self.origin.get("kind") == "worker"
 
+    @property
+    def is_imported(self) -> bool:
+        """Whether the run was read from an exported file (``POST /api/import``)."""
+        return self.origin.get("kind") == "import"
+
     def origin_info(self) -> dict[str, object]:
-        """The origin with a label for pages: ``worker <id>``, ``host (pid N)`` or
-        ``server``."""
+        """The origin with a label for pages: ``worker <id>``, ``host (pid N)``,
+        ``imported`` (``imported as a copy of <id>``) or ``server``."""
+        if self.is_imported:
+            copy_of = self.origin.get("copy_of")
+            label = f"imported as a copy of {copy_of}" if copy_of else "imported"
+            return {**self.origin, "label": label}
         if self.in_worker:
             worker = self.worker or None
             return {"kind": "worker", "worker": worker,

@@ -8,7 +8,7 @@ there): ``path("", include("picoflow_web.urls"))``. The standalone site
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from picoflow_web import api, openapi, views
+from picoflow_web import api, openapi, transfer, views
 
 urlpatterns = [
     path("", views.index, name="index"),
@@ -25,7 +25,11 @@ urlpatterns = [
     path("api/runs/<str:run_id>/events", api.run_events, name="api-run-events"),
     path("api/runs/<str:run_id>/cancel", api.run_cancel, name="api-run-cancel"),
     path("api/runs/<str:run_id>/otlp", api.run_otlp, name="api-run-otlp"),
+    path("api/runs/<str:run_id>/export", transfer.run_export, name="api-run-export"),
     path("api/sessions/<str:session_id>", api.session_detail, name="api-session"),
+    path("api/sessions/<str:session_id>/export", transfer.session_export,
+         name="api-session-export"),
+    path("api/import", transfer.import_events, name="api-import"),
     path("api/ingest", api.ingest_events, name="api-ingest"),
     path("api/ingest/heartbeat", api.ingest_heartbeat, name="api-ingest-heartbeat"),
     path("ai/run", api.ai_run, name="ai-run"),

@@ -387,6 +387,10 @@ function runRow(run) {
     const origin = h("span", "pf-origin pf-muted", run.origin.label ?? `worker ${run.origin.worker ?? ""}`.trim());
     origin.title = "Executed by a worker process of this dashboard";
     flowCell.append(h("br"), origin);
+  } else if (run.origin && run.origin.kind === "import") {
+    const origin = h("span", "pf-origin pf-muted", run.origin.label ?? "imported");
+    origin.title = "Read from an exported file (POST /api/import, manage.py import_events)";
+    flowCell.append(h("br"), origin);
   }
   const messageCell = h("td", "pf-clip");
   messageCell.appendChild(link(run.message ? preview(run.message, 90, true) : "—"));

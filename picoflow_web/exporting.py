@@ -1,0 +1,81 @@
+"""Export: a run's or a session's stored events as JSONL, one event per line.
+
+The lines are the events as the event log holds them — the runtime's event format, the
+JSON that ``runtime/events/schema.py`` describes — ordered by run, then ``seq``; a
+session's runs come in turn order (when they started). ``manage.py import_events`` and
+``POST /api/import`` read the same file back.
+
+The stored JSON text goes out as it is: the payload column is read cast to text, so no
+event is parsed and encoded again on the way out (SQLite keeps the text that was
+written; PostgreSQL's ``jsonb`` gives its own rendering of the same JSON). Events are
+read a page at a time by ``seq`` (an index range, not an offset), so a run of hundreds
+of thousands of events is never held in memory whole.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator, Iterable, Iterator
+
+from asgiref.sync import sync_to_async
+from django.db.models import TextField
+from django.db.models.functions import Cast
+
+from picoflow_web.access import Projects
+from picoflow_web.models import EventRecord, Run, StoredSession
+
+EXPORT_PAGE = 2_000
+"""Events read (and sent as one chunk) at a time."""
+CONTENT_TYPE = "application/x-ndjson"
+
+
+def _page(run_id: str, after: int) -> list[tuple[int, str]]:
+    """Up to :data:`EXPORT_PAGE` ``(seq, JSON text)`` of a run after ``seq`` ``after``."""
+    rows = (EventRecord.objects.filter(run_id=run_id, seq__gt=after).order_by("seq")
+            .annotate(text=Cast("payload", TextField())).values_list("seq", "text"))
+    return list(rows[:EXPORT_PAGE])
+
+
+def _chunk(page: list[tuple[int, str]]) -> bytes:
+    return "".join(text + "\n" for _, text in page).encode("utf-8")
+
+
+def lines(run_ids: Iterable[str]) -> Iterator[bytes]:
+    """The JSONL of these runs' events, in chunks (for the commands)."""
+    for run_id in run_ids:
+        after = -1
+        while page := _page(run_id, after):
+            yield _chunk(page)
+            after = page[-1][0]
+
+
+async def alines(run_ids: Iterable[str]) -> AsyncIterator[bytes]:
+    """:func:`lines` for the event loop (the API's streamed response)."""
+    page_of = sync_to_async(_page)
+    for run_id in run_ids:
+        after = -1
+        while page := await page_of(run_id, after):
+            yield _chunk(page)
+            after = page[-1][0]
+
+
+def session_runs(session_id: str, projects: Projects = None) -> list[str] | None:
+    """The ids of a stored session's runs in turn order, or None for a session unknown
+    (or of a project not in ``projects``; None: any project)."""
+    sessions = StoredSession.objects.filter(id=session_id)
+    if projects is not None:
+        sessions = sessions.filter(project_id__in=projects)
+    project = sessions.values_list("project_id", flat=True).first()
+    if project is None:
+        return None
+    runs = Run.objects.filter(session_id=session_id, project_id=project)
+    return list(runs.order_by("started_at", "id").values_list("id", flat=True))
+
+
+def filename(kind: str, ident: str) -> str:
+    """``run-<id>.jsonl``: ids are the client's, so anything but a plain name character
+    becomes ``_`` before it goes into a header."""
+    return f"{kind}-{re.sub(r'[^A-Za-z0-9._-]', '_', ident)[:64]}.jsonl"
+
+
+__all__ = ["CONTENT_TYPE", "EXPORT_PAGE", "alines", "filename", "lines", "session_runs"]
