@@ -158,10 +158,33 @@ class Heartbeat(BaseModel):
     runs: list[str] = Field(max_length=1000)
 
 
+class ImportedRun(BaseModel):
+    """One run an import stored."""
+
+    id: str
+    original_id: str
+    """The run's id in the file (``id`` differs when imported as a copy)."""
+    session_id: str
+    status: str
+    event_count: int
+    origin: dict[str, Any]
+
+
+class ImportReply(BaseModel):
+    """``POST /api/import``'s reply (201)."""
+
+    project: str
+    copied: bool
+    """Whether the runs were stored under new ids (``?copy=1``)."""
+    runs: list[ImportedRun]
+    events: int
+    """Events stored, over all runs."""
+
+
 MODELS: tuple[type[BaseModel], ...] = (
     Error, RunSummary, RunOut, RunList, EventPage, SessionDoc, SessionOut, FlowInfo,
     FlowList, FlowNames, RunStart, AiRun, AiReply, AiEnd, AiEnded, RunPosition,
-    IngestReply, Heartbeat)
+    IngestReply, Heartbeat, ImportedRun, ImportReply)
 
 
 def answer(body: BaseModel, status: int = 200) -> HttpResponse:

@@ -18,11 +18,10 @@ import re
 from collections.abc import AsyncIterator, Iterable, Iterator
 
 from asgiref.sync import sync_to_async
-from django.db.models import TextField
-from django.db.models.functions import Cast
 
+from picoflow_web import eventlog
 from picoflow_web.access import Projects
-from picoflow_web.models import EventRecord, Run, StoredSession
+from picoflow_web.models import Run, StoredSession
 
 EXPORT_PAGE = 2_000
 """Events read (and sent as one chunk) at a time."""
@@ -31,9 +30,7 @@ CONTENT_TYPE = "application/x-ndjson"
 
 def _page(run_id: str, after: int) -> list[tuple[int, str]]:
     """Up to :data:`EXPORT_PAGE` ``(seq, JSON text)`` of a run after ``seq`` ``after``."""
-    rows = (EventRecord.objects.filter(run_id=run_id, seq__gt=after).order_by("seq")
-            .annotate(text=Cast("payload", TextField())).values_list("seq", "text"))
-    return list(rows[:EXPORT_PAGE])
+    return eventlog.read_texts(run_id, after, EXPORT_PAGE)
 
 
 def _chunk(page: list[tuple[int, str]]) -> bytes:

@@ -32,6 +32,7 @@ from picoflow_web.bodies import (
     FlowList,
     FlowNames,
     Heartbeat,
+    ImportReply,
     IngestReply,
     RunList,
     RunOut,
@@ -48,15 +49,16 @@ def _ref(model: type[BaseModel] | str) -> dict[str, str]:
     return {"$ref": f"#/components/schemas/{name}"}
 
 
-def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
-    return {"description": description, "content": {"application/json": {"schema": schema}}}
+def _json(schema: dict[str, Any], description: str, media: str = "application/json"
+          ) -> dict[str, Any]:
+    return {"description": description, "content": {media: {"schema": schema}}}
 
 
-def _operation(summary: str, ok: dict[int, tuple[dict[str, Any], str]], *,
+def _operation(summary: str, ok: dict[int, tuple[Any, ...]], *,
                body: type[BaseModel] | dict[str, Any] | None = None,
                params: list[dict[str, Any]] | None = None,
                errors: tuple[int, ...] = ERRORS) -> dict[str, Any]:
-    responses = {str(status): _json(schema, text) for status, (schema, text) in ok.items()}
+    responses = {str(status): _json(*answer) for status, answer in ok.items()}
     for status in errors:
         responses.setdefault(str(status), _json(_ref(Error), "An error"))
     operation: dict[str, Any] = {"summary": summary, "responses": responses,
@@ -86,6 +88,10 @@ NDJSON = {"application/x-ndjson": {"schema": {
     "description": "One event per line, as the runtime's event schema describes it "
                    "(runtime.events.schema; DashboardSink sends these)."}}}
 """The ingest body: lines of events (each line is checked against the event schema)."""
+
+
+EXPORT = ({"type": "string"}, "One stored event per line (an attachment)",
+          "application/x-ndjson")
 
 
 def document() -> dict[str, Any]:
@@ -129,6 +135,17 @@ def document() -> dict[str, Any]:
                            "properties": {"resourceSpans": {"type": "array"}}},
                           "OTLP/JSON TracesData")}, params=[run_id],
                 errors=(*ERRORS, 501))},
+            "/api/runs/{run_id}/export": {"get": _operation(
+                "The run's events as JSONL (a download)", {200: EXPORT}, params=[run_id])},
+            "/api/sessions/{session_id}/export": {"get": _operation(
+                "The session's runs' events, in turn order, as JSONL (a download)",
+                {200: EXPORT}, params=[session_id])},
+            "/api/import": {"post": _operation(
+                "Store an export's runs (validated whole first; nothing of a refused file "
+                "is stored)", {201: (_ref(ImportReply), "The runs stored")},
+                body=NDJSON, errors=(*ERRORS, 415), params=[
+                    _query("project", {"type": "string"}),
+                    _query("copy", {"type": "string", "enum": ["0", "1", "true", "false"]})])},
             "/api/sessions/{session_id}": {"get": _operation("A session and its runs", {
                 200: (_ref(SessionOut), "The session")}, params=[session_id])},
             "/api/ingest": {"post": _operation(

@@ -9,43 +9,18 @@ An import stores runs, so it needs what starting one does: the ``run`` scope and
 operator role in the target project (``?project=``, else the token's, else ``default``).
 A browser session has that scope too, so a file can be uploaded from the dashboard.
 What is checked and how a file is refused is :mod:`picoflow_web.importing`'s; the reply
-is :class:`ImportReply` (201).
+is :class:`~picoflow_web.bodies.ImportReply` (201).
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from asgiref.sync import sync_to_async
-from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
-from pydantic import BaseModel
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 
 from picoflow_web import access, exporting, groups, importing, ingest, relay, selectors
 from picoflow_web.api import api_view
+from picoflow_web.bodies import ImportedRun, ImportReply, answer
 from picoflow_web.errors import error
-
-
-class ImportedRun(BaseModel):
-    """One run an import stored."""
-
-    id: str
-    original_id: str
-    """The run's id in the file (``id`` differs when imported as a copy)."""
-    session_id: str
-    status: str
-    event_count: int
-    origin: dict[str, Any]
-
-
-class ImportReply(BaseModel):
-    """``POST /api/import``'s reply (201)."""
-
-    project: str
-    copied: bool
-    """Whether the runs were stored under new ids (``?copy=1``)."""
-    runs: list[ImportedRun]
-    events: int
-    """Events stored, over all runs."""
 
 
 def _grant(request: HttpRequest) -> access.Access:
@@ -99,7 +74,7 @@ async def import_events(request: HttpRequest) -> HttpResponse:
         origin={"by": user.get_username()})
     # Runs lists open in browsers show the new runs; nobody follows their events yet.
     await relay.publish([groups.summary_message(s) for s in done.stored.summaries])
-    return JsonResponse(reply(done, project).model_dump(), status=201)
+    return answer(reply(done, project), 201)
 
 
 def reply(done: importing.Imported, project: str) -> ImportReply:
@@ -112,5 +87,4 @@ def reply(done: importing.Imported, project: str) -> ImportReply:
                        runs=runs, events=sum(r.event_count for r in runs))
 
 
-__all__ = ["ImportReply", "ImportedRun", "import_events", "reply", "run_export",
-           "session_export"]
+__all__ = ["import_events", "reply", "run_export", "session_export"]

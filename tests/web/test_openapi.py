@@ -29,7 +29,8 @@ async def test_the_document_is_served_and_names_every_endpoint() -> None:
     assert set(document["paths"]) >= {
         "/api/flows", "/api/runs", "/api/runs/{run_id}", "/api/runs/{run_id}/events",
         "/api/runs/{run_id}/cancel", "/api/sessions/{session_id}", "/ai/run", "/ai/flows",
-        "/ai/end", "/api/ingest", "/api/ingest/heartbeat"}
+        "/ai/end", "/api/ingest", "/api/ingest/heartbeat", "/api/runs/{run_id}/export",
+        "/api/sessions/{session_id}/export", "/api/import", "/api/runs/{run_id}/otlp"}
     schemas = document["components"]["schemas"]
     assert "HotelFlow" in schemas["RunStart"]["properties"]["flow"]["enum"]
     assert set(schemas["Error"]["required"]) >= {"type", "message", "code", "error_code"}

@@ -18,9 +18,9 @@ from django.core.management import call_command
 from django.test import AsyncClient
 
 from picoflow_web import exporting, services
+from picoflow_web.bodies import ImportReply
 from picoflow_web.demos.hotel.script import CURRENT_DATE, REFERENCE_TURNS
 from picoflow_web.models import EventRecord, Run, StoredSession
-from picoflow_web.transfer import ImportReply
 from runtime.events import apply_event, new_run, parse_event
 from tests.golden.goldens import GOLDENS
 from tests.webhelpers import amake_user, atoken, bearer, wait_run_done
