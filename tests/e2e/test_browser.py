@@ -6,6 +6,7 @@ runs are visibly live. Screenshots go to ``test-artifacts/``.
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -149,3 +150,39 @@ async def test_hostile_strings_in_state_render_as_text(page: Any) -> None:
         assert await page.locator("img[src=x]").count() == 0
         assert "<img src=x onerror" in await page.locator("body").inner_text()
     await shot(page, "hostile_session")
+
+
+async def test_a_run_exported_from_its_page_imports_back_from_the_runs_list(
+        page: Any, tmp_path: Path) -> None:
+    run_id = await start_run(page, "ResearchFlow", "research tide pools")
+    await wait_finished(page)
+    async with page.expect_download() as waiting:
+        await page.click("#pf-export-run")
+    download = await waiting.value
+    exported = tmp_path / download.suggested_filename
+    await download.save_as(str(exported))
+    lines = exported.read_text().splitlines()
+    assert json.loads(lines[0])["type"] == "turn.started"
+    assert {json.loads(line)["run_id"] for line in lines} == {run_id}
+
+    await page.goto("/")
+    await page.set_input_files("#pf-import-file", str(exported))
+    await page.click("#pf-import-submit")  # the run exists here: refused, nothing stored
+    refused = page.locator("#pf-import-result[data-state=error]")
+    await refused.wait_for()
+    assert "[run_exists]" in await refused.inner_text()
+
+    await page.check("#pf-import-form [name=copy]")
+    await page.click("#pf-import-submit")
+    done = page.locator("#pf-import-result[data-state=ok]")
+    await done.wait_for()
+    assert f"copy of {run_id}" in await done.inner_text()
+    await shot(page, "import_copy")
+    await done.locator("a").click()
+    await wait_finished(page)
+    assert "imported" in await page.locator("#pf-origin").inner_text()
+    copy_id = page.url.rstrip("/").rsplit("/", 1)[1]
+    assert copy_id != run_id
+    original, copied = await api_run(page, run_id), await api_run(page, copy_id)
+    assert copied["event_count"] == original["event_count"] == len(lines)
+    assert copied["branch_count"] == original["branch_count"]

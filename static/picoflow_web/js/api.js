@@ -25,8 +25,10 @@ export function csrfToken() {
 }
 
 /**
- * Fetch JSON; non-2xx answers throw an ApiError with the server's message.
- * @param {string} url @param {{method?: string, body?: any, signal?: AbortSignal}} [options]
+ * Fetch JSON; non-2xx answers throw an ApiError with the server's message. `upload` sends
+ * a file (or text) as it is, with its media type, instead of a JSON `body`.
+ * @param {string} url
+ * @param {{method?: string, body?: any, upload?: {data: Blob | string, type: string}, signal?: AbortSignal}} [options]
  */
 export async function requestJson(url, options = {}) {
   const method = options.method || "GET";
@@ -34,7 +36,10 @@ export async function requestJson(url, options = {}) {
   const headers = { Accept: "application/json" };
   /** @type {RequestInit} */
   const init = { method, headers, credentials: "same-origin", signal: options.signal };
-  if (options.body !== undefined) {
+  if (options.upload !== undefined) {
+    headers["Content-Type"] = options.upload.type;
+    init.body = options.upload.data;
+  } else if (options.body !== undefined) {
     headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(options.body);
   }
@@ -72,5 +77,7 @@ export const eventsUrl = (runId, after, limit = 5000) => `/api/runs/${encodeURIC
 export const runApiUrl = (runId) => `/api/runs/${encodeURIComponent(runId)}`;
 /** POST: ask the run to stop (202 with its summary; 409 `run_ended` once it ended). @param {string} runId */
 export const cancelRunUrl = (runId) => `/api/runs/${encodeURIComponent(runId)}/cancel`;
+/** POST a JSONL export (201 with what was stored). @param {boolean} copy  under new ids */
+export const importUrl = (copy) => `/api/import${copy ? "?copy=1" : ""}`;
 /** @param {string} runId @param {number} after */
 export const runSocketUrl = (runId, after) => wsUrl(`/ws/runs/${encodeURIComponent(runId)}/?after=${after}`);
