@@ -113,6 +113,7 @@
  * @property {boolean} interrupted  the run was interrupted while it was open
  * @property {Map<string, [boolean, any]>} undo
  * @property {Record<string, number>} counts  branches by status
+ * @property {Map<number, any>} discardedAt  the `discarded` entries by request index
  * @property {Map<string, Applied[]>} applied  what the join's publication record applied, by
  *   every invocation path (at or below this barrier's branches) it came from
  */
@@ -316,7 +317,7 @@ export function applyEvent(run, event) {
         outcome: "open", target: null, published: [], discarded: [], reductions: [],
         error: null, provenance: [], checkpointRevision: null, checkpointFailed: false,
         cancelReason: null, cancel: null, joinedAt: null, joinedSeq: null, interrupted: false,
-        undo: new Map(), applied: new Map(),
+        undo: new Map(), applied: new Map(), discardedAt: new Map(),
         counts: { queued: requests.length, running: 0, fulfilled: 0, rejected: 0 },
       };
       run.barriers.set(event.barrier, barrier);
@@ -383,6 +384,7 @@ export function applyEvent(run, event) {
       barrier.published = (event.fields || []).map(publishedField);
       barrier.discarded = [...(event.discarded || [])];
       barrier.applied = appliedIndex(barrier);
+      barrier.discardedAt = new Map(barrier.discarded.map((d) => [d.index, d]));
       for (const item of barrier.published) {
         if (event.target === "canonical") {
           const fields = run.state[item.step] || {};
@@ -777,6 +779,32 @@ function pub(state, reason, text, fields = [], via = null) {
  * @param {Run} run @param {string} path @returns {Publication | null}
  */
 export function publicationOf(run, path) {
+  const cache = publicationCache(run);
+  if (cache.paths.has(path)) return /** @type {Publication | null} */ (cache.paths.get(path));
+  const found = derivePublication(run, path);
+  cache.paths.set(path, found);
+  return found;
+}
+
+/**
+ * Publications of one version of a run: rows, lanes, counts and the inspector ask for the
+ * same ones many times a frame, and a nested branch's answer walks its callers.
+ * @type {WeakMap<Run, {version: number, paths: Map<string, Publication | null>, barriers: Map<string, any>}>}
+ */
+const CACHE = new WeakMap();
+
+/** @param {Run} run */
+function publicationCache(run) {
+  let cache = CACHE.get(run);
+  if (!cache || cache.version !== run.version) {
+    cache = { version: run.version, paths: new Map(), barriers: new Map() };
+    CACHE.set(run, cache);
+  }
+  return cache;
+}
+
+/** @param {Run} run @param {string} path @returns {Publication | null} */
+function derivePublication(run, path) {
   if (path === "") return null;
   const inv = run.invocations.get(path);
   if (!inv || inv.barrier === null) return null;
@@ -784,7 +812,7 @@ export function publicationOf(run, path) {
   if (!barrier) return null;
   const own = joinVerdict(run, barrier);
   if (own) return own;
-  const entry = barrier.discarded.find((d) => d.index === inv.index);
+  const entry = barrier.discardedAt.get(inv.index);
   if (entry) return discardedBranch(inv, entry);
   if (inv.status !== "fulfilled") {
     // A join only keeps fulfilled branches; a record that does not list this one is short.
@@ -886,13 +914,23 @@ function discardedBranch(inv, entry) {
  * @returns {(Publication & {counts: Record<Publication["state"], number>}) | null}
  */
 export function barrierPublicationOf(run, id) {
+  const cache = publicationCache(run);
+  if (!cache.barriers.has(id)) cache.barriers.set(id, deriveBarrierPublication(run, id));
+  return cache.barriers.get(id);
+}
+
+/** @param {Run} run @param {string} id */
+function deriveBarrierPublication(run, id) {
   const barrier = run.barriers.get(id);
   if (!barrier) return null;
   /** @type {Record<Publication["state"], number>} */
   const counts = { pending: 0, scoped: 0, published: 0, nothing: 0, discarded: 0 };
-  for (const path of barrier.branches) {
-    const p = publicationOf(run, path);
-    if (p) counts[p.state] += 1;
+  if (barrier.outcome === "open" && run.status === "running") counts.pending = barrier.branches.length;
+  else {
+    for (const path of barrier.branches) {
+      const p = publicationOf(run, path);
+      if (p) counts[p.state] += 1;
+    }
   }
   const own = joinVerdict(run, barrier);
   if (own) return { ...own, text: own.text.replace(/^Discarded: /, "Nothing published: "), counts };

@@ -340,6 +340,8 @@ function branchInspector(parent, view, inv, ctx) {
     inv.hasDirectResult ? badge(`direct result via ${inv.directResult.tool}`, "muted") : null,
     inv.interrupted ? badge("interrupted", "interrupted") : null);
   parent.appendChild(status);
+  const fate = publicationOf(view, inv.path);
+  if (fate && fate.state === "discarded") parent.appendChild(discardReason(fate.text, fate.reason));
   if (stopped) parent.appendChild(h("p", "pf-hint", STOP_LABELS[stopped].title));
   if (inv.interrupted) {
     parent.appendChild(h("p", "pf-hint", "It was still running when the run was interrupted: its executor stopped reporting, so how it ended is not known."));
@@ -457,7 +459,8 @@ function publishedView(body, view, barrier, inv, pub) {
     return;
   }
   if (fate.state === "discarded") {
-    body.appendChild(discardReason(fate.text, fate.reason));
+    // Said at the top of the inspector too; here it answers the section's question.
+    body.appendChild(h("p", "pf-published-none", "Nothing of it was published: its writes were discarded, for the reason given above."));
     return;
   }
   const where = barrier.target === "caller-scope" ? `into the scope of ${barrier.caller}` : "into the canonical session state";
