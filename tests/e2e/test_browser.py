@@ -194,7 +194,15 @@ async def test_an_atomic_batch_with_a_failure_is_drawn_as_discarded_not_publishe
         "data-publication") == "discarded"
     why = inspector.locator('.pf-discard-reason[data-discard="atomic"]')
     assert "atomic policy: branch 2 (car) was rejected" in await why.inner_text()
+    assert "1 of 3" in await inspector.locator(".pf-facts").first.inner_text()
     await shot(page, "atomic_branch_discarded")
+    # The sold-out car is named by its error's type, not the generic "internal".
+    assert await page.locator('.pf-branch[data-path="2"] .pf-chip-error').inner_text() == \
+        "SoldOutError"
+    await page.click('.pf-branch[data-path="2"]')
+    await page.wait_for_selector('#pf-inspector[data-path="2"]:not([data-barrier])')
+    assert await inspector.locator(".pf-error-code").inner_text() == "SoldOutError"
+    assert "3 of 3" in await inspector.locator(".pf-facts").first.inner_text()
 
     await page.click('.pf-barrier[data-barrier="b0"] .pf-row-key')
     await page.wait_for_selector('#pf-inspector[data-barrier="b0"]')

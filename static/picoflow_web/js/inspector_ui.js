@@ -14,7 +14,7 @@
 
 import { append, badge, h, jsonBlock, section, table } from "./dom.js";
 import { baseAt, published, publicationOf, viewAt } from "./fold.js";
-import { describeEvent, formatDuration, interruptionText, messageText, preview, runStatusKind } from "./format.js";
+import { describeEvent, errorLabel, formatDuration, interruptionText, messageText, preview, requestOrdinal, runStatusKind } from "./format.js";
 import { joinWaits } from "./layout.js";
 import { barrierMarks, branchMarks } from "./publication.js";
 import { STOP_LABELS, barrierStopped, endedExplanation, endingEvent, stopKind } from "./stopping.js";
@@ -169,7 +169,7 @@ function discardReason(text, reason) {
 function errorBox(error) {
   const box = h("div", "pf-error-box");
   append(box,
-    h("div", "pf-error-code pf-mono", `${error?.type || "Error"} · ${error?.code || "internal"}`),
+    h("div", "pf-error-code pf-mono", `${errorLabel(error)}${error?.code && error.code !== "internal" ? ` · ${error.code}` : ""}`),
     h("p", "pf-error-message", error?.message || ""));
   if (error?.extra && Object.keys(error.extra).length && !error.extra.provenance) box.appendChild(jsonBlock(error.extra));
   return box;
@@ -351,7 +351,7 @@ function branchInspector(parent, view, inv, ctx) {
   const waited = inv.finished !== null && barrier.joinedAt !== null ? barrier.joinedAt - inv.finished : null;
   parent.appendChild(facts(/** @type {any} */ ([
     ["Barrier", barrierLink(barrier.id)],
-    ["Request", `#${inv.index} of ${barrier.branches.length}`],
+    ["Request", requestOrdinal(inv.index, barrier.branches.length)],
     ["Caller", barrier.caller === "" ? pathLink("", "turn") : pathLink(barrier.caller, barrier.caller)],
     ["Queued", formatDuration(queued)],
     ["Ran", formatDuration(ran)],

@@ -15,7 +15,7 @@
  */
 
 import { append, h } from "./dom.js";
-import { preview } from "./format.js";
+import { errorLabel, errorText, preview } from "./format.js";
 import { ROW_HEIGHT, formatSeconds, lane, windowRange } from "./layout.js";
 import { barrierMarks, branchMarks } from "./publication.js";
 import { STOP_LABELS, barrierStopped, stopKind } from "./stopping.js";
@@ -235,7 +235,7 @@ function fillRow(slot, row, selected, run) {
         inv.hasDirectResult ? h("span", "pf-chip", "direct") : null,
         stopped ? stopChip(stopped) : null,
         inv.interrupted ? h("span", "pf-chip pf-chip-interrupted", "interrupted") : null,
-        inv.status === "rejected" && inv.error && !inv.cancelled ? h("span", "pf-chip pf-chip-error", preview(inv.error.code, 28, true)) : null,
+        inv.status === "rejected" && inv.error && !inv.cancelled ? errorChip(inv.error) : null,
         marks && marks.chip ? publicationChip(marks.chip) : null,
         h("span", "pf-row-time pf-mono", duration));
       break;
@@ -262,6 +262,13 @@ function fillRow(slot, row, selected, run) {
       break;
     }
   }
+}
+
+/** @param {any} error */
+function errorChip(error) {
+  const chip = h("span", "pf-chip pf-chip-error", preview(errorLabel(error), 28, true));
+  chip.title = errorText(error);
+  return chip;
 }
 
 /** @param {{kind: string, label: string, title: string}} chip */
