@@ -824,8 +824,10 @@ function derivePublication(run, path) {
     const callerInv = run.invocations.get(barrier.caller);
     const who = callerInv ? `${callerInv.key || callerInv.step} (${barrier.caller})` : barrier.caller;
     if (caller && caller.state === "discarded") {
-      const failedAfter = callerInv && callerInv.status === "rejected" ? `failed after this join: ${caller.text}` : `was discarded: ${caller.text}`;
-      return pub("discarded", "caller", `Discarded with its caller: ${who} ${failedAfter}`, [], barrier.caller);
+      const why = unprefixed(caller.text);
+      const how = callerInv && callerInv.status === "rejected" ? `failed after this join: ${why}`
+        : `was discarded${why.startsWith("by ") ? " " : ": "}${why}`;
+      return pub("discarded", "caller", `Discarded with its caller: ${who} ${how}`, [], barrier.caller);
     }
     if (!applied.length) return pub("nothing", null, "Its join kept it, but it wrote nothing that was published.");
     if (!caller || caller.state === "pending" || caller.state === "scoped") {
@@ -840,6 +842,14 @@ function derivePublication(run, path) {
   }
   if (!applied.length) return pub("nothing", null, "Its join kept it, but it wrote nothing that was published.");
   return pub("published", null, "Published into the canonical session state.", applied);
+}
+
+/**
+ * A caller's reason, to quote inside its descendants' own sentence.
+ * @param {string} text
+ */
+function unprefixed(text) {
+  return text.replace(/^Discarded:? /, "");
 }
 
 /**
@@ -947,7 +957,7 @@ function deriveBarrierPublication(run, id) {
   if (barrier.target === "caller-scope") {
     const caller = publicationOf(run, barrier.caller);
     if (caller && caller.state === "discarded") {
-      return { ...pub("discarded", "caller", `Published into the scope of ${barrier.caller}, then discarded with it: ${caller.text}`, [], barrier.caller), counts };
+      return { ...pub("discarded", "caller", `Published into the scope of ${barrier.caller}, then discarded with it: ${unprefixed(caller.text)}`, [], barrier.caller), counts };
     }
     if (!caller || caller.state === "pending" || caller.state === "scoped") {
       return { ...pub("scoped", null, `Published into the scope of ${barrier.caller}; its join has not run yet.`, fields, barrier.caller), counts };
