@@ -34,6 +34,9 @@ export const REASONS = {
   discarded: "discarded",
 };
 
+/** Discard reasons that are the branch's own failure, not something done to it. */
+const OWN_FAILURE = new Set(["rejected", "cancelled", "late"]);
+
 /**
  * The one CSS kind that says "published" (green); nothing else may use it.
  */
@@ -64,7 +67,10 @@ export function branchMarks(run, path) {
   const m = mark(p);
   const dot = inv.interrupted ? "interrupted"
     : inv.status === "fulfilled" && p.state === "discarded" ? "discarded" : inv.status;
-  const chip = p.state === "discarded" || p.state === "nothing" || p.state === "scoped" ? m : null;
+  let chip = p.state === "discarded" || p.state === "nothing" || p.state === "scoped" ? m : null;
+  // Its own failure already has a chip (the error, or how the stop caught it): the row
+  // only needs to add that its writes went with it; the why stays in the tooltip.
+  if (chip && OWN_FAILURE.has(p.reason || "")) chip = { ...m, label: "discarded" };
   return { state: p.state, reason: p.reason, dot, chip, badge: m, text: p.text, fields: p.fields };
 }
 
