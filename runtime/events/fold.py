@@ -579,6 +579,9 @@ def _discarded_branch(inv: Invocation, entry: dict[str, Any]) -> Publication:
         if inv.lost_rights:
             return Publication("discarded", "late", "Discarded: still running when the "
                                "cancellation grace period ended, it lost its publication rights.")
+        if inv.cancelled and (inv.error or {}).get("type") == "BranchBudgetError":
+            return Publication("discarded", "cancelled", "Discarded: the barrier's token budget "
+                               "ran out, so it lost its publication rights.")
         if inv.cancelled:
             return Publication("discarded", "cancelled", "Discarded: cancelled before it started."
                                if inv.started is None else "Discarded: cancelled while it ran.")

@@ -7,11 +7,20 @@ real runtime's events let the fold tell apart.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import anyio
 
-from runtime.events import barrier_publication_of, fold, publication_of, read_jsonl, runs_of
+from runtime.events import (
+    barrier_publication_of,
+    fold,
+    parse_event,
+    publication_of,
+    read_jsonl,
+    runs_of,
+)
+from tests.contract.node_fold import first_difference, node_exports, python_export
 from tests.contract.test_fold_properties import ATOMIC_FAILURE, SEED_B_FAILS, run_program
 from tests.golden.export_fold import GOLDEN_DIR
 
@@ -63,3 +72,18 @@ def test_every_discard_reason_the_goldens_carry() -> None:
                      if state == "discarded"}
     assert {"rejected", "cancelled", "late", "atomic", "invalidated", "rollback",
             "not-joined"} <= seen, seen
+
+
+def test_a_branch_the_token_budget_stopped_says_so_in_both_folds() -> None:
+    lines = (GOLDEN_DIR / "cancellation.jsonl").read_text("utf-8").splitlines()
+    data = [json.loads(line) for line in lines if line.strip()]
+    for item in data:  # the queued branch 2 was stopped by a spent budget, not a cancel
+        if item["type"] == "branch.rejected" and item["path"] == "2":
+            item["error"]["type"] = "BranchBudgetError"
+    events = [parse_event(item) for item in data]
+    found = publication_of(fold(events), "2")
+    assert found is not None and (found.state, found.reason) == ("discarded", "cancelled")
+    assert "token budget ran out" in found.text
+    expected, stops = python_export(events)
+    (got,) = node_exports([(events, stops)])
+    assert got == expected, first_difference(expected, got)

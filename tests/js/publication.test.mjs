@@ -240,7 +240,8 @@ function generate(seed) {
         emit("branch.rejected", r.path, { barrier: id, index: r.index, key: r.key, error: { type: "SoldOutError", code: "internal", message: "sold out", extra: {} }, cancelled: false, started: true });
       } else if (fate < 0.24) {
         status = "rejected";
-        emit("branch.rejected", r.path, { barrier: id, index: r.index, key: r.key, error: { type: "BranchCancelledError", code: "branch_cancelled", message: "cancelled", extra: {} }, cancelled: true, started: true });
+        const type = pick(0.3) ? "BranchBudgetError" : "BranchCancelledError";
+        emit("branch.rejected", r.path, { barrier: id, index: r.index, key: r.key, error: { type, code: "branch_cancelled", message: "cancelled", extra: {} }, cancelled: true, started: true });
       } else if (fate < 0.3) {
         status = "rejected";
         late.push(r.path);
@@ -303,7 +304,7 @@ function generate(seed) {
 }
 
 test("generated barrier trees: nothing is marked published that did not reach its target", () => {
-  const seen = { published: 0, discarded: new Set(), scoped: 0 };
+  const seen = { published: 0, discarded: new Set(), budget: 0 };
   for (let seed = 1; seed <= 300; seed += 1) {
     const events = generate(seed);
     checkEveryPrefix(events, `generated seed ${seed}`);
@@ -314,10 +315,12 @@ test("generated barrier trees: nothing is marked published that did not reach it
       const p = publicationOf(run, path);
       if (p.state === "published") seen.published += 1;
       if (p.state === "discarded") seen.discarded.add(p.reason);
+      if (p.reason === "cancelled" && p.text.includes("token budget")) seen.budget += 1;
     }
   }
   // The generator must reach every case it claims to, or the property proves little.
   assert.ok(seen.published > 50, `published branches: ${seen.published}`);
+  assert.ok(seen.budget > 0, "a branch stopped by the token budget says so");
   for (const reason of ["rejected", "cancelled", "late", "atomic", "invalidated", "rollback", "caller", "not-joined"]) {
     assert.ok(seen.discarded.has(reason), `no generated branch was discarded as ${reason}: ${[...seen.discarded]}`);
   }

@@ -906,6 +906,9 @@ function discardedBranch(inv, entry) {
     if (inv.lostRights) {
       return pub("discarded", "late", "Discarded: still running when the cancellation grace period ended, it lost its publication rights.");
     }
+    if (inv.cancelled && inv.error?.type === "BranchBudgetError") {
+      return pub("discarded", "cancelled", "Discarded: the barrier's token budget ran out, so it lost its publication rights.");
+    }
     if (inv.cancelled) {
       return pub("discarded", "cancelled", inv.startedSeq === null
         ? "Discarded: cancelled before it started."

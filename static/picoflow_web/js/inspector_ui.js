@@ -472,7 +472,6 @@ function publishedView(body, view, barrier, inv, pub) {
       : [h("code", "pf-mono", `${c.step}.${c.field}`), h("span", "", `contribution to ${c.channel}${c.path !== inv.path ? ` (from ${c.path})` : ""}`), valueCell(c.value)]))));
   }
   body.appendChild(h("p", fate.state === "published" ? "pf-published-yes" : "pf-muted", fate.text));
-  void view;
 }
 
 // -- barrier --------------------------------------------------------------------------------
