@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from . import schema as ev
-from .fold import barrier_publication_of, comparable, fold, publication_of, runs_of
+from .fold import RunModel, barrier_publication_of, comparable, fold, publication_of, runs_of
 from .sinks import read_jsonl
 
 _ENVELOPE = {"v", "run_id", "session_id", "seq", "time", "offset", "path", "type"}
@@ -65,7 +65,7 @@ def dump_trace(events: Sequence[ev.Event]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _joined(run: Any, barrier_id: str, outcome: str) -> str:
+def _joined(run: RunModel, barrier_id: str, outcome: str) -> str:
     """A join's word: its outcome, except that a join.published whose record applied
     nothing (or whose publication an enclosing join discarded) does not read "published"."""
     found = barrier_publication_of(run, barrier_id)
