@@ -103,6 +103,40 @@ async def session_list(limit: int = 200, *, projects: Projects) -> list[dict[str
     return [row async for row in rows]
 
 
+def session_state(run_status: str, last_run: str | None) -> str:
+    """What the start form's session picker says of a session.
+
+    The document's ``run_status`` is the flow's (``running`` until the flow completes,
+    across any number of turns), not whether a turn is executing now; only the session's
+    latest run says that, and how its last turn ended."""
+    if last_run in (Run.Status.QUEUED, Run.Status.RUNNING):
+        return "turn running"
+    if run_status in ("completed", "aborted"):
+        return run_status
+    if last_run == Run.Status.FAILED:
+        return "last turn failed"
+    if last_run == Run.Status.INTERRUPTED:
+        return "last turn interrupted"
+    if last_run == Run.Status.CANCELLED:
+        return "last turn stopped"
+    return "open"
+
+
+async def session_choices(limit: int, *, projects: Projects) -> list[dict[str, Any]]:
+    """Recently updated sessions first, each with its :func:`session_state`, for the start
+    form (id, flow, state)."""
+    sessions = await session_list(limit=limit, projects=projects)
+    ids = [row["id"] for row in sessions]
+    latest: dict[str, str] = {}
+    runs = _within(Run.objects.filter(session_id__in=ids), projects).order_by(
+        "session_id", "-started_at").values("session_id", "status")
+    async for run in runs:
+        latest.setdefault(run["session_id"], run["status"])
+    return [{"id": row["id"], "flow": row["flow"],
+             "state": session_state(row["run_status"], latest.get(row["id"]))}
+            for row in sessions]
+
+
 async def session_project(session_id: str) -> str | None:
     """The project a session id belongs to — its stored document's, else that of a run
     that names it (a first turn still queued) — or None for an id nobody uses."""

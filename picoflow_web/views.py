@@ -46,8 +46,8 @@ async def index(request: HttpRequest) -> HttpResponse:
     return await _render(request, "picoflow_web/index.html", {
         "version": __version__,
         "flows": get_engine().get_flow_names(),
-        "sessions": await selectors.session_list(limit=SESSION_CHOICES,
-                                                 projects=grant.readable()),
+        "sessions": await selectors.session_choices(SESSION_CHOICES,
+                                                    projects=grant.readable()),
         # A start form offers a choice only when there is one to make.
         "projects": runnable if len(runnable) > 1 else [],
     })

@@ -3,8 +3,9 @@
 One line per event, indented by invocation depth, without the envelope's clock and ids, so
 a dump of a deterministic run is stable enough to commit next to its trace (the golden
 files in ``tests/golden/``). After the events comes the folded summary: the barrier tree
-with each branch's status, the final canonical state, and what the fold could not place
-(its anomalies; a recorded run has none).
+with each join's publication and each branch's status (and, when its writes were
+discarded, why), the final canonical state, and what the fold could not place (its
+anomalies; a recorded run has none).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from . import schema as ev
-from .fold import comparable, fold, runs_of
+from .fold import RunModel, barrier_publication_of, comparable, fold, publication_of, runs_of
 from .sinks import read_jsonl
 
 _ENVELOPE = {"v", "run_id", "session_id", "seq", "time", "offset", "path", "type"}
@@ -49,17 +50,32 @@ def dump_trace(events: Sequence[ev.Event]) -> str:
     for barrier in run.barriers.values():
         indent = "  " * (_depth(barrier.caller) + 1)
         lines.append(f"{indent}barrier {barrier.id} ({barrier.policy}) by "
-                     f"{barrier.caller_step or 'top'}: {barrier.outcome}"
+                     f"{barrier.caller_step or 'top'}: {_joined(run, barrier.id, barrier.outcome)}"
                      + (" (interrupted)" if barrier.interrupted else ""))
         for path in barrier.branches:
             inv = run.invocations[path]
             detail = _short(inv.output, 60) if inv.status == "fulfilled" else (
                 "(interrupted)" if inv.interrupted else (inv.error or {}).get("code", ""))
+            fate = publication_of(run, path)
+            dropped = f" [discarded: {fate.reason}]" if fate and fate.state == "discarded" else ""
             lines.append(f"{indent}  [{inv.index}] {inv.step} key={inv.key} path={path} "
-                         f"{inv.status} {detail}")
+                         f"{inv.status} {detail}{dropped}")
     lines.append(f"state {_short(comparable(run.state), 2000)}")
     lines += [f"anomaly at {a.seq}: {a.message}" for a in run.anomalies]
     return "\n".join(lines) + "\n"
+
+
+def _joined(run: RunModel, barrier_id: str, outcome: str) -> str:
+    """A join's word: its outcome, except that a join.published whose record applied
+    nothing (or whose publication an enclosing join discarded) does not read "published"."""
+    found = barrier_publication_of(run, barrier_id)
+    if outcome != "published" or found is None or found["state"] == "published":
+        return outcome
+    if found["state"] == "nothing":
+        return "nothing published"
+    if found["state"] == "scoped":
+        return "published into the caller's scope"
+    return f"discarded ({found['reason']})"
 
 
 USAGE = """usage:

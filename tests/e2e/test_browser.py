@@ -186,3 +186,66 @@ async def test_a_run_exported_from_its_page_imports_back_from_the_runs_list(
     original, copied = await api_run(page, run_id), await api_run(page, copy_id)
     assert copied["event_count"] == original["event_count"] == len(lines)
     assert copied["branch_count"] == original["branch_count"]
+
+
+async def test_an_atomic_batch_with_a_failure_is_drawn_as_discarded_not_published(
+    page: Any,
+) -> None:
+    await start_run(page, "AtomicFlow", "book the trip")
+    await wait_finished(page)
+    barrier = page.locator('.pf-barrier[data-barrier="b0"]')
+    # The join's record applied no field: no green badge, no green count.
+    assert await barrier.locator(".pf-badge-published").count() == 0
+    assert await barrier.get_attribute("data-publication") == "nothing"
+    assert await barrier.locator(".pf-join-badge").inner_text() == "nothing published"
+    assert await barrier.locator(".pf-count-published, .pf-count-fulfilled").count() == 0
+    assert (await barrier.locator(".pf-count-discarded").inner_text()).endswith("3")
+    for path, status, reason in (("0", "fulfilled", "atomic"), ("1", "fulfilled", "atomic"),
+                                 ("2", "rejected", "rejected")):
+        row = page.locator(f'.pf-branch[data-path="{path}"]')
+        assert await row.get_attribute("data-status") == status
+        assert await row.get_attribute("data-publication") == "discarded"
+        assert await row.get_attribute("data-discard") == reason
+        assert await row.locator(".pf-dot-fulfilled").count() == 0
+        assert (await row.locator(".pf-chip-discarded").inner_text()).startswith("discarded")
+        lane = page.locator(f'.pf-lane[data-path="{path}"]')
+        assert await lane.locator(".pf-mark-discard").count() == 1
+        assert await lane.locator(".pf-mark-join").count() == 0
+    green = await page.evaluate("""() => {
+        const probe = document.createElement("span");
+        probe.className = "pf-count-published";
+        document.body.appendChild(probe);
+        const colour = getComputedStyle(probe).color;
+        probe.remove();
+        return colour;
+    }""")
+    held = await page.eval_on_selector(
+        '.pf-lane[data-path="0"] .pf-seg-running', "el => getComputedStyle(el).backgroundImage")
+    assert "gradient" in held and green not in held, "the discarded hold's bar is not green"
+
+    await page.click('.pf-branch[data-path="0"]')
+    await page.wait_for_selector('#pf-inspector[data-path="0"]:not([data-barrier])')
+    inspector = page.locator("#pf-inspector")
+    assert await inspector.locator(".pf-badge-published").count() == 0
+    assert await inspector.locator(".pf-publication-badge").first.get_attribute(
+        "data-publication") == "discarded"
+    why = inspector.locator('.pf-discard-reason[data-discard="atomic"]')
+    assert "atomic policy: branch 2 (car) was rejected" in await why.inner_text()
+    assert "1 of 3" in await inspector.locator(".pf-facts").first.inner_text()
+    await shot(page, "atomic_branch_discarded")
+    # The sold-out car is named by its error's type, not the generic "internal".
+    assert await page.locator('.pf-branch[data-path="2"] .pf-chip-error').inner_text() == \
+        "SoldOutError"
+    await page.click('.pf-branch[data-path="2"]')
+    await page.wait_for_selector('#pf-inspector[data-path="2"]:not([data-barrier])')
+    assert await inspector.locator(".pf-error-code").inner_text() == "SoldOutError"
+    assert "3 of 3" in await inspector.locator(".pf-facts").first.inner_text()
+
+    await page.click('.pf-barrier[data-barrier="b0"] .pf-row-key')
+    await page.wait_for_selector('#pf-inspector[data-barrier="b0"]')
+    assert await inspector.locator(".pf-badge-published").count() == 0
+    assert await inspector.locator(".pf-publication-badge").first.inner_text() == \
+        "nothing published"
+    reasons = await inspector.locator(".pf-discarded-table").inner_text()
+    assert "SoldOutError: SOLD OUT" in reasons and "atomic policy" in reasons
+    await shot(page, "atomic_barrier_discarded")

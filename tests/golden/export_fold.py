@@ -24,7 +24,16 @@ if str(ROOT) not in sys.path:  # run as a script: the checkout is not on sys.pat
     sys.path.insert(0, str(ROOT))
 
 from runtime import events as ev  # noqa: E402
-from runtime.events import RunModel, comparable, fold, read_jsonl, runs_of, view_at  # noqa: E402
+from runtime.events import (  # noqa: E402
+    RunModel,
+    barrier_publication_of,
+    comparable,
+    fold,
+    publication_of,
+    read_jsonl,
+    runs_of,
+    view_at,
+)
 
 GOLDEN_DIR = Path(__file__).resolve().parent
 SNAPSHOT_TYPES = frozenset({
@@ -65,7 +74,13 @@ def _branch(run: RunModel, path: str, finished: dict[str, int]) -> dict[str, Any
         "view_at_end": comparable(view_at(run, path)["state"]),
         "own": seen["own"],
         "invisible": seen["invisible"],
+        "publication": _publication(run, path),
     }
+
+
+def _publication(run: RunModel, path: str) -> dict[str, Any] | None:
+    found = publication_of(run, path)
+    return None if found is None else found.as_dict()
 
 
 def _barrier(run: RunModel, barrier_id: str) -> dict[str, Any]:
@@ -79,7 +94,7 @@ def _barrier(run: RunModel, barrier_id: str) -> dict[str, Any]:
         "outcome": b.outcome, "published": b.published, "discarded": b.discarded,
         "reductions": b.reductions, "error": b.error, "provenance": b.provenance,
         "checkpoint_revision": b.checkpoint_revision, "cancel_reason": b.cancel_reason,
-        "joined_at": b.joined_at,
+        "joined_at": b.joined_at, "publication": barrier_publication_of(run, barrier_id),
     }
 
 
@@ -90,6 +105,8 @@ def _snapshot(events: list[ev.Event], upto: int) -> dict[str, Any]:
         "state": comparable(run.state), "tokens": run.tokens, "conflicts": run.conflicts,
         "statuses": {path: inv.status for path, inv in run.invocations.items() if path},
         "outcomes": {bid: b.outcome for bid, b in run.barriers.items()},
+        "publications": {path: [found.state, found.reason] for path in run.invocations
+                         if (found := publication_of(run, path)) is not None},
     }
 
 

@@ -1,6 +1,6 @@
 // The browser fold's answers in the shape of tests/golden/export_fold.py, so the two
 // folds can be compared with one deep equality per golden.
-import { comparable, fold, viewAt } from "../../static/picoflow_web/js/fold.js";
+import { barrierPublicationOf, comparable, fold, publicationOf, viewAt } from "../../static/picoflow_web/js/fold.js";
 
 const pick = (obj, keys) => Object.fromEntries(keys.map((k) => [k, obj[k]]));
 
@@ -27,10 +27,11 @@ function branch(run, path, finished) {
     view_at_end: comparable(viewAt(run, path).state),
     own: seen.own.map((c) => pick(c, ["seq", "step", "field", "value", "deleted"])),
     invisible: seen.invisible.map((c) => pick(c, ["path", "step", "field", "value", "deleted"])),
+    publication: publicationOf(run, path),
   };
 }
 
-function barrier(b) {
+function barrier(run, b) {
   return {
     ...(b.interrupted ? { interrupted: true } : {}),
     caller: b.caller, caller_step: b.callerStep, policy: b.policy, checkpoint: b.checkpoint,
@@ -39,7 +40,7 @@ function barrier(b) {
     outcome: b.outcome, published: b.published, discarded: b.discarded,
     reductions: b.reductions.map((r) => pick(r, ["step", "field", "channel", "inputs", "completion_order", "result"])),
     error: b.error, provenance: b.provenance, checkpoint_revision: b.checkpointRevision,
-    cancel_reason: b.cancelReason, joined_at: b.joinedAt,
+    cancel_reason: b.cancelReason, joined_at: b.joinedAt, publication: barrierPublicationOf(run, b.id),
   };
 }
 
@@ -49,9 +50,14 @@ function snapshot(events, upto) {
   for (const [path, inv] of run.invocations) if (path) statuses[path] = inv.status;
   const outcomes = {};
   for (const [id, b] of run.barriers) outcomes[id] = b.outcome;
+  const publications = {};
+  for (const path of run.invocations.keys()) {
+    const found = publicationOf(run, path);
+    if (found) publications[path] = [found.state, found.reason];
+  }
   return {
     upto, last_seq: run.lastSeq, status: run.status, state: comparable(run.state),
-    tokens: run.tokens, conflicts: run.conflicts, statuses, outcomes,
+    tokens: run.tokens, conflicts: run.conflicts, statuses, outcomes, publications,
   };
 }
 
@@ -66,7 +72,7 @@ export function exportModel(run, events, stops) {
   const branches = {};
   for (const path of run.invocations.keys()) if (path) branches[path] = branch(run, path, finished);
   const barriers = {};
-  for (const [id, b] of run.barriers) barriers[id] = barrier(b);
+  for (const [id, b] of run.barriers) barriers[id] = barrier(run, b);
   // Listed only when there are some, as tests/golden/export_fold.py does.
   const extra = {};
   if (run.anomalies.length) extra.anomalies = run.anomalies.map((a) => pick(a, ["seq", "message"]));

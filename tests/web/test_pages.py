@@ -65,3 +65,36 @@ def test_post_is_rejected(user_client: Client, path: str) -> None:
 
 def test_unknown_path_is_404(user_client: Client) -> None:
     assert user_client.get("/no-such-page").status_code == 404
+
+
+def test_the_session_picker_says_how_each_session_stands(user_client: Client) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from picoflow_web.models import Run, StoredSession
+
+    start = timezone.now() - timedelta(hours=1)
+    cases = {  # session id: (the document's run_status, its runs' statuses, oldest first)
+        "s-open": ("running", ["finished"]),
+        "s-live": ("running", ["finished", "queued"]),
+        "s-done": ("completed", ["finished"]),
+        "s-failed": ("running", ["finished", "failed"]),
+        "s-new": ("running", []),
+    }
+    for session_id, (run_status, statuses) in cases.items():
+        StoredSession.objects.create(id=session_id, flow="HotelFlow", revision=1,
+                                     run_status=run_status, doc={})
+        for n, status in enumerate(statuses):
+            run = Run.objects.create(id=f"{session_id}-{n}", flow="HotelFlow",
+                                     session_id=session_id, status=status)
+            # Distinct start times, so which run is the latest does not hang on the clock.
+            Run.objects.filter(id=run.id).update(started_at=start + timedelta(minutes=n))
+    body = user_client.get("/").content.decode()
+    # A session whose last turn finished is waiting for the next one, not "running".
+    assert "HotelFlow · s-open (open)" in body
+    assert "HotelFlow · s-live (turn running)" in body
+    assert "HotelFlow · s-done (completed)" in body
+    assert "HotelFlow · s-failed (last turn failed)" in body
+    assert "HotelFlow · s-new (open)" in body
+    assert "(running)" not in body

@@ -120,6 +120,35 @@ export function interruptionText(interruption) {
 }
 
 /**
+ * An error's name for a chip: its type, since a flow's own exception (`SoldOutError`)
+ * arrives with the generic code `internal`, which says nothing.
+ * @param {any} error
+ */
+export function errorLabel(error) {
+  return String(error?.type || error?.code || "Error");
+}
+
+/**
+ * An error in one line: `Type: message`, with its code when the code says more than
+ * `internal`.
+ * @param {any} error
+ */
+export function errorText(error) {
+  const code = error?.code && error.code !== "internal" && error.code !== error?.type ? ` [${error.code}]` : "";
+  const message = error?.message ? `: ${error.message}` : "";
+  return `${errorLabel(error)}${message}${code}`;
+}
+
+/**
+ * A request's place in its barrier, counted from 1 for people ("1 of 3"); paths and
+ * indices in events stay zero-based.
+ * @param {number} index @param {number} total
+ */
+export function requestOrdinal(index, total) {
+  return `${index + 1} of ${total}`;
+}
+
+/**
  * A one-line summary of an event for event lists.
  * @param {any} e
  */
@@ -127,7 +156,7 @@ export function describeEvent(e) {
   switch (e.type) {
     case "turn.started": return `${e.flow}: ${preview(e.message, 80, true)}`;
     case "turn.finished": return `${e.success ? "replied" : "failed"}: ${preview(e.message, 80, true)}`;
-    case "turn.failed": return `${e.error?.code}: ${e.error?.message}`;
+    case "turn.failed": return errorText(e.error);
     case "turn.cancelled": return `${e.reason || "stopped"}${e.requested_by ? ` (by ${e.requested_by})` : ""}${typeof e.revision === "number" ? `, session stays at revision ${e.revision}` : ""}`;
     case "session.loaded": return `revision ${e.revision}${e.new_session ? " (new)" : ""}, cursor ${e.current_step ?? "—"}`;
     case "session.saved": return `revision ${e.revision} (${e.reason})`;
@@ -136,7 +165,7 @@ export function describeEvent(e) {
     case "cursor.moved": return `${e.from_step ?? "—"} → ${e.to_step}`;
     case "model.started": return `${e.step} call ${e.call}.${e.attempt}, ${(e.messages || []).length} messages`;
     case "model.finished": return `${e.total_tokens} tokens, ${(e.tool_calls || []).length ? `tools: ${e.tool_calls.map((/** @type {any} */ t) => t.name).join(", ")}` : preview(e.content, 60, true)}`;
-    case "model.failed": return `${e.error?.code}${e.retrying ? " (retrying)" : ""}`;
+    case "model.failed": return `${errorText(e.error)}${e.retrying ? " (retrying)" : ""}`;
     case "tool.started": return `${e.name}(${preview(e.args, 60)})`;
     case "tool.finished": return `${e.name}: ${e.status}${e.transition ? ` → ${e.transition.kind}` : ""}`;
     case "state.replaced": return `${e.step}.${e.field} = ${preview(e.value, 60)}${e.draft ? " (draft)" : ""}`;
@@ -145,7 +174,7 @@ export function describeEvent(e) {
     case "barrier.forked": return `${e.barrier}: ${(e.requests || []).length} branches, ${e.policy}`;
     case "branch.started": return `${e.key} (${e.step})`;
     case "branch.fulfilled": return `${e.key}: ${preview(e.output, 60)}`;
-    case "branch.rejected": return `${e.key}: ${e.error?.code}${e.cancelled ? " (cancelled)" : ""}`;
+    case "branch.rejected": return `${e.key}: ${errorText(e.error)}${e.cancelled ? " (cancelled)" : ""}`;
     case "branch.direct_result": return `${e.tool}: ${preview(e.value, 60)}`;
     case "join.reduced": return `${e.barrier} ${e.step}.${e.field} (${e.channel}, ${(e.inputs || []).length} inputs)`;
     case "join.published": return `${e.barrier} → ${e.target}: ${(e.fields || []).length} fields, ${(e.discarded || []).length} discarded`;

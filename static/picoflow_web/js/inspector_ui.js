@@ -7,13 +7,16 @@
  * Hooks: `#pf-inspector[data-path]` (`data-barrier` when a barrier is selected),
  * `.pf-visible-state`, `.pf-invisible` (sibling writes it could not see, each a
  * `.pf-invisible-row`), `.pf-published`, `.pf-conflict` (provenance table rows
- * `.pf-conflict-row`), `.pf-events`, `.pf-model-call`, `.pf-tool-call`.
+ * `.pf-conflict-row`), `.pf-events`, `.pf-model-call`, `.pf-tool-call`; the publication
+ * badge `.pf-publication-badge[data-publication]`, and why it was discarded,
+ * `.pf-discard-reason[data-discard]`.
  */
 
 import { append, badge, h, jsonBlock, section, table } from "./dom.js";
-import { baseAt, published, viewAt } from "./fold.js";
-import { describeEvent, formatDuration, interruptionText, messageText, preview, runStatusKind } from "./format.js";
+import { baseAt, published, publicationOf, viewAt } from "./fold.js";
+import { describeEvent, errorLabel, formatDuration, interruptionText, messageText, preview, requestOrdinal, runStatusKind } from "./format.js";
 import { joinWaits } from "./layout.js";
+import { barrierMarks, branchMarks } from "./publication.js";
 import { STOP_LABELS, barrierStopped, endedExplanation, endingEvent, stopKind } from "./stopping.js";
 
 /** @typedef {import("./fold.js").Run} Run */
@@ -140,11 +143,33 @@ function heading(title, sub) {
   return el;
 }
 
+/**
+ * The publication badge of a branch or barrier, from publication.js.
+ * @param {{state: string, badge: {kind: string, label: string, title: string}}} marks
+ */
+function publicationBadge(marks) {
+  const el = badge(marks.badge.label, marks.badge.kind);
+  el.classList.add("pf-publication-badge");
+  el.dataset.publication = marks.state;
+  el.title = marks.badge.title;
+  return el;
+}
+
+/**
+ * Why it was discarded, in words.
+ * @param {string} text @param {string | null} reason
+ */
+function discardReason(text, reason) {
+  const el = h("p", "pf-published-none pf-discard-reason", text);
+  if (reason) el.dataset.discard = reason;
+  return el;
+}
+
 /** @param {any} error */
 function errorBox(error) {
   const box = h("div", "pf-error-box");
   append(box,
-    h("div", "pf-error-code pf-mono", `${error?.type || "Error"} · ${error?.code || "internal"}`),
+    h("div", "pf-error-code pf-mono", `${errorLabel(error)}${error?.code && error.code !== "internal" ? ` · ${error.code}` : ""}`),
     h("p", "pf-error-message", error?.message || ""));
   if (error?.extra && Object.keys(error.extra).length && !error.extra.provenance) box.appendChild(jsonBlock(error.extra));
   return box;
@@ -307,12 +332,16 @@ function branchInspector(parent, view, inv, ctx) {
   parent.appendChild(heading(inv.key || inv.step, `${inv.step} · path ${inv.path}`));
   const status = h("div", "pf-status-line");
   const stopped = stopKind(inv);
+  const marks = branchMarks(view, inv.path);
   append(status, badge(inv.status, inv.status),
+    marks ? publicationBadge(marks) : null,
     stopped ? badge(STOP_LABELS[stopped].label, stopped === "late" ? "conflict" : "cancel") : null,
     inv.cancelTold ? badge("told to cancel", "cancel") : null,
     inv.hasDirectResult ? badge(`direct result via ${inv.directResult.tool}`, "muted") : null,
     inv.interrupted ? badge("interrupted", "interrupted") : null);
   parent.appendChild(status);
+  const fate = publicationOf(view, inv.path);
+  if (fate && fate.state === "discarded") parent.appendChild(discardReason(fate.text, fate.reason));
   if (stopped) parent.appendChild(h("p", "pf-hint", STOP_LABELS[stopped].title));
   if (inv.interrupted) {
     parent.appendChild(h("p", "pf-hint", "It was still running when the run was interrupted: its executor stopped reporting, so how it ended is not known."));
@@ -322,7 +351,7 @@ function branchInspector(parent, view, inv, ctx) {
   const waited = inv.finished !== null && barrier.joinedAt !== null ? barrier.joinedAt - inv.finished : null;
   parent.appendChild(facts(/** @type {any} */ ([
     ["Barrier", barrierLink(barrier.id)],
-    ["Request", `#${inv.index} of ${barrier.branches.length}`],
+    ["Request", requestOrdinal(inv.index, barrier.branches.length)],
     ["Caller", barrier.caller === "" ? pathLink("", "turn") : pathLink(barrier.caller, barrier.caller)],
     ["Queued", formatDuration(queued)],
     ["Ran", formatDuration(ran)],
@@ -417,37 +446,32 @@ function visibleStateTable(seen, base) {
 }
 
 /**
+ * What the join did with it, in the words of `publicationOf`; the fields are listed only
+ * when its record applied them.
  * @param {HTMLElement} body @param {Run} view @param {Barrier} barrier @param {Invocation} inv
  * @param {ReturnType<typeof published>} pub
  */
 function publishedView(body, view, barrier, inv, pub) {
-  if (!pub) return;
+  const fate = publicationOf(view, inv.path);
+  if (!pub || !fate) return;
+  if (fate.state === "pending") {
+    body.appendChild(h("p", "pf-muted", fate.text));
+    return;
+  }
+  if (fate.state === "discarded") {
+    // Said at the top of the inspector too; here it answers the section's question.
+    body.appendChild(h("p", "pf-published-none", "Nothing of it was published: its writes were discarded, for the reason given above."));
+    return;
+  }
   const where = barrier.target === "caller-scope" ? `into the scope of ${barrier.caller}` : "into the canonical session state";
-  if (barrier.outcome === "open") {
-    body.appendChild(h("p", "pf-muted", "The join has not run yet."));
-    return;
-  }
-  if (barrier.outcome === "invalidated") {
-    body.appendChild(h("p", "pf-published-none", barrier.checkpointFailed
-      ? "Nothing: the root-join checkpoint failed and the publication was rolled back."
-      : `Nothing: the join was invalidated (${barrier.error?.code || "conflict"}), so no branch published.`));
-    return;
-  }
-  if (pub.discarded) {
-    body.appendChild(h("p", "pf-published-none", `Nothing: its drafts were discarded (${pub.discarded}).`));
-  }
   if (pub.replacements.length || pub.contributions.length) {
     const items = [...pub.replacements.map((f) => ({ f, c: null })), ...pub.contributions.map((c) => ({ f: null, c }))];
-    body.appendChild(h("p", "", `Published ${where}:`));
+    body.appendChild(h("p", "", `Its join published ${where}:`));
     body.appendChild(table("pf-published-table", ["Field", "As", "Value"], lazy(items, ({ f, c }) => (f
       ? [h("code", "pf-mono", `${f.step}.${f.field}`), h("span", "", f.deleted ? "removal" : "replacement"), f.deleted ? h("span", "pf-muted", "—") : valueCell(f.value)]
       : [h("code", "pf-mono", `${c.step}.${c.field}`), h("span", "", `contribution to ${c.channel}${c.path !== inv.path ? ` (from ${c.path})` : ""}`), valueCell(c.value)]))));
-  } else if (!pub.discarded) {
-    body.appendChild(h("p", "pf-muted", "It wrote nothing that was published."));
   }
-  const reached = pub.reached === true ? "Yes" : pub.reached === false ? "No — an enclosing join discarded it" : "Not yet: an enclosing join is still open";
-  body.appendChild(facts([["Reached canonical state", reached]]));
-  void view;
+  body.appendChild(h("p", fate.state === "published" ? "pf-published-yes" : "pf-muted", fate.text));
 }
 
 // -- barrier --------------------------------------------------------------------------------
@@ -459,12 +483,11 @@ function publishedView(body, view, barrier, inv, pub) {
 function barrierInspector(parent, view, barrier, ctx) {
   parent.appendChild(heading(`Barrier ${barrier.id}`, `forked by ${barrier.callerStep}`));
   const status = h("div", "pf-status-line");
-  append(status, badge(barrier.outcome === "invalidated" ? "invalidated" : barrier.outcome, barrier.outcome === "invalidated" ? "conflict" : barrier.outcome),
+  const marks = barrierMarks(view, barrier.id);
+  append(status, marks ? publicationBadge(marks) : null,
     badge(barrier.policy, "muted"),
     barrier.checkpoint !== "none" ? badge(barrier.checkpointFailed ? "checkpoint failed" : barrier.checkpointRevision !== null ? `checkpoint saved r${barrier.checkpointRevision}` : "root-join checkpoint", barrier.checkpointFailed ? "conflict" : "muted") : null,
-    barrier.cancelReason !== null ? badge(`cancelled: ${barrier.cancelReason}`, "cancel") : null,
-    barrier.interrupted ? badge("interrupted", "interrupted") : null,
-    barrierStopped(view, barrier) ? badge("not joined", "cancelled") : null);
+    barrier.cancelReason !== null ? badge(`cancelled: ${barrier.cancelReason}`, "cancel") : null);
   parent.appendChild(status);
   if (barrier.interrupted) {
     parent.appendChild(h("p", "pf-hint", "It was still open when the run was interrupted: its join never ran."));
@@ -510,22 +533,29 @@ function barrierInspector(parent, view, barrier, ctx) {
       body.appendChild(box);
     }
   }
-  if (barrier.outcome === "published") {
-    const body = sectionIn(parent, ctx, "publication", `Published into ${barrier.target === "canonical" ? "the canonical state" : `the scope of ${barrier.caller}`}`, true, "pf-published");
-    if (barrier.published.length) {
+  if (barrier.outcome === "published" && marks) {
+    const body = sectionIn(parent, ctx, "publication", barrier.target === "canonical" ? "Publication into the canonical state" : `Publication into the scope of ${barrier.caller}`, true, "pf-published");
+    if (barrier.published.length && marks.state !== "discarded") {
       body.appendChild(table("pf-published-table", ["Field", "Writer", "Value"], lazy(barrier.published, (f) => [
         h("code", "pf-mono", `${f.step}.${f.field}`),
         f.writer ? pathLink(f.writer, `${view.invocations.get(f.writer)?.key || f.writer} (${f.writer})`) : h("span", "pf-muted", "reduced"),
         f.deleted ? h("span", "pf-muted", "(removed)") : valueCell(f.value),
       ])));
-    } else body.appendChild(h("p", "pf-muted", barrier.policy === "atomic" && barrier.discarded.length ? "Nothing: the atomic policy discarded every branch." : "No fields."));
+      body.appendChild(h("p", marks.state === "published" ? "pf-published-yes" : "pf-muted", marks.text));
+    } else body.appendChild(discardReason(marks.text, marks.reason));
     if (barrier.discarded.length) {
       body.appendChild(h("h3", "pf-subtitle", "Discarded"));
-      body.appendChild(table("pf-discarded-table", ["Branch", "Reason"], lazy(barrier.discarded, (d) => {
+      body.appendChild(table("pf-discarded-table", ["Branch", "Why"], lazy(barrier.discarded, (d) => {
         const path = barrier.branches[d.index];
-        return [pathLink(path, `${d.key} (${path})`), h("span", "", String(d.reason))];
+        const fate = path === undefined ? null : publicationOf(view, path);
+        const why = h("span", "pf-discard-reason", fate && fate.state === "discarded" ? fate.text : String(d.reason));
+        if (fate && fate.reason) why.dataset.discard = fate.reason;
+        return [pathLink(path, `${d.key} (${path})`), why];
       })));
     }
+  } else if (marks && marks.state === "discarded") {
+    const body = sectionIn(parent, ctx, "publication", "Publication", true, "pf-published");
+    body.appendChild(discardReason(marks.text, marks.reason));
   }
   if (barrier.cancel) {
     const body = sectionIn(parent, ctx, "cancel", "Cancellation", true, "pf-cancel");
@@ -537,9 +567,11 @@ function barrierInspector(parent, view, barrier, ctx) {
     ]));
   }
   const branches = sectionIn(parent, ctx, "branches", `Branches (${barrier.branches.length})`, barrier.branches.length <= 20);
-  branches.appendChild(table("pf-branch-table", ["#", "Key", "Step", "Status"], lazy(barrier.branches, (path, i) => {
+  branches.appendChild(table("pf-branch-table", ["#", "Key", "Step", "Status", "Publication"], lazy(barrier.branches, (path, i) => {
     const inv = view.invocations.get(path);
-    return [h("span", "pf-mono", String(i)), pathLink(path, inv?.key || path), h("span", "", inv?.step || ""), badge(inv?.status || "?", inv?.status || "muted")];
+    const m = branchMarks(view, path);
+    return [h("span", "pf-mono", String(i + 1)), pathLink(path, inv?.key || path), h("span", "", inv?.step || ""), badge(inv?.status || "?", inv?.status || "muted"),
+      m ? publicationBadge(m) : h("span", "pf-muted", "—")];
   })));
 }
 

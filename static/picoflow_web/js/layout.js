@@ -16,6 +16,8 @@
  * join), so overlap and idling at a barrier are both visible.
  */
 
+import { publicationOf } from "./fold.js";
+
 /** @typedef {import("./fold.js").Run} Run */
 /** @typedef {import("./fold.js").Invocation} Invocation */
 /** @typedef {import("./fold.js").Barrier} Barrier */
@@ -256,7 +258,8 @@ export function formatSeconds(seconds, step) {
 
 /**
  * The lane of one row: segments in [0, 1] (`queued`, `running`, `waiting`, `model`,
- * `span`) and point marks (`join`).
+ * `span`) and point marks: `join`, or `discard` on a branch whose join (or an enclosing one)
+ * discarded its writes, so a lane never ends in a plain join mark for dropped work.
  * @param {Row} row @param {Run} run @param {{start: number, end: number}} bounds
  * @param {number | null} now  seconds since the start while live, else null
  */
@@ -301,7 +304,11 @@ export function lane(row, run, bounds, now) {
       const joined = joinedAt ?? (barrier && barrier.outcome === "open" ? until : inv.finished);
       if (joined > inv.finished) seg("waiting", inv.finished, joined);
     }
-    if (joinedAt !== null) marks.push({ kind: "join", t: joinedAt, x: x(joinedAt) });
+    if (joinedAt !== null) {
+      const publication = publicationOf(run, inv.path);
+      const kind = publication && publication.state === "discarded" ? "discard" : "join";
+      marks.push({ kind, t: joinedAt, x: x(joinedAt) });
+    }
   }
   return { segments, marks };
 }

@@ -8,12 +8,16 @@
  * Hooks: `.pf-row` on every row; `.pf-branch[data-path][data-status]` (and
  * `[data-stop=not-started|cancelled|late]` on a branch a cancellation stopped),
  * `.pf-barrier[data-barrier]`, `.pf-more[data-barrier]`, `.pf-root`; the lane cell of a
- * branch row is `.pf-lane[data-path]`.
+ * branch row is `.pf-lane[data-path]`. Branch and barrier rows carry `data-publication`
+ * (pending, scoped, published, nothing or discarded, from publication.js) and, when
+ * discarded, `data-discard` (why); a barrier's badge is `.pf-join-badge`, a discarded
+ * branch's chip `.pf-chip-discarded`.
  */
 
 import { append, h } from "./dom.js";
-import { preview } from "./format.js";
+import { errorLabel, errorText, preview } from "./format.js";
 import { ROW_HEIGHT, formatSeconds, lane, windowRange } from "./layout.js";
+import { barrierMarks, branchMarks } from "./publication.js";
 import { STOP_LABELS, barrierStopped, stopKind } from "./stopping.js";
 
 /** @typedef {import("./layout.js").Row} Row */
@@ -107,12 +111,15 @@ export function createRowsView(viewport, sizer) {
 function park(slot) {
   slot.el.hidden = true;
   slot.el.className = "pf-row";
-  for (const name of ["data-path", "data-status", "data-barrier", "data-stop", "title", "aria-expanded"]) slot.el.removeAttribute(name);
+  for (const name of ROW_ATTRIBUTES) slot.el.removeAttribute(name);
   slot.lane.className = "pf-cell-lane";
   slot.lane.removeAttribute("data-path");
+  slot.lane.removeAttribute("data-publication");
   slot.sig = null;
   slot.laneSig = null;
 }
+
+const ROW_ATTRIBUTES = ["data-path", "data-status", "data-barrier", "data-stop", "data-publication", "data-discard", "title", "aria-expanded"];
 
 /** @param {Row} row @param {string | null} path @param {string | null} barrier */
 function isSelected(row, path, barrier) {
@@ -130,11 +137,14 @@ function signature(row, selected, run) {
     case "barrier": {
       const b = row.barrier;
       const c = b.counts;
-      return `b|${row.id}|${row.depth}|${b.outcome}|${c.queued},${c.running},${c.fulfilled},${c.rejected}|${row.collapsed}|${row.matched}|${b.checkpointRevision}|${b.checkpointFailed}|${b.cancelReason}|${b.interrupted}|${barrierStopped(run, b)}|${selected}`;
+      const marks = barrierMarks(run, row.id);
+      const pub = marks ? `${marks.state}|${marks.reason}|${marks.counts.map((n) => `${n.kind}${n.n}`).join(",")}` : "";
+      return `b|${row.id}|${row.depth}|${b.outcome}|${pub}|${c.queued},${c.running},${c.fulfilled},${c.rejected}|${row.collapsed}|${row.matched}|${b.checkpointRevision}|${b.checkpointFailed}|${b.cancelReason}|${b.interrupted}|${barrierStopped(run, b)}|${selected}`;
     }
     case "branch": {
       const inv = row.inv;
-      return `p|${row.path}|${row.depth}|${inv.status}|${inv.started}|${inv.startedSeq}|${inv.finished}|${inv.cancelled}|${inv.lostRights}|${inv.cancelTold}|${inv.hasDirectResult}|${inv.barriers.length}|${inv.interrupted}|${selected}`;
+      const marks = branchMarks(run, row.path);
+      return `p|${marks ? `${marks.state}|${marks.reason}` : ""}|${row.path}|${row.depth}|${inv.status}|${inv.started}|${inv.startedSeq}|${inv.finished}|${inv.cancelled}|${inv.lostRights}|${inv.cancelTold}|${inv.hasDirectResult}|${inv.barriers.length}|${inv.interrupted}|${selected}`;
     }
     default:
       return `m|${row.id}|${row.depth}|${row.hidden}|${JSON.stringify(row.counts)}`;
@@ -144,8 +154,9 @@ function signature(row, selected, run) {
 /** @param {Slot} slot @param {Row} row @param {boolean} selected @param {Run} run */
 function fillRow(slot, row, selected, run) {
   const { el, tree } = slot;
-  for (const name of ["data-path", "data-status", "data-barrier", "data-stop", "title", "aria-expanded"]) el.removeAttribute(name);
+  for (const name of ROW_ATTRIBUTES) el.removeAttribute(name);
   slot.lane.removeAttribute("data-path");
+  slot.lane.removeAttribute("data-publication");
   slot.lane.className = "pf-cell-lane";
   el.setAttribute("aria-level", String(row.depth + 1));
   el.setAttribute("aria-selected", String(selected));
@@ -166,21 +177,25 @@ function fillRow(slot, row, selected, run) {
     }
     case "barrier": {
       const b = row.barrier;
-      const conflict = b.outcome === "invalidated";
-      el.className = `pf-row pf-barrier pf-outcome-${b.outcome}${b.interrupted ? " pf-interrupted" : ""}${selected ? " pf-selected" : ""}`;
+      const marks = barrierMarks(run, row.id);
+      const state = marks ? marks.state : "pending";
+      el.className = `pf-row pf-barrier pf-outcome-${b.outcome} pf-pub-${state}${b.interrupted ? " pf-interrupted" : ""}${selected ? " pf-selected" : ""}`;
       el.dataset.barrier = row.id;
+      el.dataset.publication = state;
+      if (marks && marks.reason && state !== "published") el.dataset.discard = marks.reason;
       el.setAttribute("aria-expanded", String(!row.collapsed));
       const twisty = h("button", "pf-twisty", row.collapsed ? "▸" : "▾");
       twisty.setAttribute("type", "button");
       twisty.setAttribute("aria-label", row.collapsed ? "Expand" : "Collapse");
       twisty.tabIndex = -1;
       const counts = h("span", "pf-counts");
-      const c = b.counts;
-      append(counts,
-        c.fulfilled ? h("span", "pf-count pf-count-fulfilled", `✓ ${c.fulfilled}`) : null,
-        c.rejected ? h("span", "pf-count pf-count-rejected", `✗ ${c.rejected}`) : null,
-        c.running ? h("span", "pf-count pf-count-running", `● ${c.running}`) : null,
-        c.queued ? h("span", "pf-count pf-count-queued", `○ ${c.queued}`) : null);
+      for (const n of marks ? marks.counts : []) {
+        const count = h("span", `pf-count pf-count-${n.kind}`, `${n.symbol} ${n.n}`);
+        count.title = n.title;
+        counts.appendChild(count);
+      }
+      const joinBadge = marks ? h("span", `pf-badge pf-join-badge pf-badge-${marks.badge.kind}`, marks.badge.label) : null;
+      if (joinBadge && marks) joinBadge.title = marks.badge.title;
       el.title = `barrier ${row.id}: ${b.branches.length} ${b.branches.length === 1 ? "branch" : "branches"}, ${b.policy}, forked by ${b.callerStep}`;
       append(tree,
         twisty,
@@ -191,33 +206,37 @@ function fillRow(slot, row, selected, run) {
         b.maxConcurrency !== null ? h("span", "pf-chip", `≤${b.maxConcurrency}`) : null,
         b.cancelReason !== null ? h("span", "pf-chip pf-chip-cancel", "cancelled") : null,
         counts,
-        b.interrupted ? h("span", "pf-badge pf-badge-interrupted", "interrupted")
-          : barrierStopped(run, b) ? h("span", "pf-badge pf-badge-cancelled", "not joined")
-          : h("span", `pf-badge pf-badge-${conflict ? "conflict" : b.outcome}`, conflict ? "invalidated" : b.outcome),
+        joinBadge,
         row.matched !== b.branches.length ? h("span", "pf-muted", `${row.matched} match`) : null);
       break;
     }
     case "branch": {
       const inv = row.inv;
       const stopped = stopKind(inv);
-      el.className = `pf-row pf-branch pf-status-${inv.status}${inv.interrupted ? " pf-interrupted" : ""}${selected ? " pf-selected" : ""}`;
-      el.title = `${inv.key || inv.step} (${inv.step}) · path ${inv.path} · ${inv.status}${inv.interrupted ? " when the run was interrupted" : ""}${stopped ? ` · ${STOP_LABELS[stopped].label}: ${STOP_LABELS[stopped].title}` : ""}`;
+      const marks = branchMarks(run, row.path);
+      const state = marks ? marks.state : "pending";
+      el.className = `pf-row pf-branch pf-status-${inv.status} pf-pub-${state}${inv.interrupted ? " pf-interrupted" : ""}${selected ? " pf-selected" : ""}`;
+      el.title = `${inv.key || inv.step} (${inv.step}) · path ${inv.path} · ${inv.status}${inv.interrupted ? " when the run was interrupted" : ""}${stopped ? ` · ${STOP_LABELS[stopped].label}: ${STOP_LABELS[stopped].title}` : ""}${marks ? ` · ${marks.text}` : ""}`;
       el.dataset.path = row.path;
       el.dataset.status = inv.status;
+      el.dataset.publication = state;
+      if (marks && marks.reason) el.dataset.discard = marks.reason;
+      slot.lane.dataset.publication = state;
       if (stopped) el.dataset.stop = stopped;
       slot.lane.classList.add("pf-lane");
       slot.lane.dataset.path = row.path;
       const duration = inv.started !== null && inv.finished !== null ? formatSeconds(inv.finished - inv.started) : "";
       append(tree,
         h("span", "pf-twisty-space"),
-        h("span", `pf-dot pf-dot-${inv.interrupted ? "interrupted" : inv.status}`),
+        h("span", `pf-dot pf-dot-${marks ? marks.dot : inv.interrupted ? "interrupted" : inv.status}`),
         h("span", "pf-row-key", inv.key || inv.step),
         inv.key && inv.key !== inv.step ? h("span", "pf-row-step", inv.step) : null,
         h("span", "pf-row-path pf-mono", inv.path),
         inv.hasDirectResult ? h("span", "pf-chip", "direct") : null,
         stopped ? stopChip(stopped) : null,
         inv.interrupted ? h("span", "pf-chip pf-chip-interrupted", "interrupted") : null,
-        inv.status === "rejected" && inv.error && !inv.cancelled ? h("span", "pf-chip pf-chip-error", preview(inv.error.code, 28, true)) : null,
+        inv.status === "rejected" && inv.error && !inv.cancelled ? errorChip(inv.error) : null,
+        marks && marks.chip ? publicationChip(marks.chip) : null,
         h("span", "pf-row-time pf-mono", duration));
       break;
     }
@@ -243,6 +262,20 @@ function fillRow(slot, row, selected, run) {
       break;
     }
   }
+}
+
+/** @param {any} error */
+function errorChip(error) {
+  const chip = h("span", "pf-chip pf-chip-error", preview(errorLabel(error), 28, true));
+  chip.title = errorText(error);
+  return chip;
+}
+
+/** @param {{kind: string, label: string, title: string}} chip */
+function publicationChip(chip) {
+  const el = h("span", `pf-chip pf-chip-${chip.kind}`, chip.label);
+  el.title = chip.title;
+  return el;
 }
 
 /** @param {keyof typeof STOP_LABELS} kind */

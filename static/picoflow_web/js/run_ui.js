@@ -27,6 +27,7 @@
 
 import { eventsUrl, requestJson, runApiUrl, runSocketUrl, sessionPageUrl } from "./api.js";
 import { h, on, readJsonScript, setAttr, setText } from "./dom.js";
+import { barrierPublicationOf, publicationOf } from "./fold.js";
 import { describeEvent, formatDuration, formatHash, interruptionText, parseHash, runStatusKind } from "./format.js";
 import { conflictCard, renderInspector } from "./inspector_ui.js";
 import { ROW_HEIGHT, revealPath, scrollToRow, ticks, timeBounds, treeRows } from "./layout.js";
@@ -285,7 +286,8 @@ export function mountRunPage(root) {
     setText(els.eventCount, live.events.length);
     const b = countBranches(live);
     const runningLabel = live.status === "interrupted" ? "interrupted" : "running";
-    setText(els.branches, live.branchCount ? `${live.branchCount} (${b.fulfilled} ✓ · ${b.rejected} ✗${b.running ? ` · ${b.running} ${runningLabel}` : ""})` : "0");
+    const dropped = b.discarded ? ` · ${b.discarded} discarded` : "";
+    setText(els.branches, live.branchCount ? `${live.branchCount} (${b.fulfilled} ✓ · ${b.rejected} ✗${b.running ? ` · ${b.running} ${runningLabel}` : ""}${dropped})` : "0");
     setText(els.tokens, String(live.tokens.total_tokens ?? 0));
     const now = running && !pinned ? store.nowOffset() : null;
     setText(els.duration, formatDuration(running ? store.nowOffset() : live.endOffset));
@@ -412,7 +414,8 @@ function inspectorSignature(view, s) {
     const b = view.barriers.get(s.selectedBarrier);
     if (!b) return `${head}none`;
     const c = b.counts;
-    return `${head}${b.outcome}|${c.running},${c.fulfilled},${c.rejected}|${b.reductions.length}|${b.checkpointRevision}|${b.cancel ? b.cancel.closed.length : -1}|${b.interrupted}|${view.status}`;
+    const pub = barrierPublicationOf(view, b.id);
+    return `${head}${b.outcome}|${pub ? `${pub.state}|${pub.reason}` : ""}|${c.running},${c.fulfilled},${c.rejected}|${b.reductions.length}|${b.checkpointRevision}|${b.cancel ? b.cancel.closed.length : -1}|${b.interrupted}|${view.status}`;
   }
   if (s.selected === null) return `${head}none`;
   if (s.selected === "") return `${head}${view.version}`;
@@ -423,13 +426,15 @@ function inspectorSignature(view, s) {
   if (b) for (const p of b.branches) siblings += view.invocations.get(p)?.drafts.length ?? 0;
   let caller = 0;
   if (b && b.base !== "canonical") caller = view.invocations.get(b.base)?.changes.length ?? 0;
-  return `${head}${inv.seqs.length}|${inv.changes.length}|${b?.outcome}|${b?.joinedSeq}|${siblings}|${caller}|${inv.interrupted}`;
+  const pub = publicationOf(view, inv.path);
+  return `${head}${inv.seqs.length}|${inv.changes.length}|${pub ? `${pub.state}|${pub.reason}` : ""}|${b?.outcome}|${b?.joinedSeq}|${siblings}|${caller}|${inv.interrupted}`;
 }
 
 /** @param {import("./fold.js").Run} run */
 function countBranches(run) {
-  const totals = { queued: 0, running: 0, fulfilled: 0, rejected: 0 };
+  const totals = { queued: 0, running: 0, fulfilled: 0, rejected: 0, discarded: 0 };
   for (const b of run.barriers.values()) {
+    totals.discarded += barrierPublicationOf(run, b.id)?.counts.discarded ?? 0;
     totals.queued += b.counts.queued;
     totals.running += b.counts.running;
     totals.fulfilled += b.counts.fulfilled;
