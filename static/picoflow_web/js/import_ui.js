@@ -7,8 +7,9 @@
 
 import { ApiError, importUrl, requestJson, runPageUrl } from "./api.js";
 
-const form = /** @type {HTMLFormElement | null} */ (document.getElementById("pf-import-form"));
-const result = /** @type {HTMLElement | null} */ (document.getElementById("pf-import-result"));
+const page = typeof document === "undefined" ? null : document;  // node imports it in tests
+const form = /** @type {HTMLFormElement | null} */ (page?.getElementById("pf-import-form") ?? null);
+const result = /** @type {HTMLElement | null} */ (page?.getElementById("pf-import-result") ?? null);
 
 /** @param {string} text @param {string} state */
 function say(text, state) {
