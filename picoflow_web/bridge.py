@@ -31,7 +31,7 @@ from datetime import timedelta
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, reset_queries, transaction
 from django.utils import timezone
 
 from picoflow_web import groups, relay
@@ -135,6 +135,14 @@ class RunRecorder:
         return await sync_to_async(self._store_sync)(batch, texts)
 
     def _store_sync(self, batch: list[Event], texts: list[str]) -> bool:
+        try:
+            return self._store_batch(batch, texts)
+        finally:
+            # Outside a request nothing resets Django's debug query log: with DEBUG on, a
+            # long run would keep thousands of its own INSERTs in memory.
+            reset_queries()
+
+    def _store_batch(self, batch: list[Event], texts: list[str]) -> bool:
         stored = self.stored + len(batch)
         has_conflicts = self.has_conflicts or any(e.type == "join.invalidated" for e in batch)
         branches = self.branches + sum(len(e.requests) for e in batch

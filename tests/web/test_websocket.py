@@ -15,8 +15,11 @@ from typing import Any
 
 import anyio
 import pytest
+from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
+from django.db import connection
+from django.test import override_settings
 
 from picoflow_web import selectors, services
 from picoflow_web.asgi import application
@@ -429,3 +432,18 @@ async def test_bridge_broadcasts_at_most_batch_events_per_message() -> None:
     assert sum(sizes) == 1_000
     assert await stored_count(run.id) == 1_000
     assert max(sizes) <= recorder.batch_events, sizes
+
+
+@override_settings(DEBUG=True)
+async def test_recording_keeps_no_debug_query_log_outside_requests() -> None:
+    # DEBUG keeps every query of a connection until a request starts; a worker's run is
+    # not a request, so the recorder itself must not let its INSERTs pile up.
+    run = await Run.objects.acreate(id="debug-log", flow="HotelFlow")
+    recorder = RunRecorder(run.id)
+    recorder.start()
+    bus = EventBus([recorder], run_id=run.id)
+    for _ in range(1_000):
+        bus.emit(StepEntered, step="Burst", level=1, how="child")
+    await recorder.close()
+    assert await sync_to_async(lambda: len(connection.queries))() == 0
+    assert await stored_count(run.id) == 1_000
