@@ -21,7 +21,16 @@ from django.middleware.csrf import CsrfViewMiddleware
 from django.views.decorators.csrf import csrf_exempt
 from pydantic import BaseModel, ValidationError
 
-from picoflow_web import access, bodies, ingest, otlp, selectors, services, watchdog
+from picoflow_web import (
+    access,
+    bodies,
+    ingest,
+    otlp,
+    runs_query,
+    selectors,
+    services,
+    watchdog,
+)
 from picoflow_web.access import Access
 from picoflow_web.bodies import answer
 from picoflow_web.engine import get_engine
@@ -144,7 +153,9 @@ async def flows(request: HttpRequest) -> HttpResponse:
 
 @api_view("GET", "POST", scope={"GET": "read", "POST": "run"})
 async def runs(request: HttpRequest) -> HttpResponse:
-    """GET: run summaries (filters: flow, status, session, conflicts=1). POST: start a run."""
+    """GET: run summaries (filters: flow, status, conflicts=1, project; ``session`` id
+    prefix, ``q`` text search, ``since``/``until`` start time, ``sort``: see
+    :mod:`picoflow_web.runs_query`). POST: start a run."""
     if request.method == "POST":
         body = parse_body(request, bodies.RunStart)
         run = await services.run_start(
@@ -157,11 +168,14 @@ async def runs(request: HttpRequest) -> HttpResponse:
     await watchdog.sweep()  # runs whose executor vanished are not listed as running
     params = request.GET
     conflicts = params.get("conflicts")
+    try:
+        query = runs_query.parse(params.dict())
+    except runs_query.BadQuery as exc:
+        raise services.InputError(str(exc), error_code="bad_parameter") from None
     listed = await selectors.run_list(
         flow=params.get("flow") or None, status=params.get("status") or None,
-        session_id=params.get("session") or None,
         has_conflicts=None if conflicts in (None, "") else conflicts in ("1", "true"),
-        projects=_project_filter(request),
+        projects=_project_filter(request), query=query,
     )
     return answer(bodies.RunList.model_validate({"runs": listed}))
 

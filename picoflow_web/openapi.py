@@ -20,7 +20,7 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_safe
 from pydantic import BaseModel
 
-from picoflow_web import __version__
+from picoflow_web import __version__, runs_query
 from picoflow_web.bodies import (
     MODELS,
     AiEnd,
@@ -118,7 +118,12 @@ def document() -> dict[str, Any]:
                     _query("flow", {"type": "string"}), _query("status", {"type": "string"}),
                     _query("session", {"type": "string"}),
                     _query("conflicts", {"type": "string"}),
-                    _query("project", {"type": "string"})]),
+                    _query("project", {"type": "string"}),
+                    _query("q", {"type": "string", "maxLength": runs_query.MAX_QUERY}),
+                    _query("sort", {"type": "string", "enum": [
+                        f"{way}{name}" for name in runs_query.SORTS for way in ("", "-")]}),
+                    _query("since", {"type": "string", "format": "date-time"}),
+                    _query("until", {"type": "string", "format": "date-time"})]),
                 "post": _operation("Start a run (queued for a worker)", {
                     201: (_ref(RunOut), "The queued run")}, body=RunStart),
             },

@@ -21,6 +21,7 @@ from django.utils import timezone
 from picoflow_web import eventlog
 from picoflow_web.access import Projects
 from picoflow_web.models import ApiToken, EventRecord, Run, StoredSession
+from picoflow_web.runs_query import RunsQuery
 
 EVENT_PAGE = 5_000
 """Most events one HTTP page or one websocket replay message carries."""
@@ -29,8 +30,10 @@ EVENT_PAGE = 5_000
 async def run_list(
     *, flow: str | None = None, status: str | None = None, session_id: str | None = None,
     has_conflicts: bool | None = None, limit: int = 200, projects: Projects,
+    query: RunsQuery | None = None,
 ) -> list[dict[str, Any]]:
-    """Run summaries, newest first, filtered."""
+    """Run summaries, filtered; newest first unless ``query`` sorts otherwise (it also
+    searches, bounds the start time and matches session ids by prefix)."""
     runs = _within(Run.objects.all(), projects)
     if flow:
         runs = runs.filter(flow=flow)
@@ -40,6 +43,7 @@ async def run_list(
         runs = runs.filter(session_id=session_id)
     if has_conflicts is not None:
         runs = runs.filter(has_conflicts=has_conflicts)
+    runs = (query or RunsQuery()).apply(runs)
     return [run.summary() async for run in runs[: max(1, min(limit, 1000))]]
 
 

@@ -249,3 +249,34 @@ async def test_an_atomic_batch_with_a_failure_is_drawn_as_discarded_not_publishe
     reasons = await inspector.locator(".pf-discarded-table").inner_text()
     assert "SoldOutError: SOLD OUT" in reasons and "atomic policy" in reasons
     await shot(page, "atomic_barrier_discarded")
+
+
+async def test_the_runs_list_searches_sorts_and_links_the_query(page: Any) -> None:
+    research = await start_run(page, "ResearchFlow", "research kelp forests")
+    await wait_finished(page)
+    hotel = await start_run(page, "HotelFlow", "Hi")
+    await wait_finished(page)
+    await page.goto("/")
+    rows = page.locator("#pf-runs-body .pf-run-row")
+    await page.fill("#pf-filters [name=q]", "KELP")
+    await page.wait_for_function(
+        "id => { const rows = [...document.querySelectorAll('#pf-runs-body .pf-run-row')];"
+        " return rows.length === 1 && rows[0].dataset.runId === id; }", arg=research)
+    assert "q=KELP" in page.url
+    await page.fill("#pf-filters [name=q]", "")
+    await page.wait_for_function(
+        "n => document.querySelectorAll('#pf-runs-body .pf-run-row').length >= n", arg=2)
+    await page.click("#pf-runs-head button[data-sort=events]")  # most events first
+    head = page.locator("#pf-runs-head th", has=page.locator("[data-sort=events]"))
+    assert await head.get_attribute("aria-sort") == "descending"
+    await page.wait_for_url(re.compile(r"sort=-events"))
+    ordered = [await rows.nth(i).get_attribute("data-run-id") for i in range(await rows.count())]
+    counts = [(await api_run(page, run_id))["event_count"] for run_id in ordered]
+    assert counts == sorted(counts, reverse=True)
+    assert ordered.index(research) < ordered.index(hotel)  # 51 events before a greeting's
+    await page.click("#pf-runs-head button[data-sort=events]")
+    assert await head.get_attribute("aria-sort") == "ascending"
+    await page.reload()  # the order is in the URL: a reload keeps it
+    await page.wait_for_selector(f'.pf-run-row[data-run-id="{research}"]')
+    assert await head.get_attribute("aria-sort") == "ascending"
+    await shot(page, "runs_sorted")

@@ -1,7 +1,9 @@
 // @ts-check
 /**
  * The runs list (DOM): runs newest first, filtered by flow, status, session and "has
- * conflicts" (the filters live in the query string, so a filtered list can be linked),
+ * conflicts", searched (`q`), bounded in start time and sorted by any column (filters
+ * and order live in the query string, so a filtered list can be linked; rules in
+ * `runs_filter.js`),
  * kept live by the `/ws/runs/` websocket (a summary whenever a run starts or finishes;
  * HTTP polling of `/api/runs` when websockets fail), and the form that starts a run and
  * goes to its page.
@@ -10,7 +12,8 @@
  *   #pf-status[data-state=open|connecting|closed]   connection badge
  *   .pf-run-row[data-run-id][data-status]          one per listed run
  *   #pf-runs-body                                  the table body of the list
- *   #pf-filters select[name=flow|status], input[name=session|conflicts]
+ *   #pf-filters select[name=flow|status], input[name=session|conflicts|q|since|until]
+ *   #pf-runs-head button.pf-sort[data-sort] (its th has aria-sort)  column sorting
  *   #pf-start-form with select[name=flow], textarea[name=message], select[name=session],
  *     button[type=submit]; errors show in #pf-start-form .pf-form-error;
  *     #pf-start-form[data-ready=1] once the flows' details have loaded
@@ -26,31 +29,14 @@ import { formatClock, formatDuration, interruptionText, preview, runStatusKind }
 import { createFeed } from "./socket.js";
 import { mergeSummary, summaryNote } from "./stopping.js";
 import { createStore } from "./store.js";
+import { durationOf, filtersFrom, matches, queryOf, sortRuns } from "./runs_filter.js";
 
 const POLL_MS = 4000;
 
-/**
- * @typedef {{flow: string, status: string, session: string, conflicts: boolean}} Filters
- */
+/** @typedef {import("./runs_filter.js").Filters} Filters */
 
-/** Whether a run summary passes the filters. @param {any} run @param {Filters} f */
-export function matches(run, f) {
-  if (f.flow && run.flow !== f.flow) return false;
-  if (f.status && run.status !== f.status) return false;
-  if (f.session && run.session_id !== f.session) return false;
-  if (f.conflicts && !run.has_conflicts) return false;
-  return true;
-}
-
-/** @param {Filters} f */
-function query(f) {
-  const params = new URLSearchParams();
-  if (f.flow) params.set("flow", f.flow);
-  if (f.status) params.set("status", f.status);
-  if (f.session) params.set("session", f.session);
-  if (f.conflicts) params.set("conflicts", "1");
-  return params.toString();
-}
+/** Which way a column sorts first: numbers and times biggest first, text A to Z. */
+const DESCENDING_FIRST = new Set(["started_at", "events", "branches", "duration"]);
 
 /** @param {HTMLElement} root */
 export function mountRunsPage(root) {
@@ -60,17 +46,24 @@ export function mountRunsPage(root) {
   const filtersForm = /** @type {HTMLFormElement} */ (document.getElementById("pf-filters"));
   const startForm = /** @type {HTMLFormElement} */ (document.getElementById("pf-start-form"));
 
-  const initialParams = new URLSearchParams(location.search);
-  /** @type {Filters} */
-  const filters = {
-    flow: initialParams.get("flow") || "", status: initialParams.get("status") || "",
-    session: initialParams.get("session") || "", conflicts: initialParams.get("conflicts") === "1",
-  };
+  const filters = filtersFrom(new URLSearchParams(location.search));
   const field = (/** @type {string} */ name) => /** @type {any} */ (filtersForm.elements.namedItem(name));
+  // datetime-local inputs hold local time without a zone; the query holds ISO instants.
+  const toLocal = (/** @type {string} */ iso) => {
+    const t = Date.parse(iso);
+    if (!Number.isFinite(t)) return "";
+    const d = new Date(t - new Date(t).getTimezoneOffset() * 60000);
+    return d.toISOString().slice(0, 16);
+  };
+  const toIso = (/** @type {string} */ local) => (local ? new Date(local).toISOString() : "");
   field("flow").value = filters.flow;
   field("status").value = filters.status;
   field("session").value = filters.session;
   field("conflicts").checked = filters.conflicts;
+  field("q").value = filters.q;
+  field("since").value = toLocal(filters.since);
+  field("until").value = toLocal(filters.until);
+  const sortButtons = /** @type {HTMLButtonElement[]} */ (Array.from(document.querySelectorAll("#pf-runs-head button.pf-sort")));
 
   const store = createStore({
     /** @type {Map<string, any>} */
@@ -85,7 +78,7 @@ export function mountRunsPage(root) {
   const load = async () => {
     const ticket = ++loading;
     const f = store.get().filters;
-    const data = await requestJson(`/api/runs${query(f) ? `?${query(f)}` : ""}`);
+    const data = await requestJson(`/api/runs${queryOf(f) ? `?${queryOf(f)}` : ""}`);
     if (ticket !== loading) return;
     const runs = new Map();
     const known = store.get().runs;
@@ -93,23 +86,46 @@ export function mountRunsPage(root) {
     store.set({ runs, loaded: true, version: store.get().version + 1 });
   };
 
-  const readFilters = () => {
-    const next = {
-      flow: field("flow").value, status: field("status").value,
-      session: field("session").value.trim(), conflicts: field("conflicts").checked,
-    };
-    store.set({ filters: next });
-    const q = query(next);
+  const showSort = (/** @type {string} */ sort) => {
+    for (const button of sortButtons) {
+      const column = button.dataset.sort || "";
+      const th = button.closest("th");
+      const state = sort === column ? "ascending" : sort === `-${column}` ? "descending" : "none";
+      th?.setAttribute("aria-sort", state);
+    }
+  };
+  const applyFilters = (/** @type {Filters} */ next) => {
+    store.set({ filters: next, version: store.get().version + 1 });
+    showSort(next.sort);
+    const q = queryOf(next);
     history.replaceState(null, "", q ? `?${q}` : location.pathname);
     load().catch(() => {});
   };
+  const readFilters = () => applyFilters({
+    ...store.get().filters,
+    flow: field("flow").value, status: field("status").value,
+    session: field("session").value.trim(), conflicts: field("conflicts").checked,
+    q: field("q").value.trim(), since: toIso(field("since").value), until: toIso(field("until").value),
+  });
   filtersForm.addEventListener("change", readFilters);
   filtersForm.addEventListener("submit", (event) => { event.preventDefault(); readFilters(); });
-  let sessionTimer = 0;
-  field("session").addEventListener("input", () => {
-    window.clearTimeout(sessionTimer);
-    sessionTimer = window.setTimeout(readFilters, 250);
-  });
+  let typingTimer = 0;
+  for (const name of ["session", "q"]) {
+    field(name).addEventListener("input", () => {
+      window.clearTimeout(typingTimer);
+      typingTimer = window.setTimeout(readFilters, 250);
+    });
+  }
+  for (const button of sortButtons) {
+    button.addEventListener("click", () => {
+      const column = button.dataset.sort || "started_at";
+      const current = store.get().filters.sort;
+      const first = DESCENDING_FIRST.has(column) ? `-${column}` : column;
+      const second = first.startsWith("-") ? column : `-${column}`;
+      applyFilters({ ...store.get().filters, sort: current === first ? second : first });
+    });
+  }
+  showSort(filters.sort);
 
   // Live: summaries over the socket; after a reconnect the list is reloaded (it may have
   // missed some), and while polling the list is simply reloaded.
@@ -277,7 +293,7 @@ export function mountRunsPage(root) {
     setText(status, s.conn.state === "open" ? (s.conn.mode === "polling" ? "live (polling)" : "live") : s.conn.state === "connecting" ? "connecting" : "offline");
     if (s.version === renderedVersion) return;
     renderedVersion = s.version;
-    const ordered = [...s.runs.values()];
+    const ordered = sortRuns([...s.runs.values()], s.filters.sort);
     const seen = new Set();
     let previous = null;
     for (const run of ordered) {
@@ -410,9 +426,8 @@ function runRow(run) {
     a.title = run.session_id;
     sessionCell.appendChild(a);
   } else sessionCell.appendChild(h("span", "pf-muted", "new"));
-  const started = run.started_at ? Date.parse(run.started_at) : NaN;
-  const finished = run.finished_at ? Date.parse(run.finished_at) : NaN;
-  const duration = Number.isFinite(started) && Number.isFinite(finished) ? formatDuration((finished - started) / 1000) : run.status === "running" || run.status === "queued" ? run.status : "—";
+  const seconds = durationOf(run);
+  const duration = seconds !== null ? formatDuration(seconds) : run.status === "running" || run.status === "queued" ? run.status : "—";
   append(tr, statusCell, flowCell, messageCell, replyCell, sessionCell,
     h("td", "pf-num pf-mono", String(run.event_count ?? 0)),
     h("td", "pf-num pf-mono", String(run.branch_count ?? 0)),
