@@ -153,7 +153,7 @@ async def flows(request: HttpRequest) -> HttpResponse:
 
 @api_view("GET", "POST", scope={"GET": "read", "POST": "run"})
 async def runs(request: HttpRequest) -> HttpResponse:
-    """GET: run summaries (filters: flow, status, conflicts=1, project; ``session`` id
+    """GET: run summaries (filters: flow, status, conflicts=1, rejected=1, project; ``session`` id
     prefix, ``q`` text search, ``since``/``until`` start time, ``sort``: see
     :mod:`picoflow_web.runs_query`). POST: start a run."""
     if request.method == "POST":
@@ -174,10 +174,15 @@ async def runs(request: HttpRequest) -> HttpResponse:
         raise services.InputError(str(exc), error_code="bad_parameter") from None
     listed = await selectors.run_list(
         flow=params.get("flow") or None, status=params.get("status") or None,
-        has_conflicts=None if conflicts in (None, "") else conflicts in ("1", "true"),
+        has_conflicts=_flag(conflicts), has_rejected=_flag(params.get("rejected")),
         projects=_project_filter(request), query=query,
     )
     return answer(bodies.RunList.model_validate({"runs": listed}))
+
+
+def _flag(raw: str | None) -> bool | None:
+    """A yes/no filter: absent or empty means "either"."""
+    return None if raw in (None, "") else raw in ("1", "true")
 
 
 def _project_filter(request: HttpRequest) -> access.Projects:

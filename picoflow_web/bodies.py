@@ -48,6 +48,8 @@ class RunSummary(_Open):
     has_conflicts: bool
     event_count: int
     branch_count: int
+    rejected_count: int
+    """Branches rejected (failed, timed out or cancelled)."""
     started_at: str | None
     finished_at: str | None
     origin: dict[str, Any]

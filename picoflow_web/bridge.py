@@ -70,6 +70,7 @@ class RunRecorder:
         self.stored = 0
         self.has_conflicts = False
         self.branches = 0
+        self.rejected = 0
         self.ended = False
         """Whether the run stopped taking events (see the module docstring)."""
 
@@ -147,13 +148,15 @@ class RunRecorder:
         has_conflicts = self.has_conflicts or any(e.type == "join.invalidated" for e in batch)
         branches = self.branches + sum(len(e.requests) for e in batch
                                        if isinstance(e, BarrierForked))
+        rejected = self.rejected + sum(e.type == "branch.rejected" for e in batch)
         running = Run.objects.filter(id=self.run_id, status=Run.Status.RUNNING)
         try:
             with transaction.atomic():
                 insert_events(self.run_id, batch, texts)
                 fields: dict[str, Any] = {"event_count": stored,
                                           "has_conflicts": has_conflicts,
-                                          "branch_count": branches}
+                                          "branch_count": branches,
+                                          "rejected_count": rejected}
                 if self.lease_seconds is not None:
                     # Storing proves the worker alive: the same write renews its lease, so
                     # a busy database cannot starve the keeper's own renewal into expiry.
@@ -168,6 +171,7 @@ class RunRecorder:
                 raise
             return False
         self.stored, self.has_conflicts, self.branches = stored, has_conflicts, branches
+        self.rejected = rejected
         return True
 
 

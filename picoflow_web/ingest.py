@@ -356,6 +356,7 @@ def _apply(run: Run, events: list[dict[str, Any]], now: Any) -> bool:
     run.last_seq = events[-1]["seq"]
     run.has_conflicts |= any(e["type"] == "join.invalidated" for e in events)
     run.branch_count += sum(len(e["requests"]) for e in events if e["type"] == "barrier.forked")
+    run.rejected_count += sum(e["type"] == "branch.rejected" for e in events)
     run.last_seen_at = now
     run.session_id = events[-1].get("session_id") or run.session_id
     ended = False

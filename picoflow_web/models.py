@@ -112,6 +112,9 @@ class Run(models.Model):
     has_conflicts = models.BooleanField(default=False, db_index=True)
     event_count = models.IntegerField(default=0)
     branch_count = models.IntegerField(default=0)
+    rejected_count = models.IntegerField(default=0, db_index=True)
+    """Branches rejected (failed, timed out or cancelled): with has_conflicts, what makes
+    a run worth debugging."""
     started_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
                                    on_delete=models.SET_NULL)
     started_at = models.DateTimeField(auto_now_add=True, db_index=True)
@@ -150,7 +153,7 @@ class Run(models.Model):
             "session_id": self.session_id,
             "message": self.message, "status": self.status, "reply": self.reply,
             "has_conflicts": self.has_conflicts, "event_count": self.event_count,
-            "branch_count": self.branch_count,
+            "branch_count": self.branch_count, "rejected_count": self.rejected_count,
             "started_at": self.started_at.isoformat() if self.started_at else None,
             "finished_at": self.finished_at.isoformat() if self.finished_at else None,
             "origin": self.origin_info(),

@@ -118,6 +118,7 @@ def document() -> dict[str, Any]:
                     _query("flow", {"type": "string"}), _query("status", {"type": "string"}),
                     _query("session", {"type": "string"}),
                     _query("conflicts", {"type": "string"}),
+                    _query("rejected", {"type": "string"}),
                     _query("project", {"type": "string"}),
                     _query("q", {"type": "string", "maxLength": runs_query.MAX_QUERY}),
                     _query("sort", {"type": "string", "enum": [

@@ -29,8 +29,8 @@ EVENT_PAGE = 5_000
 
 async def run_list(
     *, flow: str | None = None, status: str | None = None, session_id: str | None = None,
-    has_conflicts: bool | None = None, limit: int = 200, projects: Projects,
-    query: RunsQuery | None = None,
+    has_conflicts: bool | None = None, has_rejected: bool | None = None, limit: int = 200,
+    projects: Projects, query: RunsQuery | None = None,
 ) -> list[dict[str, Any]]:
     """Run summaries, filtered; newest first unless ``query`` sorts otherwise (it also
     searches, bounds the start time and matches session ids by prefix)."""
@@ -43,6 +43,9 @@ async def run_list(
         runs = runs.filter(session_id=session_id)
     if has_conflicts is not None:
         runs = runs.filter(has_conflicts=has_conflicts)
+    if has_rejected is not None:
+        runs = runs.filter(rejected_count__gt=0) if has_rejected else runs.filter(
+            rejected_count=0)
     runs = (query or RunsQuery()).apply(runs)
     return [run.summary() async for run in runs[: max(1, min(limit, 1000))]]
 

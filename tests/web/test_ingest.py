@@ -383,3 +383,15 @@ async def test_an_ended_run_takes_only_a_sinks_report_of_what_it_lost() -> None:
     other = {**late, "seq": last["seq"] + 2, "type": "step.exited", "step": "Survey"}
     refused = await post(client, token, json.dumps(other) + "\n")
     assert (refused.status_code, refused.json()["code"]) == (409, "run_ended")
+
+
+async def test_an_ingested_run_counts_its_rejected_branches() -> None:
+    from pathlib import Path
+
+    lines = (Path(__file__).parents[1] / "golden" / "atomic_failure.jsonl").read_text()
+    rejected = sum(json.loads(line)["type"] == "branch.rejected" for line in lines.splitlines())
+    response = await post(AsyncClient(), await ingest_token(), lines)
+    assert response.status_code == 200, response.json()
+    (run_id,) = response.json()["runs"]
+    assert rejected >= 1
+    assert (await Run.objects.aget(id=run_id)).summary()["rejected_count"] == rejected

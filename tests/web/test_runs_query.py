@@ -100,3 +100,22 @@ async def test_a_bad_parameter_is_refused_by_name(params: dict[str, str], named:
     assert response.status_code == 400
     body = response.json()
     assert body["error_code"] == "bad_parameter" and body["message"].startswith(named)
+
+
+async def test_runs_with_rejected_branches_are_counted_from_their_events_and_listed() -> None:
+    # AtomicFlow's batch has a branch that fails (its car is sold out): a real turn.
+    from picoflow_web import services
+    from tests.webhelpers import wait_run_done
+
+    failing = await wait_run_done((await services.run_start(
+        flow="AtomicFlow", message="book the trip")).id)
+    clean = await wait_run_done((await services.run_start(
+        flow="ResearchFlow", message="research tides")).id)
+    stored = await EventRecord.objects.filter(run_id=failing.id,
+                                              type="branch.rejected").acount()
+    assert stored >= 1 and failing.rejected_count == stored
+    assert clean.rejected_count == 0
+    summary = (await listed(rejected="1")).json()["runs"]
+    assert [run["id"] for run in summary] == [failing.id]
+    assert summary[0]["rejected_count"] == stored
+    assert clean.id in await ids(rejected="0") and failing.id not in await ids(rejected="0")

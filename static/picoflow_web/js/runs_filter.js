@@ -13,8 +13,8 @@
  */
 
 /**
- * @typedef {{flow: string, status: string, session: string, conflicts: boolean, q: string,
- *   since: string, until: string, sort: string}} Filters
+ * @typedef {{flow: string, status: string, session: string, conflicts: boolean,
+ *   rejected: boolean, q: string, since: string, until: string, sort: string}} Filters
  */
 
 export const DEFAULT_SORT = "-started_at";
@@ -26,6 +26,7 @@ export function filtersFrom(params) {
   return {
     flow: params.get("flow") || "", status: params.get("status") || "",
     session: params.get("session") || "", conflicts: params.get("conflicts") === "1",
+    rejected: params.get("rejected") === "1",
     q: params.get("q") || "", since: params.get("since") || "", until: params.get("until") || "",
     sort: SORTS.includes(sort.replace(/^-/, "")) ? sort : DEFAULT_SORT,
   };
@@ -38,6 +39,7 @@ export function queryOf(f) {
   if (f.status) params.set("status", f.status);
   if (f.session) params.set("session", f.session);
   if (f.conflicts) params.set("conflicts", "1");
+  if (f.rejected) params.set("rejected", "1");
   if (f.q) params.set("q", f.q);
   if (f.since) params.set("since", f.since);
   if (f.until) params.set("until", f.until);
@@ -57,6 +59,7 @@ export function matches(run, f) {
   if (f.status && run.status !== f.status) return false;
   if (f.session && !String(run.session_id || "").startsWith(f.session)) return false;
   if (f.conflicts && !run.has_conflicts) return false;
+  if (f.rejected && !(run.rejected_count > 0)) return false;
   const started = run.started_at ? Date.parse(run.started_at) : NaN;
   if (f.since && !(started >= Date.parse(f.since))) return false;
   if (f.until && !(started <= Date.parse(f.until))) return false;

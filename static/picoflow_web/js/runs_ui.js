@@ -12,7 +12,8 @@
  *   #pf-status[data-state=open|connecting|closed]   connection badge
  *   .pf-run-row[data-run-id][data-status]          one per listed run
  *   #pf-runs-body                                  the table body of the list
- *   #pf-filters select[name=flow|status], input[name=session|conflicts|q|since|until]
+ *   #pf-filters select[name=flow|status], input[name=session|conflicts|rejected|q|since|until]
+ *   .pf-run-problem[href] on a row: links to the run page's conflict cards
  *   #pf-runs-head button.pf-sort[data-sort] (its th has aria-sort)  column sorting
  *   #pf-start-form with select[name=flow], textarea[name=message], select[name=session],
  *     button[type=submit]; errors show in #pf-start-form .pf-form-error;
@@ -60,6 +61,7 @@ export function mountRunsPage(root) {
   field("status").value = filters.status;
   field("session").value = filters.session;
   field("conflicts").checked = filters.conflicts;
+  field("rejected").checked = filters.rejected;
   field("q").value = filters.q;
   field("since").value = toLocal(filters.since);
   field("until").value = toLocal(filters.until);
@@ -105,6 +107,7 @@ export function mountRunsPage(root) {
     ...store.get().filters,
     flow: field("flow").value, status: field("status").value,
     session: field("session").value.trim(), conflicts: field("conflicts").checked,
+    rejected: field("rejected").checked,
     q: field("q").value.trim(), since: toIso(field("since").value), until: toIso(field("until").value),
   });
   filtersForm.addEventListener("change", readFilters);
@@ -391,7 +394,20 @@ function runRow(run) {
     return a;
   };
   const statusCell = h("td");
-  append(statusCell, badge(run.status, runStatusKind(run.status)), run.has_conflicts ? badge("conflict", "conflict") : null);
+  append(statusCell, badge(run.status, runStatusKind(run.status)));
+  // Straight to what is worth debugging: the run page's conflict cards and rejections.
+  const problem = (/** @type {string} */ text, /** @type {string} */ kind, /** @type {string} */ title) => {
+    const a = h("a", "pf-run-problem", "");
+    a.setAttribute("href", `${runPageUrl(run.id)}#pf-conflicts`);
+    a.title = title;
+    a.appendChild(badge(text, kind));
+    return a;
+  };
+  if (run.has_conflicts) statusCell.appendChild(problem("conflict", "conflict", "A join was invalidated: see its conflict card"));
+  if (run.rejected_count > 0) {
+    statusCell.appendChild(problem(`${run.rejected_count} rejected`, "rejected",
+      `${run.rejected_count} branch${run.rejected_count === 1 ? " was" : "es were"} rejected (failed, timed out or cancelled)`));
+  }
   const flowCell = h("td");
   flowCell.appendChild(link(run.flow, "pf-strong"));
   // Where it ran: runs shipped from another process name it (host and pid).
