@@ -1,0 +1,216 @@
+"""Replay in a real browser (Debian's chromium): a 14-turn HotelFlow session walked turn by
+turn on the session page, its state diffed between turns, and a saved nested ResearchFlow
+run scrubbed across a join. Screenshots go to ``test-artifacts/``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from picoflow_web.demos.hotel.script import CURRENT_DATE, REFERENCE_TURNS
+from tests.e2e.browsing import dashboard, logged_in_page
+from tests.livedaphne import LiveDaphne
+
+pytest.importorskip("playwright.async_api", reason="pip install playwright")
+
+pytestmark = [pytest.mark.browser, pytest.mark.anyio]
+
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+
+POST_TURN = """async ([message, session]) => {
+  const csrf = (document.cookie.match(/csrftoken=([^;]+)/) || [])[1] || "";
+  const response = await fetch("/ai/run", {
+    method: "POST", credentials: "same-origin",
+    headers: {"Content-Type": "application/json", "X-CSRFToken": csrf},
+    body: JSON.stringify({flowName: "HotelFlow", message, session, config: {current_date: "%s"}}),
+  });
+  return {status: response.status, session: response.headers.get("Chat-Session-Id")};
+}""" % CURRENT_DATE
+
+EVENTS = """async id => (await (await fetch(`/api/runs/${id}/events?after=-1&limit=5000`)).json()).events"""
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[tuple[LiveDaphne, str]]:
+    with dashboard({"PICOFLOW_DEMO_LATENCY": "0.05"}) as found:
+        yield found
+
+
+@pytest.fixture
+async def page(server: tuple[LiveDaphne, str]) -> AsyncIterator[Any]:
+    live, password = server
+    async with logged_in_page(live.base_url, password) as page:
+        yield page
+
+
+async def shot(page: Any, name: str) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    await page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+async def go_to(page: Any, hash_: str, turn: int) -> None:
+    await page.evaluate("h => { location.hash = h; }", hash_)
+    await page.wait_for_selector(f'#pf-session[data-turn="{turn}"]')
+
+
+async def diff_rows(page: Any, container: str) -> dict[str, str]:
+    rows = await page.eval_on_selector_all(
+        f"{container} .pf-diff-row",
+        "rows => rows.map(r => [r.dataset.place, r.dataset.kind + ' ' + r.textContent])")
+    return dict(rows)
+
+
+async def test_a_hotel_session_replays_turn_by_turn_and_diffs_turn_3_against_turn_7(
+    page: Any,
+) -> None:
+    session = None
+    for message in REFERENCE_TURNS:
+        reply = await page.evaluate(POST_TURN, [message, session])
+        assert reply["status"] == 200, reply
+        session = session or reply["session"]
+        assert reply["session"] == session
+    await page.goto(f"/sessions/{session}/")
+    await page.wait_for_selector('#pf-session[data-loaded="1"]')
+    run_ids = await page.eval_on_selector_all(".pf-run-row", "rows => rows.map(r => r.dataset.runId)")
+    assert len(run_ids) == 14
+    events = [await page.evaluate(EVENTS, run_id) for run_id in run_ids]
+    assert [e[0]["message"] for e in events] == list(REFERENCE_TURNS)
+    # The replay opens at the end of the session; the scrubber spans every event of every turn.
+    assert await page.get_attribute("#pf-session", "data-turn") == "14"
+    assert await page.get_attribute("#pf-seq", "max") == str(sum(len(e) for e in events) - 1)
+
+    # Home, then next/previous turn, from the keyboard; the URL follows.
+    await page.locator("body").press("Home")
+    await page.wait_for_selector('#pf-session[data-turn="1"][data-seq="0"]')
+    await page.locator("body").press("]")
+    await page.wait_for_selector('#pf-session[data-turn="2"][data-seq="0"]')
+    assert "turn=2" in page.url
+    assert await page.locator("#pf-session-message").inner_text() == REFERENCE_TURNS[1]
+    await page.locator("body").press("[")
+    await page.locator("body").press("[")
+    await page.wait_for_selector('#pf-session[data-turn="1"]')
+
+    # Turn 9 moves the cursor twice (Present -> Explore -> Present): drawn as rows and lanes.
+    ninth = events[8]
+    await go_to(page, "#turn=9", 9)
+    assert await page.locator("#pf-session-cursor").inner_text() == "PresentStep"
+    tools = await page.locator('.pf-activity[data-activity="tool"]').all_inner_texts()
+    called = [e["name"] for e in ninth if e["type"] == "tool.started"]
+    assert called == ["search_again", "capture_choices"]
+    assert [any(name in text for text in tools) for name in called] == [True, True]
+    models = await page.locator('.pf-activity[data-activity="model"]').count()
+    assert models == sum(1 for e in ninth if e["type"] == "model.started")
+    moves = await page.locator('.pf-activity[data-activity="cursor"] .pf-activity-label').all_inner_texts()
+    assert [m.split("→")[-1].strip() for m in moves] == [
+        e["to_step"] for e in ninth if e["type"] == "cursor.moved"]
+    assert await page.locator(".pf-lane-activity .pf-seg-model").count() == models
+    await shot(page, "session_replay_turn9")
+
+    # The header follows the position: at turn 9's first event the tokens are those the
+    # session had loaded (turns 1-8), at its end those plus turn 9's model calls.
+    loaded = next(e for e in ninth if e["type"] == "session.loaded")
+    await go_to(page, "#turn=9&seq=0", 9)
+    assert int(await page.locator("#pf-session-tokens").inner_text()) == loaded["tokens"]["total_tokens"]
+    assert await page.locator("#pf-session-status").inner_text() == "running"
+    spent = sum(e["total_tokens"] for e in ninth if e["type"] == "model.finished")
+    await go_to(page, "#turn=9", 9)
+    assert int(await page.locator("#pf-session-tokens").inner_text()) == loaded["tokens"]["total_tokens"] + spent
+    assert await page.locator("#pf-session-status").inner_text() == "finished"
+
+    # What one event changed: the new room type, inside the JSON text ExploreStep keeps.
+    write = next(e for e in ninth if e["type"] == "state.replaced" and e["field"] == "json")
+    await go_to(page, f"#turn=9&seq={write['seq']}", 9)
+    step = await diff_rows(page, "#pf-diff-step")
+    assert "suite" in step["ExploreStep.json › roomType[0]"]
+    assert json.loads(write["value"])["roomType"][0] in step["ExploreStep.json › roomType[0]"]
+
+    # Turn 3 against turn 7: marks at the end of each.
+    await go_to(page, "#turn=3", 3)
+    await page.locator("body").press("a")
+    await go_to(page, "#turn=7", 7)
+    await page.locator("body").press("b")
+    await page.wait_for_function("() => document.querySelector('#pf-mark-b-label').textContent.startsWith('turn 7')")
+    marks = await diff_rows(page, "#pf-diff-marks")
+
+    def revision(turn: list[dict[str, Any]]) -> int:
+        return [e["revision"] for e in turn if e["type"] == "session.saved"][-1]
+
+    assert f"{revision(events[2])}" in marks["session.revision"]
+    assert f"{revision(events[6])}" in marks["session.revision"]
+    assert REFERENCE_TURNS[2] in marks["session.message"] and REFERENCE_TURNS[6] in marks["session.message"]
+    tokens_7 = sum(e["total_tokens"] for turn in events[:7] for e in turn if e["type"] == "model.finished")
+    assert str(tokens_7) in marks["session.tokens.total_tokens"]
+    # No step field changed between them (the dates, budget and room are still only in the
+    # conversation): the diff says so rather than inventing a change.
+    assert not [place for place in marks if not place.startswith("session.")]
+    await shot(page, "session_replay_diff_3_7")
+
+    # "?" lists the shortcuts; "/" focuses find.
+    await page.locator("body").press("?")
+    await page.wait_for_selector("#pf-keys[open]")
+    keys = await page.locator("#pf-keys .pf-key-row").evaluate_all("rows => rows.map(r => r.dataset.keys)")
+    assert {"?", "[", "]", "Home", "End", "/"} <= set(" ".join(keys).split(" ")) | {"?"}
+    await shot(page, "session_replay_keys")
+    await page.keyboard.press("Escape")
+    await page.locator("body").press("/")
+    assert await page.evaluate("document.activeElement.id") == "pf-find"
+
+
+async def test_a_saved_nested_run_scrubbed_across_a_join_shows_the_write_only_after_it(
+    page: Any,
+) -> None:
+    await page.goto("/")
+    await page.select_option("#pf-start-form select[name=flow]", "ResearchFlow")
+    await page.fill("#pf-start-form [name=message]", "research tide pools")
+    await page.select_option("#pf-start-form select[name=session]", "")
+    await page.click("#pf-start-form button[type=submit]")
+    await page.wait_for_url(re.compile(r"/runs/[0-9a-f]+/"))
+    run_id = re.search(r"/runs/([0-9a-f]+)/", page.url).group(1)  # type: ignore[union-attr]
+    await page.wait_for_selector("#pf-run[data-status=finished]", timeout=60_000)
+    events = await page.evaluate(EVENTS, run_id)
+    # The planner's (path 0) own barrier: its finders' writes reach its view at that join.
+    fork = next(e for e in events if e["type"] == "barrier.forked" and e["path"] == "0")
+    join = next(e for e in events if e["type"] == "join.published" and e["barrier"] == fork["barrier"])
+    news = next(e for e in events if e["type"] == "state.contributed" and e["path"] == "0.1"
+                and e["field"] == "findings")
+    written = news["result"]["news"] if isinstance(news["result"], dict) else str(news["result"])
+    assert news["seq"] < join["seq"]
+
+    # A saved run opened again (a fresh page load replays it from the stored events).
+    await page.goto(f"/runs/{run_id}/#inv=0&seq={join['seq'] - 1}")
+    await page.wait_for_selector('#pf-inspector[data-path="0"]')
+    await page.wait_for_function("s => document.querySelector('#pf-last-seq').textContent === s",
+                                 arg=str(join["seq"] - 1))
+    before = await page.locator("#pf-inspector .pf-visible-state").inner_text()
+    assert written not in before
+    # The header says where the scrubber is, not how the run ended.
+    assert int(await page.locator("#pf-event-count").inner_text()) == join["seq"]
+    await shot(page, "research_before_join")
+    await page.locator("body").press(".")
+    await page.wait_for_function("s => document.querySelector('#pf-last-seq').textContent === s",
+                                 arg=str(join["seq"]))
+    after = await page.locator("#pf-inspector .pf-visible-state").inner_text()
+    assert written in after
+    # The archive finder (its sibling, path 1) wrote to the same channel: in the
+    # turn's canonical state only after the root join.
+    root_join = next(e for e in events if e["type"] == "join.published" and e["path"] == "")
+    await page.goto(f"/runs/{run_id}/#seq={root_join['seq'] - 1}")
+    await page.wait_for_selector('#pf-inspector[data-path=""]')
+    await page.wait_for_function("s => document.querySelector('#pf-last-seq').textContent === s",
+                                 arg=str(root_join["seq"] - 1))
+    assert "archive" not in await page.locator("#pf-inspector .pf-visible-state").inner_text()
+    await page.locator("body").press("End")
+    await page.wait_for_function("() => !document.querySelector('#pf-run').classList.contains('pf-replaying')")
+    assert "archive" in await page.locator("#pf-inspector .pf-visible-state").inner_text()
+    await shot(page, "research_after_join")
