@@ -142,10 +142,7 @@ export function mountRunPage(root) {
     { keys: ["."], label: "Next event", run: () => step(1) },
     { keys: ["Home"], label: "First event", run: () => pin(0) },
     { keys: ["End"], label: "Last event (follow the run)", run: () => pin(null) },
-    { keys: ["/"], label: "Find a branch", run: () => runView.focusFind() },
-    { keys: ["j", "ArrowDown"], label: "Next row of the tree (tree focused)", run: (e) => runView.treeKey(e) },
-    { keys: ["k", "ArrowUp"], label: "Previous row of the tree (tree focused)", run: (e) => runView.treeKey(e) },
-    { keys: ["ArrowLeft", "ArrowRight"], label: "Collapse / expand a barrier (tree focused)", run: (e) => runView.treeKey(e) },
+    ...runView.shortcuts,
   ]);
 
   // -- render -----------------------------------------------------------------------------

@@ -244,17 +244,21 @@ export function createRunView(options) {
     return true;
   };
 
+  /** The view's own shortcuts, for the page's keyboard sheet. @type {import("./keys_ui.js").Shortcut[]} */
+  const shortcuts = [
+    { keys: ["/"], label: "Find a branch", run: () => { els.find.focus(); els.find.select(); } },
+    { keys: ["j", "ArrowDown"], label: "Next row of the tree (tree focused)", run: treeKey },
+    { keys: ["k", "ArrowUp"], label: "Previous row of the tree (tree focused)", run: treeKey },
+    { keys: ["ArrowLeft", "ArrowRight"], label: "Collapse / expand a barrier (tree focused)", run: treeKey },
+  ];
+
   return {
     render,
-    treeKey,
+    shortcuts,
     selectPath,
     /** Reveal a selection that came from a link once its row exists. @param {string | null} what */
     reveal(what) {
       pendingReveal = what;
-    },
-    focusFind() {
-      els.find.focus();
-      els.find.select();
     },
   };
 }

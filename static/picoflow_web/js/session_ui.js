@@ -234,10 +234,7 @@ export async function mountSessionPage(root) {
     { keys: ["n"], label: "Next fork / join / conflict / … (the kind chosen)", run: () => jumpMark(1) },
     { keys: ["a"], label: "Mark this position as A", run: () => mark("a") },
     { keys: ["b"], label: "Mark this position as B", run: () => mark("b") },
-    { keys: ["/"], label: "Find a branch", run: () => runView.focusFind() },
-    { keys: ["j", "ArrowDown"], label: "Next row of the tree (tree focused)", run: (e) => runView.treeKey(e) },
-    { keys: ["k", "ArrowUp"], label: "Previous row of the tree (tree focused)", run: (e) => runView.treeKey(e) },
-    { keys: ["ArrowLeft", "ArrowRight"], label: "Collapse / expand a barrier (tree focused)", run: (e) => runView.treeKey(e) },
+    ...runView.shortcuts,
   ]);
 
   // -- render -------------------------------------------------------------------------------
