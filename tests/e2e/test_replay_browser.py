@@ -64,11 +64,14 @@ async def go_to(page: Any, hash_: str, turn: int) -> None:
     await page.wait_for_selector(f'#pf-session[data-turn="{turn}"]')
 
 
-async def diff_rows(page: Any, container: str) -> dict[str, str]:
+async def diff_rows(page: Any, container: str) -> dict[str, tuple[str, str, str]]:
+    """Place -> (kind, before, after) of each row of a diff panel."""
     rows = await page.eval_on_selector_all(
         f"{container} .pf-diff-row",
-        "rows => rows.map(r => [r.dataset.place, r.dataset.kind + ' ' + r.textContent])")
-    return dict(rows)
+        """rows => rows.map(r => [r.dataset.place, [r.dataset.kind,
+             r.querySelector('.pf-diff-before')?.textContent ?? '',
+             r.querySelector('.pf-diff-after')?.textContent ?? '']])""")
+    return {place: tuple(cells) for place, cells in rows}
 
 
 async def test_a_hotel_session_replays_turn_by_turn_and_diffs_turn_3_against_turn_7(
@@ -132,8 +135,8 @@ async def test_a_hotel_session_replays_turn_by_turn_and_diffs_turn_3_against_tur
     write = next(e for e in ninth if e["type"] == "state.replaced" and e["field"] == "json")
     await go_to(page, f"#turn=9&seq={write['seq']}", 9)
     step = await diff_rows(page, "#pf-diff-step")
-    assert "suite" in step["ExploreStep.json › roomType[0]"]
-    assert json.loads(write["value"])["roomType"][0] in step["ExploreStep.json › roomType[0]"]
+    assert step["ExploreStep.json › roomType[0]"] == (
+        "changed", "suite", json.loads(write["value"])["roomType"][0])
 
     # Turn 3 against turn 7: marks at the end of each.
     await go_to(page, "#turn=3", 3)
@@ -146,11 +149,18 @@ async def test_a_hotel_session_replays_turn_by_turn_and_diffs_turn_3_against_tur
     def revision(turn: list[dict[str, Any]]) -> int:
         return [e["revision"] for e in turn if e["type"] == "session.saved"][-1]
 
-    assert f"{revision(events[2])}" in marks["session.revision"]
-    assert f"{revision(events[6])}" in marks["session.revision"]
-    assert REFERENCE_TURNS[2] in marks["session.message"] and REFERENCE_TURNS[6] in marks["session.message"]
-    tokens_7 = sum(e["total_tokens"] for turn in events[:7] for e in turn if e["type"] == "model.finished")
-    assert str(tokens_7) in marks["session.tokens.total_tokens"]
+    def conversation(turn: list[dict[str, Any]]) -> int:
+        return [len(e["messages"]) for e in turn if e["type"] == "model.started"][-1]
+
+    def tokens(upto: int) -> int:
+        return sum(e["total_tokens"] for turn in events[:upto] for e in turn
+                   if e["type"] == "model.finished")
+
+    assert marks["session.revision"] == ("changed", str(revision(events[2])), str(revision(events[6])))
+    assert marks["session.message"] == ("changed", REFERENCE_TURNS[2], REFERENCE_TURNS[6])
+    assert marks["session.conversation"] == (
+        "changed", str(conversation(events[2])), str(conversation(events[6])))
+    assert marks["session.tokens.total_tokens"] == ("changed", str(tokens(3)), str(tokens(7)))
     # No step field changed between them (the dates, budget and room are still only in the
     # conversation): the diff says so rather than inventing a change.
     assert not [place for place in marks if not place.startswith("session.")]

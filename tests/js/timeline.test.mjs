@@ -6,7 +6,7 @@ import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 
 import { fold, parseJsonl, runsOf } from "../../static/picoflow_web/js/fold.js";
-import { createTimeline, markKinds, nearestMark, nearestTurn, revisionOf, stateAtPosition } from "../../static/picoflow_web/js/timeline.js";
+import { conversationOf, createTimeline, markKinds, nearestMark, nearestTurn, revisionOf, stateAtPosition } from "../../static/picoflow_web/js/timeline.js";
 
 const GOLDEN = join(dirname(fileURLToPath(import.meta.url)), "..", "golden");
 const golden = (name) => [...runsOf(parseJsonl(readFileSync(join(GOLDEN, `${name}.jsonl`), "utf8"))).values()];
@@ -85,4 +85,13 @@ test("before session.loaded a position stands for the state the previous turn le
   assert.equal(stateAtPosition(loaded, previous), loaded.state);
   assert.equal(revisionOf(fold(runs[2]).events), runs[2].filter((e) => e.type === "session.saved").at(-1).revision);
   assert.equal(revisionOf([]), null);
+});
+
+test("the conversation length is the last model request's message count", () => {
+  const runs = golden("hotel");
+  const third = runs[2];
+  const request = third.filter((e) => e.type === "model.started").at(-1);
+  assert.equal(conversationOf(third), request.messages.length);
+  assert.ok(conversationOf(runs[6]) > conversationOf(third));
+  assert.equal(conversationOf(third.slice(0, 2)), null);
 });

@@ -23,7 +23,7 @@ import { describeEvent, preview, runStatusKind } from "./format.js";
 import { bindKeys } from "./keys_ui.js";
 import { branchLine, createRunView } from "./run_view_ui.js";
 import { createRunStore } from "./store.js";
-import { createTimeline, nearestMark, nearestTurn, revisionOf, stateAtPosition } from "./timeline.js";
+import { conversationOf, createTimeline, nearestMark, nearestTurn, revisionOf, stateAtPosition } from "./timeline.js";
 
 const PAGE = 5000;
 const DIFF_ROWS = 300;
@@ -96,7 +96,7 @@ export async function mountSessionPage(root) {
   /** @type {Map<number, any>} a few recent positions: one step asks for g and g-1 */
   const factsCache = new Map();
   const factsAt = (at) => {
-    if (at < 0) return { state: {}, cursor: null, tokens: {}, revision: null, message: null, reply: null, events: [] };
+    if (at < 0) return { state: {}, cursor: null, tokens: {}, revision: null, conversation: null, message: null, reply: null, events: [] };
     const cached = factsCache.get(at);
     if (cached) return cached;
     const facts = computeFacts(at);
@@ -123,6 +123,7 @@ export async function mountSessionPage(root) {
       cursor: loadedHere ? view.cursor : previous ? previous.cursor : null,
       tokens: loadedHere || !previous ? view.tokens : previous.tokens,
       revision: revision ?? (previous ? revisionOf(previous.events) : null),
+      conversation: conversationOf(view.events) ?? (turn > 0 ? factsAt(timeline.endOf(turn - 1)).conversation : null),
       message: view.message,
       reply: view.reply ? view.reply.message : null,
       events: view.events,
@@ -334,6 +335,7 @@ export async function mountSessionPage(root) {
 function sessionFacts(facts) {
   return {
     cursor: facts.cursor, revision: facts.revision, message: facts.message, reply: facts.reply,
+    conversation: facts.conversation,
     tokens: { ...facts.tokens },
   };
 }

@@ -142,3 +142,17 @@ export function revisionOf(events) {
   }
   return null;
 }
+
+/**
+ * How long the conversation was that the last model call up to a position was sent (its
+ * request's message count), or null before any call. A chat turn that changes no step
+ * field still grows this, so a diff between two turns has something true to say.
+ * @param {any[]} events  the turn's applied events @returns {number | null}
+ */
+export function conversationOf(events) {
+  for (let i = events.length - 1; i >= 0; i -= 1) {
+    const e = events[i];
+    if (e.type === "model.started" && Array.isArray(e.messages)) return e.messages.length;
+  }
+  return null;
+}
