@@ -23,17 +23,20 @@ pytestmark = [pytest.mark.browser, pytest.mark.anyio]
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 
-POST_TURN = """async ([message, session]) => {
+POST_TURN = """async ([message, session, today]) => {
   const csrf = (document.cookie.match(/csrftoken=([^;]+)/) || [])[1] || "";
   const response = await fetch("/ai/run", {
     method: "POST", credentials: "same-origin",
     headers: {"Content-Type": "application/json", "X-CSRFToken": csrf},
-    body: JSON.stringify({flowName: "HotelFlow", message, session, config: {current_date: "%s"}}),
+    body: JSON.stringify({flowName: "HotelFlow", message, session, config: {current_date: today}}),
   });
   return {status: response.status, session: response.headers.get("Chat-Session-Id")};
-}""" % CURRENT_DATE
+}"""
 
-EVENTS = """async id => (await (await fetch(`/api/runs/${id}/events?after=-1&limit=5000`)).json()).events"""
+EVENTS = """async id =>
+  (await (await fetch(`/api/runs/${id}/events?after=-1&limit=5000`)).json()).events"""
+ROOM = "ExploreStep.json \u203a roomType[0]"
+"""Where the room type sits in ExploreStep's JSON text, as the diff names it."""
 
 
 @pytest.fixture
@@ -79,13 +82,14 @@ async def test_a_hotel_session_replays_turn_by_turn_and_diffs_turn_3_against_tur
 ) -> None:
     session = None
     for message in REFERENCE_TURNS:
-        reply = await page.evaluate(POST_TURN, [message, session])
+        reply = await page.evaluate(POST_TURN, [message, session, CURRENT_DATE])
         assert reply["status"] == 200, reply
         session = session or reply["session"]
         assert reply["session"] == session
     await page.goto(f"/sessions/{session}/")
     await page.wait_for_selector('#pf-session[data-loaded="1"]')
-    run_ids = await page.eval_on_selector_all(".pf-run-row", "rows => rows.map(r => r.dataset.runId)")
+    run_ids = await page.eval_on_selector_all(".pf-run-row",
+                                              "rows => rows.map(r => r.dataset.runId)")
     assert len(run_ids) == 14
     events = [await page.evaluate(EVENTS, run_id) for run_id in run_ids]
     assert [e[0]["message"] for e in events] == list(REFERENCE_TURNS)
@@ -114,7 +118,8 @@ async def test_a_hotel_session_replays_turn_by_turn_and_diffs_turn_3_against_tur
     assert [any(name in text for text in tools) for name in called] == [True, True]
     models = await page.locator('.pf-activity[data-activity="model"]').count()
     assert models == sum(1 for e in ninth if e["type"] == "model.started")
-    moves = await page.locator('.pf-activity[data-activity="cursor"] .pf-activity-label').all_inner_texts()
+    moves = await page.locator(
+        '.pf-activity[data-activity="cursor"] .pf-activity-label').all_inner_texts()
     assert [m.split("→")[-1].strip() for m in moves] == [
         e["to_step"] for e in ninth if e["type"] == "cursor.moved"]
     assert await page.locator(".pf-lane-activity .pf-seg-model").count() == models
@@ -124,18 +129,19 @@ async def test_a_hotel_session_replays_turn_by_turn_and_diffs_turn_3_against_tur
     # session had loaded (turns 1-8), at its end those plus turn 9's model calls.
     loaded = next(e for e in ninth if e["type"] == "session.loaded")
     await go_to(page, "#turn=9&seq=0", 9)
-    assert int(await page.locator("#pf-session-tokens").inner_text()) == loaded["tokens"]["total_tokens"]
+    had = loaded["tokens"]["total_tokens"]
+    assert int(await page.locator("#pf-session-tokens").inner_text()) == had
     assert await page.locator("#pf-session-status").inner_text() == "running"
     spent = sum(e["total_tokens"] for e in ninth if e["type"] == "model.finished")
     await go_to(page, "#turn=9", 9)
-    assert int(await page.locator("#pf-session-tokens").inner_text()) == loaded["tokens"]["total_tokens"] + spent
+    assert int(await page.locator("#pf-session-tokens").inner_text()) == had + spent
     assert await page.locator("#pf-session-status").inner_text() == "finished"
 
     # What one event changed: the new room type, inside the JSON text ExploreStep keeps.
     write = next(e for e in ninth if e["type"] == "state.replaced" and e["field"] == "json")
     await go_to(page, f"#turn=9&seq={write['seq']}", 9)
     step = await diff_rows(page, "#pf-diff-step")
-    assert step["ExploreStep.json › roomType[0]"] == (
+    assert step[ROOM] == (
         "changed", "suite", json.loads(write["value"])["roomType"][0])
 
     # Turn 3 against turn 7: marks at the end of each.
@@ -143,11 +149,12 @@ async def test_a_hotel_session_replays_turn_by_turn_and_diffs_turn_3_against_tur
     await page.locator("body").press("a")
     await go_to(page, "#turn=7", 7)
     await page.locator("body").press("b")
-    await page.wait_for_function("() => document.querySelector('#pf-mark-b-label').textContent.startsWith('turn 7')")
+    await page.wait_for_function(
+        "() => document.querySelector('#pf-mark-b-label').textContent.startsWith('turn 7')")
     marks = await diff_rows(page, "#pf-diff-marks")
 
     def revision(turn: list[dict[str, Any]]) -> int:
-        return [e["revision"] for e in turn if e["type"] == "session.saved"][-1]
+        return int([e["revision"] for e in turn if e["type"] == "session.saved"][-1])
 
     def conversation(turn: list[dict[str, Any]]) -> int:
         return [len(e["messages"]) for e in turn if e["type"] == "model.started"][-1]
@@ -156,7 +163,8 @@ async def test_a_hotel_session_replays_turn_by_turn_and_diffs_turn_3_against_tur
         return sum(e["total_tokens"] for turn in events[:upto] for e in turn
                    if e["type"] == "model.finished")
 
-    assert marks["session.revision"] == ("changed", str(revision(events[2])), str(revision(events[6])))
+    assert marks["session.revision"] == (
+        "changed", str(revision(events[2])), str(revision(events[6])))
     assert marks["session.message"] == ("changed", REFERENCE_TURNS[2], REFERENCE_TURNS[6])
     assert marks["session.conversation"] == (
         "changed", str(conversation(events[2])), str(conversation(events[6])))
@@ -169,8 +177,9 @@ async def test_a_hotel_session_replays_turn_by_turn_and_diffs_turn_3_against_tur
     # "?" lists the shortcuts; "/" focuses find.
     await page.locator("body").press("?")
     await page.wait_for_selector("#pf-keys[open]")
-    keys = await page.locator("#pf-keys .pf-key-row").evaluate_all("rows => rows.map(r => r.dataset.keys)")
-    assert {"?", "[", "]", "Home", "End", "/"} <= set(" ".join(keys).split(" ")) | {"?"}
+    keys = await page.locator("#pf-keys .pf-key-row").evaluate_all(
+        "rows => rows.map(r => r.dataset.keys)")
+    assert {"?", "[", "]", "Home", "End", "/", ",", "."} <= set(" ".join(keys).split(" "))
     await shot(page, "session_replay_keys")
     await page.keyboard.press("Escape")
     await page.locator("body").press("/")
@@ -191,7 +200,8 @@ async def test_a_saved_nested_run_scrubbed_across_a_join_shows_the_write_only_af
     events = await page.evaluate(EVENTS, run_id)
     # The planner's (path 0) own barrier: its finders' writes reach its view at that join.
     fork = next(e for e in events if e["type"] == "barrier.forked" and e["path"] == "0")
-    join = next(e for e in events if e["type"] == "join.published" and e["barrier"] == fork["barrier"])
+    join = next(e for e in events
+                if e["type"] == "join.published" and e["barrier"] == fork["barrier"])
     news = next(e for e in events if e["type"] == "state.contributed" and e["path"] == "0.1"
                 and e["field"] == "findings")
     written = news["result"]["news"] if isinstance(news["result"], dict) else str(news["result"])
@@ -221,6 +231,7 @@ async def test_a_saved_nested_run_scrubbed_across_a_join_shows_the_write_only_af
                                  arg=str(root_join["seq"] - 1))
     assert "archive" not in await page.locator("#pf-inspector .pf-visible-state").inner_text()
     await page.locator("body").press("End")
-    await page.wait_for_function("() => !document.querySelector('#pf-run').classList.contains('pf-replaying')")
+    await page.wait_for_function(
+        "() => !document.querySelector('#pf-run').classList.contains('pf-replaying')")
     assert "archive" in await page.locator("#pf-inspector .pf-visible-state").inner_text()
     await shot(page, "research_after_join")
