@@ -235,3 +235,22 @@ async def test_a_saved_nested_run_scrubbed_across_a_join_shows_the_write_only_af
         "() => !document.querySelector('#pf-run').classList.contains('pf-replaying')")
     assert "archive" in await page.locator("#pf-inspector .pf-visible-state").inner_text()
     await shot(page, "research_after_join")
+
+    # The same run on its session's replay: "n" jumps fork by fork, "p" back.
+    session = events[0]["session_id"]
+    forks = [e["seq"] for e in events if e["type"] == "barrier.forked"]
+    await page.goto(f"/sessions/{session}/#turn=1&seq=0")
+    await page.wait_for_selector('#pf-session[data-loaded="1"][data-seq="0"]')
+    await page.select_option("#pf-mark-kind", "fork")
+    await page.locator("body").press("n")
+    await page.wait_for_selector(f'#pf-session[data-seq="{forks[0]}"]')
+    assert await page.locator(".pf-barrier").count() == 1
+    await page.locator("body").press("n")
+    await page.wait_for_selector(f'#pf-session[data-seq="{forks[1]}"]')
+    assert await page.locator(".pf-barrier").count() == 2
+    await page.select_option("#pf-mark-kind", "join")
+    await page.locator("body").press("n")
+    joins = [e["seq"] for e in events if e["type"] == "join.published"]
+    await page.wait_for_selector(f'#pf-session[data-seq="{joins[0]}"]')
+    assert "turn=1&seq=" in page.url
+    await shot(page, "research_session_at_join")
