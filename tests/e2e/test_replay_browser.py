@@ -174,6 +174,22 @@ async def test_a_hotel_session_replays_turn_by_turn_and_diffs_turn_3_against_tur
     assert not [place for place in marks if not place.startswith("session.")]
     await shot(page, "session_replay_diff_3_7")
 
+    # Play from the start runs into the next turns by itself; space pauses it.
+    await page.locator("body").press("Home")
+    await page.wait_for_selector('#pf-session[data-turn="1"][data-seq="0"]')
+    await page.select_option("#pf-speed", "30")
+    await page.click("#pf-play")
+    await page.wait_for_function(
+        "() => Number(document.querySelector('#pf-session').dataset.turn) >= 2")
+    await page.locator("body").press(" ")
+    assert await page.locator("#pf-play").inner_text() == "▶ Play"
+    # The last step's frame is drawn before the position is read.
+    await page.evaluate(
+        "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
+    paused = await page.get_attribute("#pf-session", "data-seq")
+    await page.locator("body").press(".")
+    await page.wait_for_selector(f'#pf-session[data-seq="{int(str(paused)) + 1}"]')
+
     # "?" lists the shortcuts; "/" focuses find.
     await page.locator("body").press("?")
     await page.wait_for_selector("#pf-keys[open]")
