@@ -36,6 +36,9 @@ test("empty turns own no position", () => {
   assert.deepEqual(t.positionAt(1), { turn: 0, seq: 1 });
   assert.equal(nearestTurn(t, 0, 1), 2);
   assert.equal(nearestTurn(t, 2, -1), 0);
+  // A session whose first turn recorded nothing starts at the first turn that did.
+  const late = createTimeline([{ runId: "a", events: [] }, { runId: "b", events: [{ seq: 0 }] }]);
+  assert.deepEqual(late.positionAt(0), { turn: 1, seq: 0 });
 });
 
 test("previous turn goes to the turn's own start first; next turn to the next start", () => {

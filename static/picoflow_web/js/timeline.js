@@ -69,8 +69,8 @@ export function createTimeline(turns) {
     positionAt(g) {
       const at = Math.max(0, Math.min(total - 1, g));
       // The last non-empty turn starting at or before `at` (empty turns own no position).
-      let lo = 0;
-      for (let t = 0; t < starts.length; t += 1) {
+      let lo = Math.max(0, lengths.findIndex((n) => n > 0));
+      for (let t = lo; t < starts.length; t += 1) {
         if (starts[t] > at) break;
         if (lengths[t] > 0) lo = t;
       }
