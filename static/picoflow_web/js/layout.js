@@ -16,6 +16,7 @@
  * join), so overlap and idling at a barrier are both visible.
  */
 
+import { activityOf } from "./activity.js";
 import { publicationOf } from "./fold.js";
 
 /** @typedef {import("./fold.js").Run} Run */
@@ -34,6 +35,8 @@ export const GROUP_STEP = 500;
  * @property {number} [groupLimit]  default cap of shown branches per barrier
  * @property {string} [query]  show branches whose key, step or path contains this
  * @property {string} [status]  show branches with this status only
+ * @property {boolean} [activity]  also a row per step entered, model call, tool call and
+ *   cursor move of each shown invocation, interleaved with its barriers in seq order
  */
 
 /**
@@ -44,7 +47,9 @@ export const GROUP_STEP = 500;
  *  | {kind: "branch", rowKey: string, depth: number, path: string, inv: Invocation,
  *   hasChildren: boolean}
  *  | {kind: "more", rowKey: string, depth: number, id: string, hidden: number,
- *   counts: Record<string, number>}} Row
+ *   counts: Record<string, number>}
+ *  | {kind: "activity", rowKey: string, depth: number, path: string,
+ *   item: import("./activity.js").Activity}} Row
  */
 
 /**
@@ -65,9 +70,20 @@ export function treeRows(run, options = {}) {
   });
   /** @param {Invocation} caller @param {number} depth */
   const visit = (caller, depth) => {
+    // Activity rows only without a filter: a filter asks for branches, not their calls.
+    const items = options.activity && !keep ? activityOf(run, caller.path) : [];
+    let next = 0;
+    /** @param {number} before */
+    const activityUntil = (before) => {
+      for (; next < items.length && items[next].seq < before; next += 1) {
+        const item = items[next];
+        rows.push({ kind: "activity", rowKey: `a:${item.seq}`, depth, path: caller.path, item });
+      }
+    };
     for (const id of caller.barriers) {
       const barrier = run.barriers.get(id);
       if (!barrier) continue;
+      activityUntil(barrier.forkedSeq);
       const branches = keep ? barrier.branches.filter((p) => keep.has(p)) : barrier.branches;
       if (keep && branches.length === 0) continue;
       const isCollapsed = collapsed.has(id);
@@ -89,6 +105,7 @@ export function treeRows(run, options = {}) {
         });
       }
     }
+    activityUntil(Infinity);
   };
   if (root) visit(root, 1);
   return rows;
@@ -275,12 +292,25 @@ export function lane(row, run, bounds, now) {
   const seg = (kind, t0, t1) => {
     // Zero-length queued/waiting/model spans are left out; a branch that ran shows even
     // when it took no measurable time.
-    if (t1 > t0 || (t1 === t0 && (kind === "running" || kind === "span"))) {
+    if (t1 > t0 || (t1 === t0 && (kind === "running" || kind === "span" || kind === "tool" || kind === "step"))) {
       segments.push({ kind, t0, t1, x0: x(t0), x1: x(t1) });
     }
   };
   if (row.kind === "root") {
     seg("span", 0, until);
+    const root = run.invocations.get("");
+    for (const call of root ? root.models : []) {
+      const ended = call.finished ? call.finished.offset : call.failed ? call.failed.offset : until;
+      seg("model", call.offset, ended);
+    }
+  } else if (row.kind === "activity") {
+    const item = row.item;
+    const end = item.t1 ?? until;
+    if (item.kind === "cursor") marks.push({ kind: "cursor", t: item.t0, x: x(item.t0) });
+    else seg(item.kind === "step" ? "step" : item.kind, item.t0, Math.max(item.t0, end));
+    if (item.kind === "tool" || item.kind === "model") {
+      if (item.state === "error" || item.state === "retried") marks.push({ kind: "error", t: end, x: x(end) });
+    }
   } else if (row.kind === "barrier") {
     const b = row.barrier;
     seg("span", b.forkedAt, b.joinedAt ?? until);

@@ -119,7 +119,10 @@ function park(slot) {
   slot.laneSig = null;
 }
 
-const ROW_ATTRIBUTES = ["data-path", "data-status", "data-barrier", "data-stop", "data-publication", "data-discard", "title", "aria-expanded"];
+/** One glyph per kind of activity row, so a column of them scans at a glance. */
+const ACTIVITY_ICONS = { step: "▶", model: "◆", tool: "⚙", cursor: "➜" };
+
+const ROW_ATTRIBUTES = ["data-activity", "data-seq", "data-path", "data-status", "data-barrier", "data-stop", "data-publication", "data-discard", "title", "aria-expanded"];
 
 /** @param {Row} row @param {string | null} path @param {string | null} barrier */
 function isSelected(row, path, barrier) {
@@ -145,6 +148,10 @@ function signature(row, selected, run) {
       const inv = row.inv;
       const marks = branchMarks(run, row.path);
       return `p|${marks ? `${marks.state}|${marks.reason}` : ""}|${row.path}|${row.depth}|${inv.status}|${inv.started}|${inv.startedSeq}|${inv.finished}|${inv.cancelled}|${inv.lostRights}|${inv.cancelTold}|${inv.hasDirectResult}|${inv.barriers.length}|${inv.interrupted}|${selected}`;
+    }
+    case "activity": {
+      const a = row.item;
+      return `a|${a.seq}|${row.depth}|${a.state}|${a.label}|${a.detail}|${a.t1}`;
     }
     default:
       return `m|${row.id}|${row.depth}|${row.hidden}|${JSON.stringify(row.counts)}`;
@@ -237,6 +244,23 @@ function fillRow(slot, row, selected, run) {
         inv.interrupted ? h("span", "pf-chip pf-chip-interrupted", "interrupted") : null,
         inv.status === "rejected" && inv.error && !inv.cancelled ? errorChip(inv.error) : null,
         marks && marks.chip ? publicationChip(marks.chip) : null,
+        h("span", "pf-row-time pf-mono", duration));
+      break;
+    }
+    case "activity": {
+      const a = row.item;
+      el.className = `pf-row pf-activity pf-activity-${a.kind} pf-activity-${a.state}`;
+      el.dataset.path = row.path;
+      el.dataset.activity = a.kind;
+      el.dataset.seq = String(a.seq);
+      el.title = `${a.title}\n(click: show the run at #${a.seq})`;
+      slot.lane.classList.add("pf-lane-activity");
+      const duration = a.t1 !== null && a.kind !== "cursor" ? formatSeconds(a.t1 - a.t0) : "";
+      append(tree,
+        h("span", "pf-twisty-space"),
+        h("span", `pf-activity-icon pf-activity-icon-${a.kind}`, ACTIVITY_ICONS[a.kind]),
+        h("span", "pf-row-key pf-activity-label", a.label),
+        h("span", "pf-row-step pf-activity-detail", a.detail),
         h("span", "pf-row-time pf-mono", duration));
       break;
     }

@@ -21,17 +21,18 @@
  *   #pf-seq (range), #pf-seq-live                   scrubber; #pf-conflicts holds conflict cards
  * Deep links: /runs/<id>/#inv=<path>&seq=<n> (or #barrier=<id>) select and fold up to n;
  * without one, the turn itself ("" path) is selected.
- * Keys (tree focused): j/k or arrows move the selection; left/right collapse/expand;
- * "," and "." step the scrubber.
+ * Keys: "?" lists them all; j/k or arrows (tree focused) move the selection, left/right
+ * collapse/expand; "," and "." step the scrubber, Home/End jump to the first/last event;
+ * "/" focuses find.
+ * The header (status, counts, tokens, duration, reply) follows the scrubber: pinned at
+ * seq n it says what the run had done by event n.
  */
 
 import { eventsUrl, requestJson, runApiUrl, runSocketUrl, sessionPageUrl } from "./api.js";
-import { h, on, readJsonScript, setAttr, setText } from "./dom.js";
-import { barrierPublicationOf, publicationOf } from "./fold.js";
+import { readJsonScript, setAttr, setText } from "./dom.js";
 import { describeEvent, formatDuration, formatHash, interruptionText, parseHash, runStatusKind } from "./format.js";
-import { conflictCard, renderInspector } from "./inspector_ui.js";
-import { ROW_HEIGHT, revealPath, scrollToRow, ticks, timeBounds, treeRows } from "./layout.js";
-import { createRowsView } from "./rows_ui.js";
+import { bindKeys } from "./keys_ui.js";
+import { branchLine, createRunView } from "./run_view_ui.js";
 import { createFeed } from "./socket.js";
 import { createStopControl } from "./stop_ui.js";
 import { ENDING_EVENTS, isEnded, mergeSummary, runStatus } from "./stopping.js";
@@ -39,7 +40,6 @@ import { createRunStore } from "./store.js";
 
 const PAGE = 5000;
 const LIVE_TICK_MS = 250;
-const INSPECTOR_LIVE_MS = 300;
 
 /** @param {string} id */
 const byId = (id) => /** @type {HTMLElement} */ (document.getElementById(id));
@@ -57,14 +57,15 @@ export function mountRunPage(root) {
     session: /** @type {HTMLAnchorElement} */ (byId("pf-run-session")), replayFlag: byId("pf-replay-flag"),
     seq: /** @type {HTMLInputElement} */ (byId("pf-seq")), seqLabel: byId("pf-seq-label"),
     seqLive: byId("pf-seq-live"), seqPrev: byId("pf-seq-prev"), seqNext: byId("pf-seq-next"),
-    scrubber: byId("pf-scrubber"), viewport: byId("pf-viewport"), sizer: byId("pf-sizer"),
-    axis: byId("pf-axis"), inspector: byId("pf-inspector"), find: /** @type {HTMLInputElement} */ (byId("pf-find")),
-    statusFilter: /** @type {HTMLSelectElement} */ (byId("pf-status-filter")),
+    scrubber: byId("pf-scrubber"),
   };
-  const rowsView = createRowsView(els.viewport, els.sizer);
   const stop = createStopControl({ runId, store });
-  /** @type {Map<string, boolean>} */
-  const openSections = new Map();
+  /** @param {number | null} seq */
+  const pin = (seq) => {
+    const last = store.get().run.lastSeq;
+    store.set({ seq: seq === null || seq >= last ? null : Math.max(0, seq) });
+  };
+  const runView = createRunView({ current: () => store, onPin: pin });
 
   // -- deep links -------------------------------------------------------------------------
   const applyHash = () => {
@@ -75,10 +76,8 @@ export function mountRunPage(root) {
       selectedBarrier: link.barrier,
       seq: link.seq,
     });
-    pendingReveal = link.inv ?? (link.barrier !== null ? `barrier:${link.barrier}` : null);
+    runView.reveal(link.inv ?? (link.barrier !== null ? `barrier:${link.barrier}` : null));
   };
-  /** @type {string | null} a selection from a link, revealed once its row exists */
-  let pendingReveal = null;
   let writtenHash = location.hash;
   window.addEventListener("hashchange", () => {
     if (location.hash !== writtenHash) applyHash();
@@ -127,78 +126,7 @@ export function mountRunPage(root) {
   };
   catchUp().catch(() => {}).finally(() => feed.start());
 
-  // -- rows -------------------------------------------------------------------------------
-  /** @type {import("./layout.js").Row[]} */
-  let rows = [];
-  /** @type {any} */
-  let rowsFor = null;
-  const computeRows = (/** @type {import("./fold.js").Run} */ view) => {
-    const s = store.get();
-    const key = [view, view.version, s.collapsed, s.shown, s.query, s.status];
-    if (!rowsFor || key.some((k, i) => k !== rowsFor[i])) {
-      rows = treeRows(view, { collapsed: s.collapsed, shown: s.shown, query: s.query, status: s.status });
-      rowsFor = key;
-    }
-    return rows;
-  };
-
   // -- interaction ------------------------------------------------------------------------
-  /** @param {string} path */
-  const selectPath = (path) => {
-    store.set({ selected: path, selectedBarrier: null });
-    pendingReveal = path;
-  };
-  /** @param {string} id */
-  const selectBarrier = (id) => {
-    store.set({ selected: null, selectedBarrier: id });
-    pendingReveal = `barrier:${id}`;
-  };
-  /** @param {number | null} seq */
-  const pin = (seq) => {
-    const last = store.get().run.lastSeq;
-    store.set({ seq: seq === null || seq >= last ? null : Math.max(0, seq) });
-  };
-
-  on(els.viewport, "click", ".pf-row", (event, row) => {
-    const target = /** @type {HTMLElement} */ (event.target);
-    const s = store.get();
-    if (row.classList.contains("pf-more")) {
-      const button = target.closest("[data-more]");
-      if (!button) return;
-      const id = /** @type {string} */ (row.dataset.barrier);
-      const shown = new Map(s.shown);
-      const current = rows.filter((r) => r.kind === "branch" && r.inv.barrier === id).length;
-      shown.set(id, /** @type {HTMLElement} */ (button).dataset.more === "all" ? Infinity : current + 500);
-      store.set({ shown });
-      return;
-    }
-    if (row.classList.contains("pf-barrier")) {
-      const id = /** @type {string} */ (row.dataset.barrier);
-      if (target.closest(".pf-twisty")) {
-        const collapsed = new Set(s.collapsed);
-        if (collapsed.has(id)) collapsed.delete(id);
-        else collapsed.add(id);
-        store.set({ collapsed });
-      } else selectBarrier(id);
-      return;
-    }
-    if (row.classList.contains("pf-branch")) selectPath(/** @type {string} */ (row.dataset.path));
-    else if (row.classList.contains("pf-root")) selectPath("");
-    els.viewport.focus({ preventScroll: true });
-  });
-  els.viewport.addEventListener("scroll", () => store.touch(), { passive: true });
-  window.addEventListener("resize", () => store.touch());
-
-  on(els.inspector, "click", "[data-select-path],[data-select-barrier],[data-pin-seq]", (_event, el) => {
-    if (el.dataset.selectPath !== undefined) selectPath(el.dataset.selectPath);
-    else if (el.dataset.selectBarrier !== undefined) selectBarrier(el.dataset.selectBarrier);
-    else if (el.dataset.pinSeq !== undefined) pin(Number(el.dataset.pinSeq));
-  });
-  on(els.conflicts, "click", "[data-select-path],[data-select-barrier]", (_event, el) => {
-    if (el.dataset.selectPath !== undefined) selectPath(el.dataset.selectPath);
-    else if (el.dataset.selectBarrier !== undefined) selectBarrier(el.dataset.selectBarrier);
-  });
-
   els.seq.addEventListener("input", () => pin(Number(els.seq.value)));
   els.replyText.addEventListener("click", () => els.reply.classList.toggle("pf-reply-open"));
   els.seqLive.addEventListener("click", () => pin(null));
@@ -209,56 +137,15 @@ export function mountRunPage(root) {
   };
   els.seqPrev.addEventListener("click", () => step(-1));
   els.seqNext.addEventListener("click", () => step(1));
-
-  let findTimer = 0;
-  els.find.addEventListener("input", () => {
-    window.clearTimeout(findTimer);
-    findTimer = window.setTimeout(() => store.set({ query: els.find.value }), 120);
-  });
-  els.statusFilter.addEventListener("change", () => store.set({ status: els.statusFilter.value }));
-  byId("pf-expand-all").addEventListener("click", () => {
-    const shown = new Map();
-    for (const id of store.get().run.barriers.keys()) shown.set(id, Infinity);
-    store.set({ collapsed: new Set(), shown });
-  });
-  byId("pf-collapse-all").addEventListener("click", () => {
-    store.set({ collapsed: new Set(store.get().run.barriers.keys()), shown: new Map() });
-  });
-
-  document.addEventListener("keydown", (event) => {
-    const target = /** @type {HTMLElement} */ (event.target);
-    if (target.closest("input, textarea, select") || event.metaKey || event.ctrlKey || event.altKey) return;
-    if (event.key === ",") { step(-1); event.preventDefault(); return; }
-    if (event.key === ".") { step(1); event.preventDefault(); return; }
-    if (!els.viewport.contains(target) && target !== document.body) return;
-    const s = store.get();
-    const index = rows.findIndex((r) => (r.kind === "barrier" ? s.selectedBarrier === r.id : s.selectedBarrier === null && (r.kind === "branch" || r.kind === "root") && r.path === s.selected));
-    const move = (/** @type {number} */ delta) => {
-      let i = index;
-      do i += delta; while (i >= 0 && i < rows.length && rows[i].kind === "more");
-      const row = rows[i];
-      if (!row) return;
-      if (row.kind === "barrier") selectBarrier(row.id);
-      else if (row.kind === "branch" || row.kind === "root") selectPath(row.path);
-    };
-    if (event.key === "j" || event.key === "ArrowDown") { move(1); event.preventDefault(); }
-    else if (event.key === "k" || event.key === "ArrowUp") { move(-1); event.preventDefault(); }
-    else if ((event.key === "ArrowLeft" || event.key === "ArrowRight") && index >= 0 && rows[index].kind === "barrier") {
-      const row = /** @type {any} */ (rows[index]);
-      const collapsed = new Set(s.collapsed);
-      if (event.key === "ArrowLeft") collapsed.add(row.id);
-      else collapsed.delete(row.id);
-      store.set({ collapsed });
-      event.preventDefault();
-    }
-  });
+  bindKeys([
+    { keys: [","], label: "Previous event", run: () => step(-1) },
+    { keys: ["."], label: "Next event", run: () => step(1) },
+    { keys: ["Home"], label: "First event", run: () => pin(0) },
+    { keys: ["End"], label: "Last event (follow the run)", run: () => pin(null) },
+    ...runView.shortcuts,
+  ]);
 
   // -- render -----------------------------------------------------------------------------
-  let inspectorKey = "";
-  let inspectorAt = 0;
-  let inspectorTimer = 0;
-  let conflictsKey = "";
-  let axisKey = "";
   let ticker = 0;
 
   const render = () => {
@@ -266,34 +153,30 @@ export function mountRunPage(root) {
     const live = s.run;
     const view = store.view();
     const pinned = view !== live;
-    // Reads first (one layout per frame), then writes.
-    const scrollTop = els.viewport.scrollTop;
-    const viewportHeight = els.viewport.clientHeight;
-    const axisWidth = els.axis.clientWidth;
-    const inspectorScroll = els.inspector.scrollTop;
 
-    const status = runStatus(live, s.summary);
-    const running = status === "running";
-    setAttr(root, "data-status", status);
+    // The root's data-status is the run's (a hook); what the header says follows the
+    // scrubber, so a pinned replay never shows the end of the story early.
+    const liveStatus = runStatus(live, s.summary);
+    const running = liveStatus === "running";
+    const status = pinned ? view.status : liveStatus;
+    setAttr(root, "data-status", liveStatus);
     setText(els.runStatus, status);
     els.runStatus.className = `pf-badge pf-badge-${runStatusKind(status)}`;
-    els.conflictFlag.hidden = !(live.conflicts.length || s.summary?.has_conflicts);
+    els.conflictFlag.hidden = !(view.conflicts.length || (!pinned && s.summary?.has_conflicts));
     setAttr(els.status, "data-state", s.conn.state);
     setAttr(els.status, "data-mode", s.conn.mode);
     setText(els.status, connText(s.conn));
     if (live.flow) setText(els.flow, live.flow);
-    setText(els.lastSeq, live.lastSeq);
-    setText(els.eventCount, live.events.length);
-    const b = countBranches(live);
-    const runningLabel = live.status === "interrupted" ? "interrupted" : "running";
-    const dropped = b.discarded ? ` · ${b.discarded} discarded` : "";
-    setText(els.branches, live.branchCount ? `${live.branchCount} (${b.fulfilled} ✓ · ${b.rejected} ✗${b.running ? ` · ${b.running} ${runningLabel}` : ""}${dropped})` : "0");
-    setText(els.tokens, String(live.tokens.total_tokens ?? 0));
+    setText(els.lastSeq, view.lastSeq);
+    setText(els.eventCount, view.events.length);
+    setText(els.branches, branchLine(view));
+    setText(els.tokens, String(view.tokens.total_tokens ?? 0));
     const now = running && !pinned ? store.nowOffset() : null;
-    setText(els.duration, formatDuration(running ? store.nowOffset() : live.endOffset));
+    setText(els.duration, formatDuration(running && !pinned ? store.nowOffset() : view.endOffset));
     // No reply: a failed turn shows its error, an interrupted run why it was declared so.
-    const reply = live.reply?.message ?? s.summary?.reply?.message ?? (live.error ? live.error.message
-      : status === "interrupted" ? interruptionText(live.interruption ?? s.summary?.interruption) : null);
+    const summaryReply = pinned ? null : s.summary;
+    const reply = view.reply?.message ?? summaryReply?.reply?.message ?? (view.error ? view.error.message
+      : status === "interrupted" ? interruptionText(view.interruption ?? summaryReply?.interruption) : null);
     els.reply.hidden = reply === null || reply === undefined;
     if (reply !== null && reply !== undefined) setText(els.replyText, reply);
     els.reply.classList.toggle("pf-reply-failed", status === "failed");
@@ -321,67 +204,7 @@ export function mountRunPage(root) {
     els.replayFlag.hidden = !pinned;
     if (pinned) setText(els.replayFlag, `replay at #${view.lastSeq}`);
 
-    // Conflict cards.
-    const cKey = `${view.conflicts.join("|")}#${pinned ? view.lastSeq : "live"}`;
-    if (cKey !== conflictsKey) {
-      conflictsKey = cKey;
-      const cards = [...new Set(view.conflicts)].map((id) => conflictCard(view, /** @type {any} */ (view.barriers.get(id))));
-      els.conflicts.replaceChildren(...cards);
-    }
-
-    // Reveal a linked selection once it exists.
-    if (pendingReveal !== null) {
-      const target = pendingReveal.startsWith("barrier:") ? null : pendingReveal;
-      const barrierId = pendingReveal.startsWith("barrier:") ? pendingReveal.slice(8) : null;
-      const exists = target !== null ? view.invocations.has(target) : view.barriers.has(/** @type {string} */ (barrierId));
-      if (exists) {
-        const path = target !== null ? target : /** @type {any} */ (view.barriers.get(/** @type {string} */ (barrierId))).caller;
-        const opened = revealPath(view, { collapsed: s.collapsed, shown: s.shown }, path);
-        if (barrierId !== null) opened.collapsed.delete(barrierId);
-        pendingReveal = null;
-        store.set(opened);
-        const next = treeRows(view, { ...opened, query: s.query, status: s.status });
-        const index = next.findIndex((r) => (barrierId !== null ? r.kind === "barrier" && r.id === barrierId : (r.kind === "branch" || r.kind === "root") && r.path === target));
-        if (index >= 0) {
-          const top = scrollToRow(index, scrollTop, viewportHeight, ROW_HEIGHT);
-          if (top !== scrollTop) els.viewport.scrollTop = top;
-        }
-        return; // the set() above schedules the next frame
-      }
-    }
-
-    // Rows and lanes.
-    const shownRows = computeRows(view);
-    const bounds = timeBounds(live, running ? store.nowOffset() : null);
-    rowsView.render(shownRows, { scrollTop, viewport: viewportHeight, run: view, bounds, now, selected: s.selected, selectedBarrier: s.selectedBarrier });
-    const aKey = `${bounds.end.toFixed(3)}|${axisWidth}`;
-    if (aKey !== axisKey) {
-      axisKey = aKey;
-      const count = Math.max(2, Math.floor(axisWidth / 90));
-      els.axis.replaceChildren(...ticks(bounds, count).map((t) => {
-        const tick = h("span", "pf-tick", t.label);
-        tick.style.left = `${(t.x * 100).toFixed(3)}%`;
-        return tick;
-      }));
-    }
-
-    // Inspector: rebuilt when what it shows changed; at most every INSPECTOR_LIVE_MS live.
-    const key = inspectorSignature(view, s);
-    const selectionKey = `${s.selected}|${s.selectedBarrier}|${pinned ? view.lastSeq : "live"}`;
-    if (key !== inspectorKey) {
-      const sameSelection = inspectorKey.startsWith(`${selectionKey}#`);
-      const wait = INSPECTOR_LIVE_MS - (performance.now() - inspectorAt);
-      if (sameSelection && wait > 0) {
-        if (!inspectorTimer) inspectorTimer = window.setTimeout(() => { inspectorTimer = 0; store.touch(); }, wait);
-      } else {
-        inspectorKey = key;
-        inspectorAt = performance.now();
-        if (s.selected !== null || s.selectedBarrier !== null) {
-          renderInspector(els.inspector, { view, path: s.selected, barrier: s.selectedBarrier, open: openSections, pinned },
-            inspectorScroll);
-        }
-      }
-    }
+    if (!runView.render({ running: running && !pinned, now })) return; // it scheduled the next frame
 
     // Deep link in the address bar.
     const hash = formatHash({ inv: s.selected === "" ? null : s.selected, barrier: s.selectedBarrier, seq: s.seq });
@@ -401,46 +224,6 @@ export function mountRunPage(root) {
   store.subscribe(render);
   store.touch();
   return { store, feed };
-}
-
-/**
- * What the inspector shows depends on: the selection, the pinned seq, and the events of
- * the selected invocation, its barrier and its siblings.
- * @param {import("./fold.js").Run} view @param {import("./store.js").RunState} s
- */
-function inspectorSignature(view, s) {
-  const head = `${s.selected}|${s.selectedBarrier}|${view !== s.run ? view.lastSeq : "live"}#`;
-  if (s.selectedBarrier !== null) {
-    const b = view.barriers.get(s.selectedBarrier);
-    if (!b) return `${head}none`;
-    const c = b.counts;
-    const pub = barrierPublicationOf(view, b.id);
-    return `${head}${b.outcome}|${pub ? `${pub.state}|${pub.reason}` : ""}|${c.running},${c.fulfilled},${c.rejected}|${b.reductions.length}|${b.checkpointRevision}|${b.cancel ? b.cancel.closed.length : -1}|${b.interrupted}|${view.status}`;
-  }
-  if (s.selected === null) return `${head}none`;
-  if (s.selected === "") return `${head}${view.version}`;
-  const inv = view.invocations.get(s.selected);
-  if (!inv) return `${head}none`;
-  const b = inv.barrier !== null ? view.barriers.get(inv.barrier) : undefined;
-  let siblings = 0;
-  if (b) for (const p of b.branches) siblings += view.invocations.get(p)?.drafts.length ?? 0;
-  let caller = 0;
-  if (b && b.base !== "canonical") caller = view.invocations.get(b.base)?.changes.length ?? 0;
-  const pub = publicationOf(view, inv.path);
-  return `${head}${inv.seqs.length}|${inv.changes.length}|${pub ? `${pub.state}|${pub.reason}` : ""}|${b?.outcome}|${b?.joinedSeq}|${siblings}|${caller}|${inv.interrupted}`;
-}
-
-/** @param {import("./fold.js").Run} run */
-function countBranches(run) {
-  const totals = { queued: 0, running: 0, fulfilled: 0, rejected: 0, discarded: 0 };
-  for (const b of run.barriers.values()) {
-    totals.discarded += barrierPublicationOf(run, b.id)?.counts.discarded ?? 0;
-    totals.queued += b.counts.queued;
-    totals.running += b.counts.running;
-    totals.fulfilled += b.counts.fulfilled;
-    totals.rejected += b.counts.rejected;
-  }
-  return totals;
 }
 
 /** @param {{state: string, mode: string, retryIn?: number, reason?: string}} conn */

@@ -1,0 +1,318 @@
+// @ts-check
+/**
+ * One turn drawn at one moment (DOM): the conflict cards, the barrier tree with its lanes
+ * (activity rows included, so sequential work shows), and the inspector. The run page
+ * draws its one run with it; the session replay draws whichever turn the scrubber is in,
+ * so `current()` names the store to draw and may change between frames.
+ *
+ * Markup: templates/picoflow_web/_workspace.html (plus a `#pf-conflicts` container).
+ */
+
+import { h, on } from "./dom.js";
+import { barrierPublicationOf, publicationOf } from "./fold.js";
+import { conflictCard, renderInspector } from "./inspector_ui.js";
+import { ROW_HEIGHT, revealPath, scrollToRow, ticks, timeBounds, treeRows } from "./layout.js";
+import { createRowsView } from "./rows_ui.js";
+
+const INSPECTOR_LIVE_MS = 300;
+
+/** @param {string} id */
+const byId = (id) => /** @type {HTMLElement} */ (document.getElementById(id));
+
+/**
+ * @typedef {ReturnType<typeof import("./store.js").createRunStore>} RunStore
+ * @typedef {{current: () => RunStore, onPin: (seq: number | null) => void}} RunViewOptions
+ */
+
+/** @param {RunViewOptions} options */
+export function createRunView(options) {
+  const { current, onPin } = options;
+  const els = {
+    conflicts: byId("pf-conflicts"), viewport: byId("pf-viewport"), sizer: byId("pf-sizer"),
+    axis: byId("pf-axis"), inspector: byId("pf-inspector"), find: /** @type {HTMLInputElement} */ (byId("pf-find")),
+    statusFilter: /** @type {HTMLSelectElement} */ (byId("pf-status-filter")),
+  };
+  const rowsView = createRowsView(els.viewport, els.sizer);
+  /** @type {Map<string, boolean>} */
+  const openSections = new Map();
+  /** @type {string | null} a selection from a link, revealed once its row exists */
+  let pendingReveal = null;
+
+  /** @type {import("./layout.js").Row[]} */
+  let rows = [];
+  /** @type {any} */
+  let rowsFor = null;
+  const computeRows = (/** @type {import("./fold.js").Run} */ view) => {
+    const s = current().get();
+    const key = [view, view.version, s.collapsed, s.shown, s.query, s.status];
+    if (!rowsFor || key.some((k, i) => k !== rowsFor[i])) {
+      rows = treeRows(view, { collapsed: s.collapsed, shown: s.shown, query: s.query, status: s.status, activity: true });
+      rowsFor = key;
+    }
+    return rows;
+  };
+
+  /** @param {string} path */
+  const selectPath = (path) => {
+    current().set({ selected: path, selectedBarrier: null });
+    pendingReveal = path;
+  };
+  /** @param {string} id */
+  const selectBarrier = (id) => {
+    current().set({ selected: null, selectedBarrier: id });
+    pendingReveal = `barrier:${id}`;
+  };
+
+  on(els.viewport, "click", ".pf-row", (event, row) => {
+    const target = /** @type {HTMLElement} */ (event.target);
+    const store = current();
+    const s = store.get();
+    if (row.classList.contains("pf-more")) {
+      const button = target.closest("[data-more]");
+      if (!button) return;
+      const id = /** @type {string} */ (row.dataset.barrier);
+      const shown = new Map(s.shown);
+      const count = rows.filter((r) => r.kind === "branch" && r.inv.barrier === id).length;
+      shown.set(id, /** @type {HTMLElement} */ (button).dataset.more === "all" ? Infinity : count + 500);
+      store.set({ shown });
+      return;
+    }
+    if (row.classList.contains("pf-barrier")) {
+      const id = /** @type {string} */ (row.dataset.barrier);
+      if (target.closest(".pf-twisty")) {
+        const collapsed = new Set(s.collapsed);
+        if (collapsed.has(id)) collapsed.delete(id);
+        else collapsed.add(id);
+        store.set({ collapsed });
+      } else selectBarrier(id);
+      return;
+    }
+    if (row.classList.contains("pf-activity")) {
+      // A call row is a moment: show its invocation as it was when the call began.
+      selectPath(/** @type {string} */ (row.dataset.path));
+      onPin(Number(row.dataset.seq));
+    } else if (row.classList.contains("pf-branch")) selectPath(/** @type {string} */ (row.dataset.path));
+    else if (row.classList.contains("pf-root")) selectPath("");
+    els.viewport.focus({ preventScroll: true });
+  });
+  els.viewport.addEventListener("scroll", () => current().touch(), { passive: true });
+  window.addEventListener("resize", () => current().touch());
+
+  on(els.inspector, "click", "[data-select-path],[data-select-barrier],[data-pin-seq]", (_event, el) => {
+    if (el.dataset.selectPath !== undefined) selectPath(el.dataset.selectPath);
+    else if (el.dataset.selectBarrier !== undefined) selectBarrier(el.dataset.selectBarrier);
+    else if (el.dataset.pinSeq !== undefined) onPin(Number(el.dataset.pinSeq));
+  });
+  on(els.conflicts, "click", "[data-select-path],[data-select-barrier]", (_event, el) => {
+    if (el.dataset.selectPath !== undefined) selectPath(el.dataset.selectPath);
+    else if (el.dataset.selectBarrier !== undefined) selectBarrier(el.dataset.selectBarrier);
+  });
+
+  let findTimer = 0;
+  els.find.addEventListener("input", () => {
+    window.clearTimeout(findTimer);
+    findTimer = window.setTimeout(() => current().set({ query: els.find.value }), 120);
+  });
+  els.statusFilter.addEventListener("change", () => current().set({ status: els.statusFilter.value }));
+  byId("pf-expand-all").addEventListener("click", () => {
+    const shown = new Map();
+    for (const id of current().get().run.barriers.keys()) shown.set(id, Infinity);
+    current().set({ collapsed: new Set(), shown });
+  });
+  byId("pf-collapse-all").addEventListener("click", () => {
+    current().set({ collapsed: new Set(current().get().run.barriers.keys()), shown: new Map() });
+  });
+
+  /** Tree keys (j/k, arrows); true when the key was one. @param {KeyboardEvent} event */
+  const treeKey = (event) => {
+    const target = /** @type {HTMLElement} */ (event.target);
+    if (!els.viewport.contains(target) && target !== document.body) return false;
+    const store = current();
+    const s = store.get();
+    const index = rows.findIndex((r) => (r.kind === "barrier" ? s.selectedBarrier === r.id : s.selectedBarrier === null && (r.kind === "branch" || r.kind === "root") && r.path === s.selected));
+    const move = (/** @type {number} */ delta) => {
+      let i = index;
+      do i += delta; while (i >= 0 && i < rows.length && (rows[i].kind === "more" || rows[i].kind === "activity"));
+      const row = rows[i];
+      if (!row) return;
+      if (row.kind === "barrier") selectBarrier(row.id);
+      else if (row.kind === "branch" || row.kind === "root") selectPath(row.path);
+    };
+    if (event.key === "j" || event.key === "ArrowDown") move(1);
+    else if (event.key === "k" || event.key === "ArrowUp") move(-1);
+    else if ((event.key === "ArrowLeft" || event.key === "ArrowRight") && index >= 0 && rows[index].kind === "barrier") {
+      const row = /** @type {any} */ (rows[index]);
+      const collapsed = new Set(s.collapsed);
+      if (event.key === "ArrowLeft") collapsed.add(row.id);
+      else collapsed.delete(row.id);
+      store.set({ collapsed });
+    } else return false;
+    return true;
+  };
+
+  let inspectorKey = "";
+  let inspectorAt = 0;
+  let inspectorTimer = 0;
+  let conflictsKey = "";
+  let axisKey = "";
+  /** @type {RunStore | null} */
+  let drawn = null;
+
+  /**
+   * Draw `current()` at its position. Returns false when it scheduled another frame
+   * instead (a linked selection had to be revealed first).
+   * @param {{running: boolean, now: number | null}} frame
+   */
+  const render = (frame) => {
+    const store = current();
+    if (store !== drawn) {
+      // Another turn: nothing drawn so far belongs to it.
+      drawn = store;
+      inspectorKey = "";
+      conflictsKey = "";
+      axisKey = "";
+      if (els.find.value !== store.get().query) els.find.value = store.get().query;
+      els.statusFilter.value = store.get().status;
+    }
+    const s = store.get();
+    const live = s.run;
+    const view = store.view();
+    const pinned = view !== live;
+    const scrollTop = els.viewport.scrollTop;
+    const viewportHeight = els.viewport.clientHeight;
+    const axisWidth = els.axis.clientWidth;
+    const inspectorScroll = els.inspector.scrollTop;
+
+    const cKey = `${view.conflicts.join("|")}#${pinned ? view.lastSeq : "live"}`;
+    if (cKey !== conflictsKey) {
+      conflictsKey = cKey;
+      const cards = [...new Set(view.conflicts)].map((id) => conflictCard(view, /** @type {any} */ (view.barriers.get(id))));
+      els.conflicts.replaceChildren(...cards);
+    }
+
+    if (pendingReveal !== null) {
+      const target = pendingReveal.startsWith("barrier:") ? null : pendingReveal;
+      const barrierId = pendingReveal.startsWith("barrier:") ? pendingReveal.slice(8) : null;
+      const exists = target !== null ? view.invocations.has(target) : view.barriers.has(/** @type {string} */ (barrierId));
+      if (exists) {
+        const path = target !== null ? target : /** @type {any} */ (view.barriers.get(/** @type {string} */ (barrierId))).caller;
+        const opened = revealPath(view, { collapsed: s.collapsed, shown: s.shown }, path);
+        if (barrierId !== null) opened.collapsed.delete(barrierId);
+        pendingReveal = null;
+        store.set(opened);
+        const next = treeRows(view, { ...opened, query: s.query, status: s.status, activity: true });
+        const index = next.findIndex((r) => (barrierId !== null ? r.kind === "barrier" && r.id === barrierId : (r.kind === "branch" || r.kind === "root") && r.path === target));
+        if (index >= 0) {
+          const top = scrollToRow(index, scrollTop, viewportHeight, ROW_HEIGHT);
+          if (top !== scrollTop) els.viewport.scrollTop = top;
+        }
+        return false;
+      }
+    }
+
+    const shownRows = computeRows(view);
+    const bounds = timeBounds(live, frame.running ? store.nowOffset() : null);
+    rowsView.render(shownRows, { scrollTop, viewport: viewportHeight, run: view, bounds, now: frame.now, selected: s.selected, selectedBarrier: s.selectedBarrier });
+    const aKey = `${bounds.end.toFixed(3)}|${axisWidth}`;
+    if (aKey !== axisKey) {
+      axisKey = aKey;
+      const count = Math.max(2, Math.floor(axisWidth / 90));
+      els.axis.replaceChildren(...ticks(bounds, count).map((t) => {
+        const tick = h("span", "pf-tick", t.label);
+        tick.style.left = `${(t.x * 100).toFixed(3)}%`;
+        return tick;
+      }));
+    }
+
+    // Rebuilt when what it shows changed; at most every INSPECTOR_LIVE_MS while live.
+    const key = inspectorSignature(view, s);
+    const selectionKey = `${s.selected}|${s.selectedBarrier}|${pinned ? view.lastSeq : "live"}`;
+    if (key !== inspectorKey) {
+      const sameSelection = inspectorKey.startsWith(`${selectionKey}#`);
+      const wait = INSPECTOR_LIVE_MS - (performance.now() - inspectorAt);
+      if (sameSelection && wait > 0) {
+        if (!inspectorTimer) inspectorTimer = window.setTimeout(() => { inspectorTimer = 0; current().touch(); }, wait);
+      } else {
+        inspectorKey = key;
+        inspectorAt = performance.now();
+        if (s.selected !== null || s.selectedBarrier !== null) {
+          renderInspector(els.inspector, { view, path: s.selected, barrier: s.selectedBarrier, open: openSections, pinned },
+            inspectorScroll);
+        }
+      }
+    }
+    return true;
+  };
+
+  /** The view's own shortcuts, for the page's keyboard sheet. @type {import("./keys_ui.js").Shortcut[]} */
+  const shortcuts = [
+    { keys: ["/"], label: "Find a branch", run: () => { els.find.focus(); els.find.select(); } },
+    { keys: ["j", "ArrowDown"], label: "Next row of the tree (tree focused)", run: treeKey },
+    { keys: ["k", "ArrowUp"], label: "Previous row of the tree (tree focused)", run: treeKey },
+    { keys: ["ArrowLeft", "ArrowRight"], label: "Collapse / expand a barrier (tree focused)", run: treeKey },
+  ];
+
+  return {
+    render,
+    shortcuts,
+    selectPath,
+    /** Reveal a selection that came from a link once its row exists. @param {string | null} what */
+    reveal(what) {
+      pendingReveal = what;
+    },
+  };
+}
+
+/**
+ * What the inspector shows depends on: the selection, the pinned seq, and the events of
+ * the selected invocation, its barrier and its siblings.
+ * @param {import("./fold.js").Run} view @param {import("./store.js").RunState} s
+ */
+function inspectorSignature(view, s) {
+  const head = `${s.selected}|${s.selectedBarrier}|${view !== s.run ? view.lastSeq : "live"}#`;
+  if (s.selectedBarrier !== null) {
+    const b = view.barriers.get(s.selectedBarrier);
+    if (!b) return `${head}none`;
+    const c = b.counts;
+    const pub = barrierPublicationOf(view, b.id);
+    return `${head}${b.outcome}|${pub ? `${pub.state}|${pub.reason}` : ""}|${c.running},${c.fulfilled},${c.rejected}|${b.reductions.length}|${b.checkpointRevision}|${b.cancel ? b.cancel.closed.length : -1}|${b.interrupted}|${view.status}`;
+  }
+  if (s.selected === null) return `${head}none`;
+  if (s.selected === "") return `${head}${view.version}`;
+  const inv = view.invocations.get(s.selected);
+  if (!inv) return `${head}none`;
+  const b = inv.barrier !== null ? view.barriers.get(inv.barrier) : undefined;
+  let siblings = 0;
+  if (b) for (const p of b.branches) siblings += view.invocations.get(p)?.drafts.length ?? 0;
+  let caller = 0;
+  if (b && b.base !== "canonical") caller = view.invocations.get(b.base)?.changes.length ?? 0;
+  const pub = publicationOf(view, inv.path);
+  return `${head}${inv.seqs.length}|${inv.changes.length}|${pub ? `${pub.state}|${pub.reason}` : ""}|${b?.outcome}|${b?.joinedSeq}|${siblings}|${caller}|${inv.interrupted}`;
+}
+
+/**
+ * Branch totals of a fold (at whatever position it stopped), for a header.
+ * @param {import("./fold.js").Run} run
+ */
+export function countBranches(run) {
+  const totals = { queued: 0, running: 0, fulfilled: 0, rejected: 0, discarded: 0 };
+  for (const b of run.barriers.values()) {
+    totals.discarded += barrierPublicationOf(run, b.id)?.counts.discarded ?? 0;
+    totals.queued += b.counts.queued;
+    totals.running += b.counts.running;
+    totals.fulfilled += b.counts.fulfilled;
+    totals.rejected += b.counts.rejected;
+  }
+  return totals;
+}
+
+/**
+ * The header's branch line: "4 (3 ✓ · 1 ✗ · 1 running)".
+ * @param {import("./fold.js").Run} run
+ */
+export function branchLine(run) {
+  const b = countBranches(run);
+  const runningLabel = run.status === "interrupted" ? "interrupted" : "running";
+  const dropped = b.discarded ? ` · ${b.discarded} discarded` : "";
+  return run.branchCount ? `${run.branchCount} (${b.fulfilled} ✓ · ${b.rejected} ✗${b.running ? ` · ${b.running} ${runningLabel}` : ""}${dropped})` : "0";
+}
