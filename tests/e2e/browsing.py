@@ -37,6 +37,19 @@ async def logged_in_page(base_url: str, password: str) -> AsyncIterator[Any]:
     assert not errors, f"JavaScript errors on the page: {errors}"
 
 
+async def start_run(page: Any, flow: str, message: str, *, goto: bool = True) -> str:
+    """Start a run of ``flow`` in a new session from the runs list's form; its id (the
+    page is then on the run's page)."""
+    if goto:
+        await page.goto("/")
+    await page.select_option("#pf-start-form select[name=flow]", flow)
+    await page.fill("#pf-start-form [name=message]", message)
+    await page.select_option("#pf-start-form select[name=session]", "")
+    await page.click("#pf-start-form button[type=submit]")
+    await page.wait_for_url(re.compile(r"/runs/[0-9a-f]+/"))
+    return str(re.search(r"/runs/([0-9a-f]+)/", page.url).group(1))  # type: ignore[union-attr]
+
+
 @contextmanager
 def dashboard(env: Mapping[str, str] | None = None, **kwargs: Any) -> Iterator[tuple[Any, str]]:
     """A live Daphne (``tests/livedaphne.py``) with its first user made: the server and

@@ -9,13 +9,13 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.e2e.browsing import ARGS, CHROMIUM, dashboard, logged_in_page
+from tests.e2e.browsing import ARGS, CHROMIUM, dashboard, start_run
 from tests.livedaphne import LiveDaphne
 
 playwright_api = pytest.importorskip("playwright.async_api", reason="pip install playwright")
@@ -26,34 +26,11 @@ ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 HOSTILE = "<img src=x onerror=window.__pwned=1><script>window.__pwned=2</script>"
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    """Playwright's async API and the page's server both run on asyncio."""
-    return "asyncio"
-
-
 @pytest.fixture(scope="module")
 def server() -> Iterator[tuple[LiveDaphne, str]]:
     with dashboard({"PICOFLOW_DEMO_LATENCY": "0.6"},
                    extra_args=("--websocket-max-message-size", "67108864")) as found:
         yield found
-
-
-@pytest.fixture
-async def page(server: tuple[LiveDaphne, str]) -> AsyncIterator[Any]:
-    live, password = server
-    async with logged_in_page(live.base_url, password) as page:
-        yield page
-
-
-async def start_run(page: Any, flow: str, message: str) -> str:
-    await page.goto("/")
-    await page.select_option("#pf-start-form select[name=flow]", flow)
-    await page.fill("#pf-start-form [name=message]", message)
-    await page.select_option("#pf-start-form select[name=session]", "")
-    await page.click("#pf-start-form button[type=submit]")
-    await page.wait_for_url(re.compile(r"/runs/[0-9a-f]+/"))
-    return str(re.search(r"/runs/([0-9a-f]+)/", page.url).group(1))  # type: ignore[union-attr]
 
 
 async def wait_finished(page: Any, timeout: float = 30_000) -> None:

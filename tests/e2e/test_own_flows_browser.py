@@ -21,11 +21,6 @@ pytestmark = [pytest.mark.browser, pytest.mark.anyio]
 FORM = "#pf-start-form"
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.fixture(scope="module")
 def server() -> Iterator[tuple[LiveDaphne, str]]:
     env = {"PICOFLOW_FLOWS": "tests.flows_pkg.greeter:flows", "PYTHONPATH": str(REPO_ROOT),

@@ -35,11 +35,6 @@ REMOTE_TIMEOUT = 6
 enough for the kill test to see the interruption soon."""
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.fixture(scope="module")
 def server() -> Iterator[tuple[LiveDaphne, str, str]]:
     with dashboard({"PICOFLOW_REMOTE_TIMEOUT": str(REMOTE_TIMEOUT)},

@@ -6,15 +6,14 @@ run scrubbed across a join. Screenshots go to ``test-artifacts/``.
 from __future__ import annotations
 
 import json
-import re
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from picoflow_web.demos.hotel.script import CURRENT_DATE, REFERENCE_TURNS
-from tests.e2e.browsing import dashboard, logged_in_page
+from tests.e2e.browsing import dashboard, start_run
 from tests.livedaphne import LiveDaphne
 
 pytest.importorskip("playwright.async_api", reason="pip install playwright")
@@ -39,22 +38,10 @@ ROOM = "ExploreStep.json \u203a roomType[0]"
 """Where the room type sits in ExploreStep's JSON text, as the diff names it."""
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.fixture(scope="module")
 def server() -> Iterator[tuple[LiveDaphne, str]]:
     with dashboard({"PICOFLOW_DEMO_LATENCY": "0.05"}) as found:
         yield found
-
-
-@pytest.fixture
-async def page(server: tuple[LiveDaphne, str]) -> AsyncIterator[Any]:
-    live, password = server
-    async with logged_in_page(live.base_url, password) as page:
-        yield page
 
 
 async def shot(page: Any, name: str) -> None:
@@ -205,13 +192,7 @@ async def test_a_hotel_session_replays_turn_by_turn_and_diffs_turn_3_against_tur
 async def test_a_saved_nested_run_scrubbed_across_a_join_shows_the_write_only_after_it(
     page: Any,
 ) -> None:
-    await page.goto("/")
-    await page.select_option("#pf-start-form select[name=flow]", "ResearchFlow")
-    await page.fill("#pf-start-form [name=message]", "research tide pools")
-    await page.select_option("#pf-start-form select[name=session]", "")
-    await page.click("#pf-start-form button[type=submit]")
-    await page.wait_for_url(re.compile(r"/runs/[0-9a-f]+/"))
-    run_id = re.search(r"/runs/([0-9a-f]+)/", page.url).group(1)  # type: ignore[union-attr]
+    run_id = await start_run(page, "ResearchFlow", "research tide pools")
     await page.wait_for_selector("#pf-run[data-status=finished]", timeout=60_000)
     events = await page.evaluate(EVENTS, run_id)
     # The planner's (path 0) own barrier: its finders' writes reach its view at that join.

@@ -27,11 +27,6 @@ LEASE = 2.0
 LIVE = ("queued", "running")
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.fixture(scope="module")
 def server() -> Iterator[tuple[LiveDaphne, str, str]]:
     env = {"PICOFLOW_WORKER_LEASE": str(LEASE), "PICOFLOW_DEMO_LATENCY": "0.4"}

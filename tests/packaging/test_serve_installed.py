@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from picoflow_web import __version__
-from tests.e2e.browsing import CHROMIUM, logged_in_page
+from tests.e2e.browsing import CHROMIUM, logged_in_page, start_run
 from tests.packaging.conftest import Dists
 from tests.packaging.installed import REPO_ROOT, Served, Venv, run, served
 
@@ -101,12 +101,7 @@ async def test_an_installed_dashboard_logs_in_and_runs_a_demo_to_its_end(
     password = (dashboard.data_dir / "admin_password").read_text().strip()
     page: Any
     async with logged_in_page(dashboard.base_url, password) as page:
-        await page.select_option("#pf-start-form select[name=flow]", "ResearchFlow")
-        await page.fill("#pf-start-form [name=message]", "research tide pools")
-        await page.select_option("#pf-start-form select[name=session]", "")
-        await page.click("#pf-start-form button[type=submit]")
-        await page.wait_for_url(re.compile(r"/runs/[0-9a-f]+/"))
-        run_id = re.search(r"/runs/([0-9a-f]+)/", page.url).group(1)  # type: ignore[union-attr]
+        run_id = await start_run(page, "ResearchFlow", "research tide pools", goto=False)
         # The run executes in the worker serve started; its page follows it to the end.
         await page.wait_for_selector("#pf-run[data-status=finished]", timeout=90_000)
         assert await page.locator(".pf-branch").count() == 4
