@@ -50,6 +50,8 @@ class RunSummary(_Open):
     branch_count: int
     rejected_count: int
     """Branches rejected (failed, timed out or cancelled)."""
+    duration: float | None
+    """Seconds of the turn by its events' offsets (null before its first event)."""
     started_at: str | None
     finished_at: str | None
     origin: dict[str, Any]

@@ -71,6 +71,7 @@ class RunRecorder:
         self.has_conflicts = False
         self.branches = 0
         self.rejected = 0
+        self.duration: float | None = None
         self.ended = False
         """Whether the run stopped taking events (see the module docstring)."""
 
@@ -149,6 +150,10 @@ class RunRecorder:
         branches = self.branches + sum(len(e.requests) for e in batch
                                        if isinstance(e, BarrierForked))
         rejected = self.rejected + sum(e.type == "branch.rejected" for e in batch)
+        # The run page's rule (fold.js endOffset): a run.interrupted, declared after the
+        # silence, does not stretch the turn.
+        duration = max((e.offset for e in batch if e.type != "run.interrupted"),
+                       default=self.duration)
         running = Run.objects.filter(id=self.run_id, status=Run.Status.RUNNING)
         try:
             with transaction.atomic():
@@ -156,7 +161,8 @@ class RunRecorder:
                 fields: dict[str, Any] = {"event_count": stored,
                                           "has_conflicts": has_conflicts,
                                           "branch_count": branches,
-                                          "rejected_count": rejected}
+                                          "rejected_count": rejected,
+                                          "duration": duration}
                 if self.lease_seconds is not None:
                     # Storing proves the worker alive: the same write renews its lease, so
                     # a busy database cannot starve the keeper's own renewal into expiry.
@@ -171,7 +177,7 @@ class RunRecorder:
                 raise
             return False
         self.stored, self.has_conflicts, self.branches = stored, has_conflicts, branches
-        self.rejected = rejected
+        self.rejected, self.duration = rejected, duration
         return True
 
 

@@ -357,6 +357,9 @@ def _apply(run: Run, events: list[dict[str, Any]], now: Any) -> bool:
     run.has_conflicts |= any(e["type"] == "join.invalidated" for e in events)
     run.branch_count += sum(len(e["requests"]) for e in events if e["type"] == "barrier.forked")
     run.rejected_count += sum(e["type"] == "branch.rejected" for e in events)
+    offsets = [e["offset"] for e in events if e["type"] != "run.interrupted"]
+    if offsets:  # as the run page's fold reads a turn's time: its greatest offset
+        run.duration = max(run.duration or 0.0, *offsets)
     run.last_seen_at = now
     run.session_id = events[-1].get("session_id") or run.session_id
     ended = False

@@ -115,6 +115,9 @@ class Run(models.Model):
     rejected_count = models.IntegerField(default=0, db_index=True)
     """Branches rejected (failed, timed out or cancelled): with has_conflicts, what makes
     a run worth debugging."""
+    duration = models.FloatField(null=True, blank=True)
+    """Seconds of the turn as its events tell it (the greatest offset, as the run page
+    shows it), not the time since the run was queued."""
     started_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
                                    on_delete=models.SET_NULL)
     started_at = models.DateTimeField(auto_now_add=True, db_index=True)
@@ -154,6 +157,7 @@ class Run(models.Model):
             "message": self.message, "status": self.status, "reply": self.reply,
             "has_conflicts": self.has_conflicts, "event_count": self.event_count,
             "branch_count": self.branch_count, "rejected_count": self.rejected_count,
+            "duration": self.duration,
             "started_at": self.started_at.isoformat() if self.started_at else None,
             "finished_at": self.finished_at.isoformat() if self.finished_at else None,
             "origin": self.origin_info(),

@@ -54,8 +54,6 @@ class RunsQuery:
                 Q(message__icontains=self.text) | Q(flow__icontains=self.text)
                 | Q(reply_text__icontains=self.text) | Q(id__in=forks))
         column = SORTS[self.sort.removeprefix("-")]
-        if column == "duration":
-            runs = runs.annotate(duration=F("finished_at") - F("started_at"))
         order = F(column).desc(nulls_last=True) if self.sort.startswith("-") \
             else F(column).asc(nulls_last=True)
         # The id breaks ties, so pages of a sorted list never repeat or skip a run.

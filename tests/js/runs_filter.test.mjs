@@ -46,3 +46,11 @@ test("runs sort by any column both ways; unknown durations last either way", () 
   // Ties break by id, greater first, as the server's order does.
   assert.deepEqual(sortRuns([run("a"), run("b")], "status").map((r) => r.id), ["b", "a"]);
 });
+
+test("a run's duration is the one its events tell, as its page shows it", async () => {
+  const { durationOf } = await import("../../static/picoflow_web/js/runs_filter.js");
+  // Queued for 8 s, then a 2.25 s turn: the list says 2.25 s, like the run page.
+  assert.equal(durationOf(run("q", { started_at: "2026-11-30T09:00:00+00:00", finished_at: "2026-11-30T09:00:10.25+00:00", duration: 2.25 })), 2.25);
+  assert.equal(durationOf(run("n", { duration: null })), null);
+  assert.equal(durationOf(run("old")), 30);  // summaries from before: start to finish
+});

@@ -395,3 +395,10 @@ async def test_an_ingested_run_counts_its_rejected_branches() -> None:
     (run_id,) = response.json()["runs"]
     assert rejected >= 1
     assert (await Run.objects.aget(id=run_id)).summary()["rejected_count"] == rejected
+
+
+async def test_an_ingested_run_s_duration_is_its_greatest_offset() -> None:
+    lines = await recorded_turn("remote-timed")
+    await post(AsyncClient(), await ingest_token(), body_of(lines))
+    offsets = [json.loads(line)["offset"] for line in lines]
+    assert (await Run.objects.aget(id="remote-timed")).summary()["duration"] == max(offsets)

@@ -21,7 +21,7 @@ T0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 async def made(run_id: str, *, minutes: int, lasted: int | None, events: int,
                **fields: Any) -> Run:
     run = await Run.objects.acreate(id=run_id, status="finished", event_count=events,
-                                    **fields)
+                                    duration=lasted, **fields)
     started = T0 + timedelta(minutes=minutes)
     finished = None if lasted is None else started + timedelta(seconds=lasted)
     await Run.objects.filter(id=run_id).aupdate(started_at=started, finished_at=finished)
@@ -113,6 +113,11 @@ async def test_runs_with_rejected_branches_are_counted_from_their_events_and_lis
         flow="ResearchFlow", message="research tides")).id)
     stored = await EventRecord.objects.filter(run_id=failing.id,
                                               type="branch.rejected").acount()
+    # The list's duration is the turn's as its events tell it, as the run page shows it
+    # (the greatest offset), not the time since it was queued.
+    offsets = [p["offset"] async for p in EventRecord.objects.filter(
+        run_id=failing.id).values_list("payload", flat=True)]
+    assert failing.duration == max(offsets)
     assert stored >= 1 and failing.rejected_count == stored
     assert clean.rejected_count == 0
     summary = (await listed(rejected="1")).json()["runs"]

@@ -71,8 +71,14 @@ export function matches(run, f) {
   return true;
 }
 
-/** Seconds a run took, or null while unknown. @param {any} run */
+/**
+ * Seconds a run took by its events (as its page shows it), or null while unknown; older
+ * summaries without `duration` fall back to start and finish times.
+ * @param {any} run
+ */
 export function durationOf(run) {
+  if (typeof run.duration === "number") return run.duration;
+  if (run.duration === null) return null;
   const started = run.started_at ? Date.parse(run.started_at) : NaN;
   const finished = run.finished_at ? Date.parse(run.finished_at) : NaN;
   return Number.isFinite(started) && Number.isFinite(finished) ? (finished - started) / 1000 : null;
