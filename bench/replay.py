@@ -1,0 +1,126 @@
+"""Replay benchmark: a stored run's page in headless Debian chromium (Playwright).
+
+For stored FanOutFlow runs of ``--branches`` (default 10,000 and 100,000), executed by a
+worker first, then opened on the run page:
+
+* **first render**: navigation to the first branch row drawn;
+* **all applied**: navigation to every stored event folded (``#pf-event-count``), against
+  the floor measured in the same page: fetching the same events from ``/api/runs/<id>/events``
+  and parsing them, with nothing drawn (the ratio is printed);
+* **scrubber step**: one step back (``,``) from a position mid-run, to the next frame
+  drawn, median of ``--steps`` steps (one frame is 16 ms);
+* **JS heap** after a collection, with the page at the end and while pinned mid-run
+  (Chrome DevTools Protocol ``Runtime.getHeapUsage``).
+
+Production settings (``PICOFLOW_DEBUG=0``, collected static files).
+
+    .venv/bin/python bench/replay.py [--branches 10000 100000] [--steps 9]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).parent)]
+
+from browser import ARGS, CHROMIUM, START, login, wait_finished  # noqa: E402
+from playwright.sync_api import Page, sync_playwright  # noqa: E402
+
+from tests.livedaphne import live_daphne, run_manage  # noqa: E402
+
+FETCH_ALL = """async id => {
+  const started = performance.now();
+  let after = -1, count = 0;
+  for (;;) {
+    const page = await (await fetch(`/api/runs/${id}/events?after=${after}`)).json();
+    if (!page.events.length) return [performance.now() - started, count];
+    count += page.events.length;
+    after = page.last_seq;
+  }
+}"""
+
+STEP = """async () => {
+  const frame = () => new Promise((done) => requestAnimationFrame(() => done()));
+  await frame();
+  const started = performance.now();
+  document.body.dispatchEvent(new KeyboardEvent("keydown", {key: ",", bubbles: true}));
+  await frame();
+  await frame();
+  return performance.now() - started;
+}"""
+
+
+def heap_mb(page: Page) -> float:
+    cdp = page.context.new_cdp_session(page)
+    cdp.send("HeapProfiler.collectGarbage")
+    used = cdp.send("Runtime.getHeapUsage")["usedSize"]
+    cdp.detach()
+    return float(used) / 1e6
+
+
+def measure(page: Page, branches: int, steps: int) -> dict[str, Any]:
+    page.goto("/")
+    run_id = page.evaluate(START, ["FanOutFlow", {"branches": branches}])
+    total = wait_finished(page, run_id, timeout=1800)["event_count"]
+    started = time.perf_counter()
+    page.goto(f"/runs/{run_id}/")
+    page.wait_for_selector(".pf-branch", timeout=600_000)
+    first_render = time.perf_counter() - started
+    page.wait_for_function(
+        "total => Number(document.querySelector('#pf-event-count').textContent) === total",
+        arg=total, timeout=600_000, polling=50)
+    applied = time.perf_counter() - started
+    floor_ms, fetched = page.evaluate(FETCH_ALL, run_id)
+    heap_live = heap_mb(page)
+    # Pin the scrubber mid-run (URL position), then step back one event at a time.
+    page.evaluate("n => { const s = document.querySelector('#pf-seq'); s.value = String(n);"
+                  " s.dispatchEvent(new Event('input', {bubbles: true})); }", total // 2)
+    page.wait_for_timeout(500)
+    samples = [page.evaluate(STEP) for _ in range(steps)]
+    heap_pinned = heap_mb(page)
+    return {"total": total, "fetched": fetched, "first_render": first_render,
+            "applied": applied, "floor": floor_ms / 1000, "step": statistics.median(samples),
+            "step_max": max(samples), "heap_live": heap_live, "heap_pinned": heap_pinned}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--branches", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--steps", type=int, default=9)
+    args = parser.parse_args()
+    env = {"PICOFLOW_DEBUG": "0", "PICOFLOW_ALLOWED_HOSTS": "127.0.0.1,localhost",
+           "PICOFLOW_SECURE_SSL_REDIRECT": "0", "PICOFLOW_LOG_LEVEL": "WARNING",
+           "PICOFLOW_DEMO_LATENCY": "0"}
+    collected = run_manage("collectstatic", "--noinput", env={**os.environ, **env})
+    if collected.returncode != 0:
+        raise SystemExit(f"collectstatic failed:\n{collected.stdout}{collected.stderr}")
+    with live_daphne(env, extra_args=("--websocket-max-message-size", "67108864")) as live:
+        run_manage("ensure_admin", env=live.env)
+        password = (live.data_dir / "admin_password").read_text().strip()
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+            page = browser.new_page(base_url=live.base_url,
+                                    viewport={"width": 1400, "height": 900})
+            login(page, password)
+            for branches in args.branches:
+                m = measure(page, branches, args.steps)
+                print(f"{branches:,} branches, {m['total']:,} stored events "
+                      f"({m['fetched']:,} fetched for the floor):")
+                print(f"  first render            {m['first_render']:7.2f} s")
+                print(f"  all events applied      {m['applied']:7.2f} s   floor (fetch + "
+                      f"parse only) {m['floor']:.2f} s, ratio {m['applied'] / m['floor']:.1f}x")
+                print(f"  scrubber step (median)  {m['step']:7.1f} ms  (max {m['step_max']:.1f}"
+                      " ms; one frame is 16 ms)")
+                print(f"  JS heap                 {m['heap_live']:7.1f} MB at the end, "
+                      f"{m['heap_pinned']:.1f} MB pinned mid-run")
+            browser.close()
+
+
+if __name__ == "__main__":
+    main()
