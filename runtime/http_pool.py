@@ -1,0 +1,334 @@
+"""Pooled HTTP/1.1 requests on anyio byte streams: what the model adapters send with.
+
+Written on anyio rather than on a third-party client so that the runtime keeps its two
+dependencies and runs the same on asyncio and trio. It does only what a JSON API call
+needs: one request at a time per connection, ``Content-Length`` or chunked replies (or a
+body read to the end of an HTTP/1.0 connection), keep-alive, TLS with the system's
+certificate store, and no redirects (a 3xx is returned to the caller like any status).
+
+Idle connections are kept per event loop (a socket belongs to the loop that opened it,
+and a process may run several loops, one per worker thread) and per origin (scheme, host,
+port), and handed out last-in first out, so a burst reuses the warmest sockets and the
+surplus ages out.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import select
+import socket
+import ssl
+import time
+import urllib.parse
+import weakref
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import anyio
+import anyio.abc
+import anyio.lowlevel
+import anyio.streams.buffered
+
+_MAX_HEADER_BYTES = 64 * 1024
+_MAX_LINE_BYTES = 8 * 1024
+_READ_CHUNK = 65536
+
+
+class HTTPTransportError(Exception):
+    """No reply was had: connection refused or reset, the peer hung up mid-reply, or a
+    reply that is not HTTP. The message is safe to show (it never holds the request)."""
+
+
+class HTTPTimeout(HTTPTransportError):
+    """Connecting, or one read of the reply, took longer than the timeout."""
+
+
+@dataclass(frozen=True)
+class HTTPReply:
+    """A complete reply: status, headers (names lower-cased; a repeated header keeps its
+    last value) and the body."""
+
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+
+@dataclass
+class _Connection:
+    stream: anyio.abc.ByteStream
+    reader: anyio.streams.buffered.BufferedByteReceiveStream
+    idle_since: float = 0.0
+    reused: bool = False
+
+    async def aclose(self) -> None:
+        # A connection is closed when its task is being cancelled too: the close must not
+        # wait on a peer that may never answer.
+        with (
+            anyio.CancelScope(shield=True),
+            anyio.move_on_after(1),
+            contextlib.suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError),
+        ):
+            await self.stream.aclose()
+
+    def peer_closed(self) -> bool:
+        """Whether an idle connection has something to read: the server's FIN (it timed
+        the connection out) or bytes it had no business sending. Either way, not reusable.
+        """
+        raw = self.stream.extra(anyio.abc.SocketAttribute.raw_socket, None)
+        if raw is None or self.reader.buffer:
+            return bool(self.reader.buffer)
+        try:
+            readable, _, _ = select.select([raw], [], [], 0)
+        except (OSError, ValueError):
+            return True
+        return bool(readable)
+
+
+@dataclass
+class ConnectionPool:
+    """Keep-alive connections per origin, shared by every task of the process that uses
+    this pool.
+
+    Args:
+        max_idle_per_origin: idle connections kept per origin; more are closed when they
+            come back. In-flight connections are not capped here (the provider limiter
+            does that).
+        idle_timeout: seconds an idle connection is kept; servers drop idle keep-alive
+            connections after a few seconds, and a socket older than this is likely dead.
+        ssl_context: for https; the system's default context when None.
+    """
+
+    max_idle_per_origin: int = 256
+    idle_timeout: float = 15.0
+    ssl_context: ssl.SSLContext | None = None
+    _loops: weakref.WeakKeyDictionary[object, dict[tuple[str, str, int], list[_Connection]]] = (
+        field(default_factory=weakref.WeakKeyDictionary)
+    )
+    connections_opened: int = 0
+    """How many TCP connections this pool has opened (for tests and benchmarks)."""
+
+    async def request(
+        self,
+        method: str,
+        url: str,
+        *,
+        headers: Mapping[str, str],
+        body: bytes = b"",
+        timeout: float,
+    ) -> HTTPReply:
+        """Send one request and read its whole reply.
+
+        A reused connection that turns out to be dead before any byte of the reply
+        arrives is replaced by a fresh one once: the server closed it while idle, so the
+        request was never processed.
+
+        Raises:
+            HTTPTimeout: connecting or a read took more than ``timeout`` seconds.
+            HTTPTransportError: any other failure to get a reply.
+        """
+        parts = urllib.parse.urlsplit(url)
+        scheme = parts.scheme.lower()
+        host = parts.hostname or ""
+        port = parts.port or (443 if scheme == "https" else 80)
+        origin = (scheme, host, port)
+        target = parts.path or "/"
+        if parts.query:
+            target += "?" + parts.query
+        head = _request_head(method, target, parts.netloc, headers, len(body))
+        for _ in range(2):
+            conn = await self._checkout(origin) or await self._open(origin, timeout)
+            try:
+                reply, keep = await self._exchange(conn, head + body, timeout)
+            except _StaleConnection:
+                await conn.aclose()
+                continue
+            except BaseException:
+                await conn.aclose()
+                raise
+            if keep:
+                await self._checkin(origin, conn)
+            else:
+                await conn.aclose()
+            return reply
+        raise HTTPTransportError("the server closed the connection without a reply")
+
+    async def aclose(self) -> None:
+        """Close the idle connections of the current event loop."""
+        idle = self._idle()
+        conns = [conn for origin in list(idle) for conn in idle.pop(origin)]
+        for conn in conns:
+            await conn.aclose()
+
+    def idle_count(self) -> int:
+        """Idle connections of the current event loop."""
+        return sum(len(conns) for conns in self._idle().values())
+
+    def _idle(self) -> dict[tuple[str, str, int], list[_Connection]]:
+        loop = anyio.lowlevel.current_token().native_token
+        idle = self._loops.get(loop)
+        if idle is None:
+            idle = self._loops.setdefault(loop, {})
+        return idle
+
+    # -- connections ---------------------------------------------------------------------
+
+    async def _checkout(self, origin: tuple[str, str, int]) -> _Connection | None:
+        conns = self._idle().get(origin)
+        now = time.monotonic()
+        while conns:
+            conn = conns.pop()
+            if now - conn.idle_since <= self.idle_timeout and not conn.peer_closed():
+                conn.reused = True
+                return conn
+            await conn.aclose()
+        return None
+
+    async def _checkin(self, origin: tuple[str, str, int], conn: _Connection) -> None:
+        conns = self._idle().setdefault(origin, [])
+        if len(conns) >= self.max_idle_per_origin:
+            await conn.aclose()
+            return
+        conn.idle_since = time.monotonic()
+        conns.append(conn)
+
+    async def _open(self, origin: tuple[str, str, int], timeout: float) -> _Connection:
+        scheme, host, port = origin
+        try:
+            with anyio.fail_after(timeout):
+                if scheme == "https":
+                    context = self.ssl_context or _default_context()
+                    stream: anyio.abc.ByteStream = await anyio.connect_tcp(
+                        host, port, ssl_context=context, tls_hostname=host,
+                        # HTTP frames its own bodies; many servers skip TLS close_notify.
+                        tls_standard_compatible=False,
+                    )
+                else:
+                    stream = await anyio.connect_tcp(host, port)
+        except TimeoutError:
+            raise HTTPTimeout(f"connecting took more than {timeout:g}s") from None
+        except OSError as exc:
+            raise HTTPTransportError(_describe(exc)) from None
+        raw = stream.extra(anyio.abc.SocketAttribute.raw_socket, None)
+        if raw is not None and raw.family in (socket.AF_INET, socket.AF_INET6):
+            raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.connections_opened += 1
+        return _Connection(stream, anyio.streams.buffered.BufferedByteReceiveStream(stream))
+
+    # -- one exchange --------------------------------------------------------------------
+
+    async def _exchange(
+        self, conn: _Connection, data: bytes, timeout: float
+    ) -> tuple[HTTPReply, bool]:
+        got_bytes = False
+        try:
+            with anyio.fail_after(timeout):
+                await conn.stream.send(data)
+            with anyio.fail_after(timeout):
+                head = await conn.reader.receive_until(b"\r\n\r\n", _MAX_HEADER_BYTES)
+            got_bytes = True
+            status, version, headers = _parse_head(head)
+            body, framed = await _read_body(conn.reader, headers, timeout)
+        except TimeoutError:
+            raise HTTPTimeout(f"no reply within {timeout:g}s") from None
+        except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError,
+                anyio.ClosedResourceError, OSError) as exc:
+            if conn.reused and not got_bytes:
+                raise _StaleConnection from None
+            raise HTTPTransportError(_describe(exc)) from None
+        except anyio.DelimiterNotFound:
+            raise HTTPTransportError("the reply's headers are too long") from None
+        connection = headers.get("connection", "").lower()
+        keep = framed and (
+            "keep-alive" in connection if version == "HTTP/1.0" else "close" not in connection
+        )
+        return HTTPReply(status, headers, body), keep
+
+
+class _StaleConnection(Exception):
+    pass
+
+
+def _request_head(
+    method: str, target: str, netloc: str, headers: Mapping[str, str], length: int
+) -> bytes:
+    lines = [f"{method} {target} HTTP/1.1", f"Host: {netloc.rpartition('@')[2]}"]
+    given = {name.lower() for name in headers}
+    for name, value in headers.items():
+        if "\r" in name or "\n" in name or "\r" in value or "\n" in value:
+            raise HTTPTransportError(f"header {name!r} contains a line break")
+        lines.append(f"{name}: {value}")
+    if "content-length" not in given:
+        lines.append(f"Content-Length: {length}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
+def _parse_head(head: bytes) -> tuple[int, str, dict[str, str]]:
+    lines = head.decode("latin-1").split("\r\n")
+    version, _, rest = lines[0].partition(" ")
+    code = rest.partition(" ")[0]
+    if not version.startswith("HTTP/1.") or not code.isdigit():
+        raise HTTPTransportError(f"not an HTTP reply: {lines[0][:80]!r}")
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        name, sep, value = line.partition(":")
+        if sep:
+            headers[name.strip().lower()] = value.strip()
+    return int(code), version, headers
+
+
+async def _read_body(
+    reader: anyio.streams.buffered.BufferedByteReceiveStream,
+    headers: dict[str, str],
+    timeout: float,
+) -> tuple[bytes, bool]:
+    """The body, and whether the connection is still framed (usable for another request)."""
+    if "chunked" in headers.get("transfer-encoding", "").lower():
+        chunks: list[bytes] = []
+        while True:
+            with anyio.fail_after(timeout):
+                size_line = await reader.receive_until(b"\r\n", _MAX_LINE_BYTES)
+            try:
+                size = int(size_line.split(b";")[0].strip() or b"x", 16)
+            except ValueError:
+                raise HTTPTransportError("a malformed chunk size in the reply") from None
+            if size == 0:
+                while True:  # trailers, up to the empty line
+                    with anyio.fail_after(timeout):
+                        if not await reader.receive_until(b"\r\n", _MAX_LINE_BYTES):
+                            break
+                return b"".join(chunks), True
+            with anyio.fail_after(timeout):
+                chunks.append(await reader.receive_exactly(size))
+                await reader.receive_exactly(2)
+    length = headers.get("content-length")
+    if length is not None:
+        if not length.isdigit():
+            raise HTTPTransportError(f"a malformed Content-Length: {length!r}")
+        with anyio.fail_after(timeout):
+            return (await reader.receive_exactly(int(length)) if int(length) else b""), True
+    # Neither length nor chunks: the body runs to the end of the connection.
+    parts: list[bytes] = []
+    while True:
+        try:
+            with anyio.fail_after(timeout):
+                parts.append(await reader.receive(_READ_CHUNK))
+        except anyio.EndOfStream:
+            return b"".join(parts), False
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, anyio.EndOfStream | anyio.IncompleteRead):
+        return "the server closed the connection mid-reply"
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+_CONTEXT: ssl.SSLContext | None = None
+
+
+def _default_context() -> ssl.SSLContext:
+    global _CONTEXT
+    if _CONTEXT is None:
+        # Loading the certificate store takes milliseconds: once per process.
+        _CONTEXT = ssl.create_default_context()
+    return _CONTEXT
