@@ -167,8 +167,20 @@ class ConnectionPool:
         loop = anyio.lowlevel.current_token().native_token
         idle = self._loops.get(loop)
         if idle is None:
+            self._forget_finished_loops()
             idle = self._loops.setdefault(loop, {})
         return idle
+
+    def _forget_finished_loops(self) -> None:
+        """Drop the idle connections of loops that have ended.
+
+        An idle connection refers to its loop, so the weak key alone would never let a
+        finished loop go. Their sockets cannot be closed politely without that loop; the
+        garbage collector closes them.
+        """
+        for loop in list(self._loops):
+            if _finished(loop):
+                self._loops.pop(loop, None)
 
     # -- connections ---------------------------------------------------------------------
 
@@ -242,6 +254,23 @@ class ConnectionPool:
             "keep-alive" in connection if version == "HTTP/1.0" else "close" not in connection
         )
         return HTTPReply(status, headers, body), keep
+
+
+def _finished(loop: object) -> bool:
+    is_closed = getattr(loop, "is_closed", None)  # an asyncio loop
+    if callable(is_closed):
+        return bool(is_closed())
+    try:  # a trio token refuses callbacks once its run has finished
+        loop.run_sync_soon(_nothing)  # type: ignore[attr-defined]
+    except RuntimeError:
+        return True
+    except AttributeError:
+        return False
+    return False
+
+
+def _nothing() -> None:
+    pass
 
 
 class _StaleConnection(Exception):

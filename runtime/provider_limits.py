@@ -123,23 +123,22 @@ class ProviderLimits:
 class Admission:
     """One admitted call: holds its in-flight slot until released."""
 
-    __slots__ = ("_entry", "_limiter", "_released")
+    __slots__ = ("_leave", "_released", "_settle")
 
-    def __init__(self, limiter: ProviderLimiter, entry: list[float]) -> None:
-        self._limiter = limiter
-        self._entry = entry
+    def __init__(self, settle: Callable[[int], None], leave: Callable[[], None]) -> None:
+        self._settle = settle
+        self._leave = leave
         self._released = False
 
     def settle(self, tokens: int) -> None:
         """Replace the estimate with the tokens the provider reported (if any)."""
         if tokens > 0:
-            with self._limiter._lock:
-                self._entry[1] = float(tokens)
+            self._settle(tokens)
 
     def release(self) -> None:
         if not self._released:
             self._released = True
-            self._limiter._leave()
+            self._leave()
 
 
 class ProviderLimiter:
@@ -185,7 +184,11 @@ class ProviderLimiter:
         except BaseException:
             self._leave()
             raise
-        return Admission(self, entry)
+        return Admission(lambda tokens: self._settle(entry, tokens), self._leave)
+
+    def _settle(self, entry: list[float], tokens: int) -> None:
+        with self._lock:
+            entry[1] = float(tokens)
 
     # -- in flight -----------------------------------------------------------------------
 
