@@ -15,6 +15,7 @@ surplus ages out.
 from __future__ import annotations
 
 import contextlib
+import functools
 import select
 import socket
 import ssl
@@ -84,6 +85,10 @@ class _Connection:
         return bool(readable)
 
 
+_Origin = tuple[str, str, int]
+_Idle = dict[_Origin, list[_Connection]]
+
+
 @dataclass
 class ConnectionPool:
     """Keep-alive connections per origin, shared by every task of the process that uses
@@ -101,7 +106,7 @@ class ConnectionPool:
     max_idle_per_origin: int = 256
     idle_timeout: float = 15.0
     ssl_context: ssl.SSLContext | None = None
-    _loops: weakref.WeakKeyDictionary[object, dict[tuple[str, str, int], list[_Connection]]] = (
+    _loops: weakref.WeakKeyDictionary[object, _Idle] = (
         field(default_factory=weakref.WeakKeyDictionary)
     )
     connections_opened: int = 0
@@ -126,17 +131,11 @@ class ConnectionPool:
             HTTPTimeout: connecting or a read took more than ``timeout`` seconds.
             HTTPTransportError: any other failure to get a reply.
         """
-        parts = urllib.parse.urlsplit(url)
-        scheme = parts.scheme.lower()
-        host = parts.hostname or ""
-        port = parts.port or (443 if scheme == "https" else 80)
-        origin = (scheme, host, port)
-        target = parts.path or "/"
-        if parts.query:
-            target += "?" + parts.query
-        head = _request_head(method, target, parts.netloc, headers, len(body))
+        origin, target, host_header = _split(url)
+        head = _request_head(method, target, host_header, headers, len(body))
+        idle = self._idle()
         for _ in range(2):
-            conn = await self._checkout(origin) or await self._open(origin, timeout)
+            conn = await self._checkout(idle, origin) or await self._open(origin, timeout)
             try:
                 reply, keep = await self._exchange(conn, head + body, timeout)
             except _StaleConnection:
@@ -146,7 +145,7 @@ class ConnectionPool:
                 await conn.aclose()
                 raise
             if keep:
-                await self._checkin(origin, conn)
+                await self._checkin(idle, origin, conn)
             else:
                 await conn.aclose()
             return reply
@@ -163,7 +162,7 @@ class ConnectionPool:
         """Idle connections of the current event loop."""
         return sum(len(conns) for conns in self._idle().values())
 
-    def _idle(self) -> dict[tuple[str, str, int], list[_Connection]]:
+    def _idle(self) -> _Idle:
         loop = anyio.lowlevel.current_token().native_token
         idle = self._loops.get(loop)
         if idle is None:
@@ -184,26 +183,30 @@ class ConnectionPool:
 
     # -- connections ---------------------------------------------------------------------
 
-    async def _checkout(self, origin: tuple[str, str, int]) -> _Connection | None:
-        conns = self._idle().get(origin)
+    async def _checkout(self, idle: _Idle, origin: _Origin) -> _Connection | None:
+        conns = idle.get(origin)
         now = time.monotonic()
         while conns:
             conn = conns.pop()
-            if now - conn.idle_since <= self.idle_timeout and not conn.peer_closed():
+            idle_for = now - conn.idle_since
+            # A server drops an idle connection after seconds, not within one: checking a
+            # just-returned socket would cost a system call per request for nothing (and a
+            # connection that did die is retried on a fresh one).
+            if idle_for <= self.idle_timeout and (idle_for < 1.0 or not conn.peer_closed()):
                 conn.reused = True
                 return conn
             await conn.aclose()
         return None
 
-    async def _checkin(self, origin: tuple[str, str, int], conn: _Connection) -> None:
-        conns = self._idle().setdefault(origin, [])
+    async def _checkin(self, idle: _Idle, origin: _Origin, conn: _Connection) -> None:
+        conns = idle.setdefault(origin, [])
         if len(conns) >= self.max_idle_per_origin:
             await conn.aclose()
             return
         conn.idle_since = time.monotonic()
         conns.append(conn)
 
-    async def _open(self, origin: tuple[str, str, int], timeout: float) -> _Connection:
+    async def _open(self, origin: _Origin, timeout: float) -> _Connection:
         scheme, host, port = origin
         try:
             with anyio.fail_after(timeout):
@@ -232,16 +235,18 @@ class ConnectionPool:
         self, conn: _Connection, data: bytes, timeout: float
     ) -> tuple[HTTPReply, bool]:
         got_bytes = False
+        # One scope for the whole exchange, its deadline moved on at each read that made
+        # progress: the timeout bounds each wait, like a socket timeout, at the cost of
+        # one cancel scope per request instead of one per read.
+        scope = anyio.CancelScope(deadline=anyio.current_time() + timeout)
         try:
-            with anyio.fail_after(timeout):
+            with scope:
                 await conn.stream.send(data)
-            with anyio.fail_after(timeout):
                 head = await conn.reader.receive_until(b"\r\n\r\n", _MAX_HEADER_BYTES)
-            got_bytes = True
-            status, version, headers = _parse_head(head)
-            body, framed = await _read_body(conn.reader, headers, timeout)
-        except TimeoutError:
-            raise HTTPTimeout(f"no reply within {timeout:g}s") from None
+                got_bytes = True
+                scope.deadline = anyio.current_time() + timeout
+                status, version, headers = _parse_head(head)
+                body, framed = await _read_body(conn.reader, headers, scope, timeout)
         except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError,
                 anyio.ClosedResourceError, OSError) as exc:
             if conn.reused and not got_bytes:
@@ -249,6 +254,8 @@ class ConnectionPool:
             raise HTTPTransportError(_describe(exc)) from None
         except anyio.DelimiterNotFound:
             raise HTTPTransportError("the reply's headers are too long") from None
+        if scope.cancelled_caught:
+            raise HTTPTimeout(f"no reply within {timeout:g}s")
         connection = headers.get("connection", "").lower()
         keep = framed and (
             "keep-alive" in connection if version == "HTTP/1.0" else "close" not in connection
@@ -277,10 +284,20 @@ class _StaleConnection(Exception):
     pass
 
 
+@functools.lru_cache(maxsize=256)
+def _split(url: str) -> tuple[_Origin, str, str]:
+    """Origin, request target and Host header of ``url`` (the same few URLs every call)."""
+    parts = urllib.parse.urlsplit(url)
+    scheme = parts.scheme.lower()
+    port = parts.port or (443 if scheme == "https" else 80)
+    target = (parts.path or "/") + ("?" + parts.query if parts.query else "")
+    return (scheme, parts.hostname or "", port), target, parts.netloc.rpartition("@")[2]
+
+
 def _request_head(
-    method: str, target: str, netloc: str, headers: Mapping[str, str], length: int
+    method: str, target: str, host: str, headers: Mapping[str, str], length: int
 ) -> bytes:
-    lines = [f"{method} {target} HTTP/1.1", f"Host: {netloc.rpartition('@')[2]}"]
+    lines = [f"{method} {target} HTTP/1.1", f"Host: {host}"]
     given = {name.lower() for name in headers}
     for name, value in headers.items():
         if "\r" in name or "\n" in name or "\r" in value or "\n" in value:
@@ -308,41 +325,41 @@ def _parse_head(head: bytes) -> tuple[int, str, dict[str, str]]:
 async def _read_body(
     reader: anyio.streams.buffered.BufferedByteReceiveStream,
     headers: dict[str, str],
+    scope: anyio.CancelScope,
     timeout: float,
 ) -> tuple[bytes, bool]:
-    """The body, and whether the connection is still framed (usable for another request)."""
+    """The body, and whether the connection is still framed (usable for another request).
+
+    Runs in the exchange's ``scope``, whose deadline each completed read moves on.
+    """
     if "chunked" in headers.get("transfer-encoding", "").lower():
         chunks: list[bytes] = []
         while True:
-            with anyio.fail_after(timeout):
-                size_line = await reader.receive_until(b"\r\n", _MAX_LINE_BYTES)
+            size_line = await reader.receive_until(b"\r\n", _MAX_LINE_BYTES)
             try:
                 size = int(size_line.split(b";")[0].strip() or b"x", 16)
             except ValueError:
                 raise HTTPTransportError("a malformed chunk size in the reply") from None
             if size == 0:
-                while True:  # trailers, up to the empty line
-                    with anyio.fail_after(timeout):
-                        if not await reader.receive_until(b"\r\n", _MAX_LINE_BYTES):
-                            break
+                while await reader.receive_until(b"\r\n", _MAX_LINE_BYTES):
+                    pass  # trailers, up to the empty line
                 return b"".join(chunks), True
-            with anyio.fail_after(timeout):
-                chunks.append(await reader.receive_exactly(size))
-                await reader.receive_exactly(2)
+            chunks.append(await reader.receive_exactly(size))
+            await reader.receive_exactly(2)
+            scope.deadline = anyio.current_time() + timeout
     length = headers.get("content-length")
     if length is not None:
         if not length.isdigit():
             raise HTTPTransportError(f"a malformed Content-Length: {length!r}")
-        with anyio.fail_after(timeout):
-            return (await reader.receive_exactly(int(length)) if int(length) else b""), True
+        return (await reader.receive_exactly(int(length)) if int(length) else b""), True
     # Neither length nor chunks: the body runs to the end of the connection.
     parts: list[bytes] = []
     while True:
         try:
-            with anyio.fail_after(timeout):
-                parts.append(await reader.receive(_READ_CHUNK))
+            parts.append(await reader.receive(_READ_CHUNK))
         except anyio.EndOfStream:
             return b"".join(parts), False
+        scope.deadline = anyio.current_time() + timeout
 
 
 def _describe(exc: BaseException) -> str:
