@@ -171,20 +171,28 @@ async def test_cancelling_a_call_gives_its_slot_back(
     server.replies.append(Reply(body=completion("never seen"), hold=True))
     async with anyio.create_task_group() as tg:
         held, queued = anyio.CancelScope(), anyio.CancelScope()
+        queued_done = anyio.Event()
 
-        async def call(scope: anyio.CancelScope) -> None:
-            with scope:
-                await adapter.invoke(request())
+        async def call(scope: anyio.CancelScope, done: anyio.Event | None = None) -> None:
+            try:
+                with scope:
+                    await adapter.invoke(request())
+            finally:
+                if done is not None:
+                    done.set()
 
         tg.start_soon(call, held)
         with anyio.fail_after(5):
             while server.requests < 1:
                 await anyio.sleep(0.01)
-        tg.start_soon(call, queued)
-        await anyio.sleep(0.05)
-        assert (limiter.in_flight, len(limiter._waiters)) == (1, 1)
+        tg.start_soon(call, queued, queued_done)
+        with anyio.fail_after(5):
+            while not limiter._waiters:
+                await anyio.sleep(0.01)
+        assert limiter.in_flight == 1
         queued.cancel()  # waiting for the slot
-        await anyio.sleep(0)
+        with anyio.fail_after(5):
+            await queued_done.wait()
         assert (limiter.in_flight, len(limiter._waiters)) == (1, 0)
         held.cancel()  # awaiting the server's answer
     assert limiter.in_flight == 0
