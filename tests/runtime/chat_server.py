@@ -10,6 +10,7 @@ peak instead of hoped for.
 from __future__ import annotations
 
 import json
+import ssl
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -143,9 +144,15 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 @contextmanager
-def chat_server(gate: int | None = None) -> Iterator[ChatServer]:
+def chat_server(
+    gate: int | None = None, tls: ssl.SSLContext | None = None,
+) -> Iterator[ChatServer]:
     httpd = _Server(("127.0.0.1", 0), _Handler)
-    chat = ChatServer(url=f"http://127.0.0.1:{httpd.server_address[1]}/v1", gate=gate)
+    scheme = "http"
+    if tls is not None:
+        httpd.socket = tls.wrap_socket(httpd.socket, server_side=True)
+        scheme = "https"
+    chat = ChatServer(url=f"{scheme}://127.0.0.1:{httpd.server_address[1]}/v1", gate=gate)
     httpd.chat = chat
     thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05},
                               daemon=True)

@@ -9,7 +9,12 @@ and ``Retry-After`` run on a virtual clock, so nothing here waits for wall time.
 from __future__ import annotations
 
 import email.utils
+import shutil
+import ssl
+import subprocess
+import threading
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -197,6 +202,65 @@ async def test_cancelling_a_call_gives_its_slot_back(
         held.cancel()  # awaiting the server's answer
     assert limiter.in_flight == 0
     assert (await adapter.invoke(request())).content == "ok"
+    assert limiter.in_flight == 0
+
+
+async def test_https_with_connection_reuse(tmp_path: Path, pool: ConnectionPool) -> None:
+    if shutil.which("openssl") is None:
+        pytest.skip("needs the openssl command to make a certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+         "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True,
+    )
+    server_side = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_side.load_cert_chain(cert, key)
+    pool.ssl_context = ssl.create_default_context(cafile=str(cert))
+    with chat_server(tls=server_side) as chat:
+        adapter = model(chat.url, pool)
+        for _ in range(3):
+            assert (await adapter.invoke(request())).content == "ok"
+        # The system's certificate store does not know this certificate: refused.
+        untrusted = model(chat.url, ConnectionPool())
+        with pytest.raises(ModelTransportError, match="connection failed"):
+            await untrusted.invoke(request())
+    assert chat.requests == 3
+    assert pool.connections_opened == 1
+
+
+def test_a_limiter_is_shared_by_event_loops_in_other_threads() -> None:
+    # A worker process may run turns in several threads, one event loop each: a slot
+    # freed in one loop must wake a call waiting in another.
+    limiter = ProviderLimiter(ProviderLimits(max_in_flight=1))
+    holding, waiting = threading.Event(), threading.Event()
+    order: list[str] = []
+
+    async def first() -> None:
+        admission = await limiter.acquire()
+        order.append("first in")
+        holding.set()
+        while not limiter._waiters:
+            await anyio.sleep(0.01)
+        order.append("first out")
+        admission.release()
+
+    async def second() -> None:
+        holding.wait(10)
+        admission = await limiter.acquire()
+        order.append("second in")
+        admission.release()
+        waiting.set()
+
+    threads = [threading.Thread(target=anyio.run, args=(first,)),
+               threading.Thread(target=anyio.run, args=(second,), kwargs={"backend": "trio"})]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert waiting.is_set()
+    assert order == ["first in", "first out", "second in"]
     assert limiter.in_flight == 0
 
 
