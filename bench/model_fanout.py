@@ -197,7 +197,7 @@ async def fan_out(url: str, variant: str, n: int, concurrency: int, latency: flo
     reply = await engine.run("FanFlow", "go", config={"n": n, "concurrency": concurrency})
     assert reply.success, reply.message
     if isinstance(model, OpenAICompatibleModel):
-        await model.pool.aclose()
+        await model.aclose()
     return TIMINGS[0]
 
 

@@ -90,23 +90,34 @@ _Idle = dict[_Origin, list[_Connection]]
 
 
 @dataclass
+class _LoopState:
+    """One event loop's share of a pool."""
+
+    idle: _Idle = field(default_factory=dict)
+    slots: dict[_Origin, anyio.Semaphore] = field(default_factory=dict)
+
+
+@dataclass
 class ConnectionPool:
     """Keep-alive connections per origin, shared by every task of the process that uses
     this pool.
 
     Args:
+        max_connections_per_origin: connections open to one origin at once, per event
+            loop; more requests wait for one. Provider quotas are the limiter's business;
+            this only keeps an unbounded fan-out from running out of file descriptors.
         max_idle_per_origin: idle connections kept per origin; more are closed when they
-            come back. In-flight connections are not capped here (the provider limiter
-            does that).
+            come back.
         idle_timeout: seconds an idle connection is kept; servers drop idle keep-alive
             connections after a few seconds, and a socket older than this is likely dead.
         ssl_context: for https; the system's default context when None.
     """
 
+    max_connections_per_origin: int = 512
     max_idle_per_origin: int = 256
     idle_timeout: float = 15.0
     ssl_context: ssl.SSLContext | None = None
-    _loops: weakref.WeakKeyDictionary[object, _Idle] = (
+    _loops: weakref.WeakKeyDictionary[object, _LoopState] = (
         field(default_factory=weakref.WeakKeyDictionary)
     )
     connections_opened: int = 0
@@ -133,42 +144,47 @@ class ConnectionPool:
         """
         origin, target, host_header = _split(url)
         head = _request_head(method, target, host_header, headers, len(body))
-        idle = self._idle()
-        for _ in range(2):
-            conn = await self._checkout(idle, origin) or await self._open(origin, timeout)
-            try:
-                reply, keep = await self._exchange(conn, head + body, timeout)
-            except _StaleConnection:
-                await conn.aclose()
-                continue
-            except BaseException:
-                await conn.aclose()
-                raise
-            if keep:
-                await self._checkin(idle, origin, conn)
-            else:
-                await conn.aclose()
-            return reply
+        state = self._state()
+        idle = state.idle
+        slots = state.slots.get(origin)
+        if slots is None:
+            slots = state.slots[origin] = anyio.Semaphore(self.max_connections_per_origin)
+        async with slots:
+            for _ in range(2):
+                conn = await self._checkout(idle, origin) or await self._open(origin, timeout)
+                try:
+                    reply, keep = await self._exchange(conn, head + body, timeout)
+                except _StaleConnection:
+                    await conn.aclose()
+                    continue
+                except BaseException:
+                    await conn.aclose()
+                    raise
+                if keep:
+                    await self._checkin(idle, origin, conn)
+                else:
+                    await conn.aclose()
+                return reply
         raise HTTPTransportError("the server closed the connection without a reply")
 
     async def aclose(self) -> None:
         """Close the idle connections of the current event loop."""
-        idle = self._idle()
+        idle = self._state().idle
         conns = [conn for origin in list(idle) for conn in idle.pop(origin)]
         for conn in conns:
             await conn.aclose()
 
     def idle_count(self) -> int:
         """Idle connections of the current event loop."""
-        return sum(len(conns) for conns in self._idle().values())
+        return sum(len(conns) for conns in self._state().idle.values())
 
-    def _idle(self) -> _Idle:
+    def _state(self) -> _LoopState:
         loop = anyio.lowlevel.current_token().native_token
-        idle = self._loops.get(loop)
-        if idle is None:
+        state = self._loops.get(loop)
+        if state is None:
             self._forget_finished_loops()
-            idle = self._loops.setdefault(loop, {})
-        return idle
+            state = self._loops.setdefault(loop, _LoopState())
+        return state
 
     def _forget_finished_loops(self) -> None:
         """Drop the idle connections of loops that have ended.

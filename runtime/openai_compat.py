@@ -175,6 +175,12 @@ class OpenAICompatibleModel:
         key = "set" if self._api_key else "none"
         return f"{type(self).__name__}(base_url={self.base_url!r}, api_key={key})"
 
+    async def aclose(self) -> None:
+        """Close the idle connections this adapter's pool keeps for the current event
+        loop (before the loop ends, to close them politely rather than leave them to the
+        garbage collector). The adapter stays usable."""
+        await self.pool.aclose()
+
     def limiter_for(self, api_key: str | None) -> ProviderLimiter:
         """The limiter the calls made with ``api_key`` go through."""
         if self._limiter is not None:

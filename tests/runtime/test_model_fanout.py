@@ -148,6 +148,16 @@ async def test_connections_are_reused(pool: ConnectionPool) -> None:
     assert chat.connections == pool.connections_opened == 4
 
 
+async def test_connections_per_origin_are_capped(pool: ConnectionPool) -> None:
+    # No provider limit configured: the pool's own cap keeps a huge fan-out from running
+    # out of file descriptors.
+    pool.max_connections_per_origin = 3
+    with chat_server(gate=3) as chat:
+        assert await fan_out(model(chat.url, pool), 12) == "12 fulfilled"
+    assert chat.max_concurrent == 3
+    assert chat.connections == 3
+
+
 async def test_a_connection_the_server_dropped_is_replaced(
     server: ChatServer, pool: ConnectionPool,
 ) -> None:
