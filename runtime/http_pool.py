@@ -149,7 +149,13 @@ class ConnectionPool:
         slots = state.slots.get(origin)
         if slots is None:
             slots = state.slots[origin] = anyio.Semaphore(self.max_connections_per_origin)
-        async with slots:
+        try:
+            # Without the yield anyio's acquire makes even when a slot is free: a full turn
+            # of the event loop per request, for every branch of a fan-out.
+            slots.acquire_nowait()
+        except anyio.WouldBlock:
+            await slots.acquire()
+        try:
             for _ in range(2):
                 conn = await self._checkout(idle, origin) or await self._open(origin, timeout)
                 try:
@@ -165,6 +171,8 @@ class ConnectionPool:
                 else:
                     await conn.aclose()
                 return reply
+        finally:
+            slots.release()
         raise HTTPTransportError("the server closed the connection without a reply")
 
     async def aclose(self) -> None:
