@@ -274,6 +274,25 @@ def test_a_limiter_is_shared_by_event_loops_in_other_threads() -> None:
     assert limiter.in_flight == 0
 
 
+async def test_the_thread_transport_behaves_the_same(server: ChatServer) -> None:
+    clock = VirtualClock()
+    adapter = OpenAICompatibleModel(server.url, "sk-test", transport="thread",
+                                    limiter=ProviderLimiter(clock=clock))
+    server.replies.append(Reply(429, {"error": {"message": "slow down, sk-test"}},
+                                headers={"Retry-After": "3"}))
+    server.replies.append(Reply(401, {"error": {"message": "bad key sk-test"}}))
+    with pytest.raises(ModelTransportError) as info:
+        await adapter.invoke(request())
+    assert info.value.extra["retry_after"] == 3
+    assert "sk-test" not in str(info.value)
+    with pytest.raises(ModelError, match="bad key") as refused:
+        await adapter.invoke(request())
+    assert type(refused.value) is ModelError
+    assert "sk-test" not in str(refused.value)
+    assert (await adapter.invoke(request())).content == "ok"
+    assert clock.slept == [3.0]
+
+
 # -- Retry-After --------------------------------------------------------------------------
 
 
