@@ -19,6 +19,7 @@ import functools
 import select
 import socket
 import ssl
+import threading
 import time
 import urllib.parse
 import weakref
@@ -31,6 +32,7 @@ import anyio.lowlevel
 import anyio.streams.buffered
 
 _MAX_HEADER_BYTES = 64 * 1024
+_NEW_LOOP_LOCK = threading.Lock()
 _MAX_LINE_BYTES = 8 * 1024
 _READ_CHUNK = 65536
 
@@ -190,8 +192,10 @@ class ConnectionPool:
         loop = anyio.lowlevel.current_token().native_token
         state = self._loops.get(loop)
         if state is None:
-            self._forget_finished_loops()
-            state = self._loops.setdefault(loop, _LoopState())
+            # Loops of other threads may be starting too; the sweep iterates the mapping.
+            with _NEW_LOOP_LOCK:
+                self._forget_finished_loops()
+                state = self._loops.setdefault(loop, _LoopState())
         return state
 
     def _forget_finished_loops(self) -> None:

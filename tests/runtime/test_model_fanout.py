@@ -9,6 +9,7 @@ and ``Retry-After`` run on a virtual clock, so nothing here waits for wall time.
 from __future__ import annotations
 
 import email.utils
+import gc
 import shutil
 import ssl
 import subprocess
@@ -155,6 +156,31 @@ async def test_connections_per_origin_are_capped(pool: ConnectionPool) -> None:
     with chat_server(gate=3) as chat:
         assert await fan_out(model(chat.url, pool), 12) == "12 fulfilled"
     assert chat.max_concurrent == 3
+    assert chat.connections == 3
+
+
+@pytest.mark.filterwarnings("ignore::ResourceWarning",
+                            "ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_finished_event_loop_leaves_no_connections_behind() -> None:
+    # An idle connection refers to its loop; kept after the loop ended, it would keep the
+    # loop alive for good. The sockets are left to the garbage collector (hence the
+    # warning filter: a finished loop cannot close them politely).
+    pool = ConnectionPool()
+    with chat_server() as chat:
+        adapter = model(chat.url, pool)
+
+        async def call(close: bool = False) -> int:
+            await adapter.invoke(request())
+            idle = pool.idle_count()
+            if close:
+                await adapter.aclose()
+            return idle
+
+        assert anyio.run(call) == 1
+        assert anyio.run(call, backend="trio") == 1
+        assert len(pool._loops) == 1  # the asyncio loop's connection is gone already
+        assert anyio.run(call, True) == 1
+        gc.collect()
     assert chat.connections == 3
 
 
