@@ -32,9 +32,9 @@ import anyio.lowlevel
 import anyio.streams.buffered
 
 _MAX_HEADER_BYTES = 64 * 1024
-_NEW_LOOP_LOCK = threading.Lock()
 _MAX_LINE_BYTES = 8 * 1024
 _READ_CHUNK = 65536
+_NEW_LOOP_LOCK = threading.Lock()
 
 
 class HTTPTransportError(Exception):
@@ -81,6 +81,10 @@ class _Connection:
         if raw is None or self.reader.buffer:
             return bool(self.reader.buffer)
         try:
+            if hasattr(select, "poll"):  # select() fails on descriptors past FD_SETSIZE
+                poller = select.poll()
+                poller.register(raw, select.POLLIN)
+                return bool(poller.poll(0))
             readable, _, _ = select.select([raw], [], [], 0)
         except (OSError, ValueError):
             return True

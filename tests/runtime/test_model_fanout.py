@@ -195,6 +195,22 @@ async def test_a_connection_the_server_dropped_is_replaced(
     assert server.connections == pool.connections_opened == 2
 
 
+async def test_an_idle_connection_the_server_closed_is_not_reused(
+    server: ChatServer, pool: ConnectionPool,
+) -> None:
+    adapter = model(server.url, pool)
+    server.replies.append(Reply(body=completion("first"), close=True))
+    assert (await adapter.invoke(request())).content == "first"
+    [conn] = [c for conns in pool._state().idle.values() for c in conns]
+    with anyio.fail_after(5):
+        while not conn.peer_closed():  # the server's FIN is on its way
+            await anyio.sleep(0.01)
+    conn.idle_since -= 5  # idle for a while (not expired): checked before reuse, dropped
+    assert (await adapter.invoke(request())).content == "ok"
+    assert server.connections == pool.connections_opened == 2
+    assert server.requests == 2
+
+
 async def test_chunked_reply(server: ChatServer, pool: ConnectionPool) -> None:
     server.replies.append(Reply(body=completion("in two chunks"), chunked=True))
     server.replies.append(Reply(body=completion("same connection")))
