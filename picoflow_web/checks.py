@@ -24,7 +24,7 @@ def served_flows(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     except FlowsConfigError as exc:
         return [Error(str(exc), hint="Fix or remove the entry in PICOFLOW_FLOWS.",
                       id="picoflow_web.E001")]
-    except PicoFlowError as exc:  # a flow's model_providers(), OPENAI_BASE_URL
+    except PicoFlowError as exc:  # a flow's model_providers(), OPENAI_BASE_URL, a limit
         return [Error(f"The flow engine cannot be built: {exc}", id="picoflow_web.E002")]
     return []
 

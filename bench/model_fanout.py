@@ -1,0 +1,252 @@
+"""Model fan-out benchmark: N model-calling branches against a server that answers late.
+
+One ``run_steps()`` barrier over N branches (``max_concurrency`` C), each one Chat
+Completions call through :class:`~runtime.openai_compat.OpenAICompatibleModel`, against a
+local OpenAI-compatible server (asyncio, in a process of its own) that answers every
+request after L ms. The ideal wall time is ``ceil(N / C) * L``; printed for each
+transport, measured in the same run:
+
+  * ``pooled``: the async transport on keep-alive connections;
+  * ``thread``: the blocking ``urllib`` call in a worker thread (the adapter's former
+    path), capped by anyio's 40 worker threads and opening a connection per call;
+  * ``no-http``: an in-process model that sleeps L ms and answers, no HTTP at all: the
+    engine's own cost for N model-calling branches, the floor of the other two.
+
+The server reports what it saw per run: TCP connections accepted and the most requests it
+held at once.
+
+    .venv/bin/python bench/model_fanout.py [--n 1000] [--concurrency 200] [--latency-ms 100]
+                                           [--reps 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import math
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import anyio
+
+from runtime import (
+    Flow,
+    FlowEngine,
+    LogicStep,
+    ModelRequest,
+    ModelResponse,
+    ModelSelection,
+    ParallelConfig,
+    Routable,
+    RunStepRequest,
+    Step,
+    TokenUsage,
+)
+from runtime.openai_compat import OpenAICompatibleModel
+from runtime.provider_limits import ProviderLimiter
+
+TIMINGS: list[float] = []
+TARGET = 1.3
+
+
+# -- the server (run as `model_fanout.py --serve LATENCY`) --------------------------------
+
+
+ANSWER = json.dumps({
+    "id": "chatcmpl-bench", "object": "chat.completion",
+    "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"},
+                 "finish_reason": "stop"}],
+    "usage": {"prompt_tokens": 12, "completion_tokens": 1, "total_tokens": 13},
+}).encode()
+
+
+def serve(latency: float) -> None:
+    stats = {"connections": 0, "requests": 0, "current": 0, "max_concurrent": 0}
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        stats["connections"] += 1
+        try:
+            while True:
+                head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1")
+                request_line, *lines = head.split("\r\n")
+                headers = {k.strip().lower(): v.strip()
+                           for k, _, v in (line.partition(":") for line in lines if line)}
+                await reader.readexactly(int(headers.get("content-length", "0")))
+                if request_line.startswith("GET /stats"):
+                    body = json.dumps(stats).encode()
+                    for key in stats:
+                        if key != "current":
+                            stats[key] = 0
+                else:
+                    stats["requests"] += 1
+                    stats["current"] += 1
+                    stats["max_concurrent"] = max(stats["max_concurrent"], stats["current"])
+                    await asyncio.sleep(latency)
+                    stats["current"] -= 1
+                    body = ANSWER
+                close = (headers.get("connection", "").lower() == "close"
+                         or request_line.endswith("HTTP/1.0"))
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                    + f"Content-Length: {len(body)}\r\n".encode()
+                    + (b"Connection: close\r\n" if close else b"")
+                    + b"\r\n" + body
+                )
+                await writer.drain()
+                if close:
+                    break
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    async def main() -> None:
+        server = await asyncio.start_server(handle, "127.0.0.1", 0, backlog=4096)
+        print(server.sockets[0].getsockname()[1], flush=True)
+        await server.serve_forever()
+
+    asyncio.run(main())
+
+
+@contextmanager
+def chat_server(latency: float) -> Iterator[str]:
+    proc = subprocess.Popen([sys.executable, __file__, "--serve", str(latency)],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        port = int(proc.stdout.readline())
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def server_stats(url: str) -> dict[str, int]:
+    with urllib.request.urlopen(url.removesuffix("/v1") + "/stats", timeout=10) as resp:
+        stats: dict[str, int] = json.loads(resp.read())
+        return stats
+
+
+# -- the flow -----------------------------------------------------------------------------
+
+
+class Ask(Step):
+    """One model call."""
+
+
+class Fan(LogicStep):
+    async def run_logic(self) -> Routable:
+        n = self.get_context("config.n")
+        requests = [RunStepRequest(Ask, key=str(i), user_message="hi") for i in range(n)]
+        start = time.perf_counter()
+        batch = await self.run_steps(
+            requests, max_concurrency=self.get_context("config.concurrency")
+        )
+        TIMINGS.append(time.perf_counter() - start)
+        assert len(batch.fulfilled) == n, batch.rejected[:1]
+        return "ok"
+
+
+class FanFlow(Flow):
+    retry_delay = 0.0
+    max_model_calls_per_turn = 1_000_000
+
+    def config_model(self) -> ModelSelection:
+        return ModelSelection(provider="openai", name="bench")
+
+    def define_steps(self) -> list[Any]:
+        return [Fan(self), Ask(self)]
+
+    def config_parallel_execution(self) -> ParallelConfig:
+        return ParallelConfig(max_invocations=1_000_000)
+
+
+class Sleeper:
+    """A model that answers after ``latency`` seconds, without HTTP."""
+
+    def __init__(self, latency: float) -> None:
+        self.latency = latency
+
+    async def invoke(self, request: ModelRequest) -> ModelResponse:
+        await anyio.sleep(self.latency)
+        return ModelResponse(content="ok", finish_reason="stop",
+                             usage=TokenUsage(input_tokens=12, output_tokens=1,
+                                              total_tokens=13))
+
+
+async def fan_out(url: str, variant: str, n: int, concurrency: int, latency: float) -> float:
+    TIMINGS.clear()
+    model: OpenAICompatibleModel | Sleeper
+    if variant == "no-http":
+        model = Sleeper(latency)
+    else:
+        model = OpenAICompatibleModel(url, "sk-bench", limiter=ProviderLimiter(),
+                                      transport="pooled" if variant == "pooled" else "thread")
+    engine = FlowEngine(flows=[FanFlow], providers={"openai": model})
+    reply = await engine.run("FanFlow", "go", config={"n": n, "concurrency": concurrency})
+    assert reply.success, reply.message
+    if isinstance(model, OpenAICompatibleModel):
+        await model.aclose()
+    return TIMINGS[0]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=1000)
+    parser.add_argument("--concurrency", type=int, default=200)
+    parser.add_argument("--latency-ms", type=float, default=100.0)
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--serve", type=float, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve is not None:
+        serve(args.serve)
+        return
+    n, concurrency, latency = args.n, args.concurrency, args.latency_ms / 1000
+    ideal = math.ceil(n / concurrency) * latency
+    variants = ("pooled", "thread", "no-http")
+    samples: dict[str, list[float]] = {v: [] for v in variants}
+    seen: dict[str, list[dict[str, int]]] = {v: [] for v in variants}
+    with chat_server(latency) as url:
+        # Rounds interleave the variants, so drift on a shared machine hits both alike;
+        # the first round warms up.
+        for round_ in range(args.reps + 1):
+            for variant in variants:
+                gc.collect()
+                elapsed = anyio.run(fan_out, url, variant, n, concurrency, latency)
+                stats = server_stats(url)
+                if round_:
+                    samples[variant].append(elapsed)
+                    seen[variant].append(stats)
+
+    print(f"model fan-out: {n} branches, max_concurrency={concurrency}, server answers "
+          f"after {args.latency_ms:g} ms; ideal ({n}/{concurrency}) x {args.latency_ms:g} ms"
+          f" = {ideal:.3f} s; median of {args.reps} runs")
+    for variant in variants:
+        wall = statistics.median(samples[variant])
+        stats = seen[variant][-1]
+        verdict = f" (target <= {TARGET}x)" if variant == "pooled" else ""
+        seen_by = "" if variant == "no-http" else (
+            f"   server: {stats['connections']} connections for {stats['requests']} "
+            f"requests, at most {stats['max_concurrent']} at once")
+        print(f"  {variant:<7} wall {wall:.3f} s   ideal {ideal:.3f} s   ratio "
+              f"{wall / ideal:.2f}x{verdict}{seen_by}")
+    for top, bottom in (("thread", "pooled"), ("pooled", "no-http")):
+        ratio = statistics.median(
+            t / b for t, b in zip(samples[top], samples[bottom], strict=True)
+        )
+        print(f"  {top} / {bottom} (median of per-round ratios): {ratio:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,498 @@
+"""The OpenAI-compatible adapter under fan-out, against a real local HTTP server.
+
+What the server observes is the evidence: how many requests it handled at once (past the
+40 worker threads the old blocking transport was capped by, never past ``max_in_flight``),
+how many TCP connections it accepted (fewer than requests: they are reused). Rate limits
+and ``Retry-After`` run on a virtual clock, so nothing here waits for wall time.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import gc
+import shutil
+import ssl
+import subprocess
+import threading
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from runtime import (
+    Flow,
+    FlowEngine,
+    LogicStep,
+    Message,
+    ModelError,
+    ModelRequest,
+    ModelSelection,
+    ModelTransportError,
+    ParallelConfig,
+    Routable,
+    RunStepRequest,
+    Step,
+)
+from runtime.http_pool import ConnectionPool
+from runtime.openai_compat import OpenAICompatibleModel
+from runtime.provider_limits import (
+    ProviderLimiter,
+    ProviderLimits,
+    provider_identity,
+    retry_after_seconds,
+    shared_limiter,
+)
+from tests.runtime.chat_server import ChatServer, Reply, VirtualClock, chat_server, completion
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def server() -> Iterator[ChatServer]:
+    with chat_server() as chat:
+        yield chat
+
+
+def request(params: dict[str, Any] | None = None) -> ModelRequest:
+    return ModelRequest(
+        selection=ModelSelection(provider="openai", name="gpt-test", params=params or {}),
+        messages=[Message(type="human", content="Hi")],
+    )
+
+
+@pytest.fixture
+async def pool() -> AsyncIterator[ConnectionPool]:
+    """A pool of the test's own, closed in the test's event loop when it ends."""
+    pool = ConnectionPool()
+    yield pool
+    await pool.aclose()
+
+
+def model(url: str, pool: ConnectionPool, **kwargs: Any) -> OpenAICompatibleModel:
+    """A pooled adapter with the test's pool and its own limiter, so no test sees
+    another's."""
+    kwargs.setdefault("limiter", ProviderLimiter())
+    return OpenAICompatibleModel(url, "sk-test", transport="pooled", pool=pool, **kwargs)
+
+
+# -- a flow whose branches call the model -------------------------------------------------
+
+
+class Ask(Step):
+    """One model call."""
+
+
+class Fan(LogicStep):
+    async def run_logic(self) -> Routable:
+        n = self.get_context("config.n")
+        batch = await self.run_steps(
+            [RunStepRequest(Ask, key=str(i), user_message="hi") for i in range(n)],
+            max_concurrency=self.get_context("config.max_concurrency"),
+        )
+        return f"{len(batch.fulfilled)} fulfilled"
+
+
+class FanFlow(Flow):
+    retry_delay = 0.0
+    max_model_calls_per_turn = 10_000
+
+    def config_model(self) -> ModelSelection:
+        return ModelSelection(provider="openai", name="gpt-test")
+
+    def define_steps(self) -> list[Step]:
+        return [Fan(self), Ask(self)]
+
+    def config_parallel_execution(self) -> ParallelConfig:
+        return ParallelConfig(max_invocations=10_000)
+
+
+async def fan_out(adapter: OpenAICompatibleModel, n: int, max_concurrency: int | None = None,
+                  ) -> str:
+    engine = FlowEngine(flows=[FanFlow], providers={"openai": adapter})
+    reply = await engine.run("FanFlow", "go", config={"n": n, "max_concurrency": max_concurrency})
+    assert reply.success, reply.message
+    return reply.message
+
+
+# -- concurrency and connections ----------------------------------------------------------
+
+
+async def test_branches_have_more_than_forty_calls_in_flight(pool: ConnectionPool) -> None:
+    # Every request is held until all 60 are at the server together: a transport capped
+    # at 40 worker threads would never get there.
+    with chat_server(gate=60) as chat:
+        adapter = model(chat.url, pool)
+        assert await fan_out(adapter, 60) == "60 fulfilled"
+    assert chat.max_concurrent == 60
+    assert chat.requests == 60
+
+
+async def test_max_in_flight_is_never_exceeded(pool: ConnectionPool) -> None:
+    with chat_server(gate=5) as chat:
+        limiter = ProviderLimiter(ProviderLimits(max_in_flight=5))
+        adapter = model(chat.url, pool, limiter=limiter)
+        assert await fan_out(adapter, 40) == "40 fulfilled"
+    assert chat.requests == 40
+    assert chat.max_concurrent == 5
+    assert limiter.max_in_flight_seen == 5
+    assert limiter.in_flight == 0
+
+
+async def test_connections_are_reused(pool: ConnectionPool) -> None:
+    with chat_server(gate=4) as chat:
+        adapter = model(chat.url, pool,
+                        limiter=ProviderLimiter(ProviderLimits(max_in_flight=4)))
+        assert await fan_out(adapter, 40) == "40 fulfilled"
+    assert chat.requests == 40
+    assert chat.connections == pool.connections_opened == 4
+
+
+async def test_connections_per_origin_are_capped(pool: ConnectionPool) -> None:
+    # No provider limit configured: the pool's own cap keeps a huge fan-out from running
+    # out of file descriptors.
+    pool.max_connections_per_origin = 3
+    with chat_server(gate=3) as chat:
+        assert await fan_out(model(chat.url, pool), 12) == "12 fulfilled"
+    assert chat.max_concurrent == 3
+    assert chat.connections == 3
+
+
+@pytest.mark.filterwarnings("ignore::ResourceWarning",
+                            "ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_finished_event_loop_leaves_no_connections_behind() -> None:
+    # An idle connection refers to its loop; kept after the loop ended, it would keep the
+    # loop alive for good. The sockets are left to the garbage collector (hence the
+    # warning filter: a finished loop cannot close them politely).
+    pool = ConnectionPool()
+    with chat_server() as chat:
+        adapter = model(chat.url, pool)
+
+        async def call(close: bool = False) -> int:
+            await adapter.invoke(request())
+            idle = pool.idle_count()
+            if close:
+                await adapter.aclose()
+            return idle
+
+        assert anyio.run(call) == 1
+        assert anyio.run(call, backend="trio") == 1
+        assert len(pool._loops) == 1  # the asyncio loop's connection is gone already
+        assert anyio.run(call, True) == 1
+        gc.collect()
+    assert chat.connections == 3
+
+
+async def test_a_connection_the_server_dropped_is_replaced(
+    server: ChatServer, pool: ConnectionPool,
+) -> None:
+    adapter = model(server.url, pool)
+    server.replies.append(Reply(body=completion("first"), close=True))
+    server.replies.append(Reply(body=completion("second")))
+    assert (await adapter.invoke(request())).content == "first"
+    assert (await adapter.invoke(request())).content == "second"
+    assert server.connections == pool.connections_opened == 2
+
+
+async def test_an_idle_connection_the_server_closed_is_not_reused(
+    server: ChatServer, pool: ConnectionPool,
+) -> None:
+    adapter = model(server.url, pool)
+    server.replies.append(Reply(body=completion("first"), close=True))
+    assert (await adapter.invoke(request())).content == "first"
+    [conn] = [c for conns in pool._state().idle.values() for c in conns]
+    with anyio.fail_after(5):
+        while not conn.peer_closed():  # the server's FIN is on its way
+            await anyio.sleep(0.01)
+    conn.idle_since -= 5  # idle for a while (not expired): checked before reuse, dropped
+    assert (await adapter.invoke(request())).content == "ok"
+    assert server.connections == pool.connections_opened == 2
+    assert server.requests == 2
+
+
+async def test_chunked_reply(server: ChatServer, pool: ConnectionPool) -> None:
+    server.replies.append(Reply(body=completion("in two chunks"), chunked=True))
+    server.replies.append(Reply(body=completion("same connection")))
+    adapter = model(server.url, pool)
+    assert (await adapter.invoke(request())).content == "in two chunks"
+    assert (await adapter.invoke(request())).content == "same connection"
+    assert pool.connections_opened == 1
+
+
+async def test_cancelling_a_call_gives_its_slot_back(
+    server: ChatServer, pool: ConnectionPool,
+) -> None:
+    limiter = ProviderLimiter(ProviderLimits(max_in_flight=1))
+    adapter = model(server.url, pool, limiter=limiter)
+    server.replies.append(Reply(body=completion("never seen"), hold=True))
+    async with anyio.create_task_group() as tg:
+        held, queued = anyio.CancelScope(), anyio.CancelScope()
+        queued_done = anyio.Event()
+
+        async def call(scope: anyio.CancelScope, done: anyio.Event | None = None) -> None:
+            try:
+                with scope:
+                    await adapter.invoke(request())
+            finally:
+                if done is not None:
+                    done.set()
+
+        tg.start_soon(call, held)
+        with anyio.fail_after(5):
+            while server.requests < 1:
+                await anyio.sleep(0.01)
+        tg.start_soon(call, queued, queued_done)
+        with anyio.fail_after(5):
+            while not limiter._waiters:
+                await anyio.sleep(0.01)
+        assert limiter.in_flight == 1
+        queued.cancel()  # waiting for the slot
+        with anyio.fail_after(5):
+            await queued_done.wait()
+        assert (limiter.in_flight, len(limiter._waiters)) == (1, 0)
+        held.cancel()  # awaiting the server's answer
+    assert limiter.in_flight == 0
+    assert (await adapter.invoke(request())).content == "ok"
+    assert limiter.in_flight == 0
+
+
+async def test_https_with_connection_reuse(tmp_path: Path, pool: ConnectionPool) -> None:
+    if shutil.which("openssl") is None:
+        pytest.skip("needs the openssl command to make a certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+         "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True,
+    )
+    server_side = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_side.load_cert_chain(cert, key)
+    pool.ssl_context = ssl.create_default_context(cafile=str(cert))
+    with chat_server(tls=server_side) as chat:
+        adapter = model(chat.url, pool)
+        for _ in range(3):
+            assert (await adapter.invoke(request())).content == "ok"
+        # The system's certificate store does not know this certificate: refused.
+        untrusted = model(chat.url, ConnectionPool())
+        with pytest.raises(ModelTransportError, match="connection failed"):
+            await untrusted.invoke(request())
+    assert chat.requests == 3
+    assert pool.connections_opened == 1
+
+
+def test_a_limiter_is_shared_by_event_loops_in_other_threads() -> None:
+    # A worker process may run turns in several threads, one event loop each: a slot
+    # freed in one loop must wake a call waiting in another.
+    limiter = ProviderLimiter(ProviderLimits(max_in_flight=1))
+    holding, waiting = threading.Event(), threading.Event()
+    order: list[str] = []
+
+    async def first() -> None:
+        admission = await limiter.acquire()
+        order.append("first in")
+        holding.set()
+        while not limiter._waiters:
+            await anyio.sleep(0.01)
+        order.append("first out")
+        admission.release()
+
+    async def second() -> None:
+        holding.wait(10)
+        admission = await limiter.acquire()
+        order.append("second in")
+        admission.release()
+        waiting.set()
+
+    threads = [threading.Thread(target=anyio.run, args=(first,)),
+               threading.Thread(target=anyio.run, args=(second,), kwargs={"backend": "trio"})]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert waiting.is_set()
+    assert order == ["first in", "first out", "second in"]
+    assert limiter.in_flight == 0
+
+
+async def test_the_thread_transport_behaves_the_same(server: ChatServer) -> None:
+    clock = VirtualClock()
+    adapter = OpenAICompatibleModel(server.url, "sk-test", transport="thread",
+                                    limiter=ProviderLimiter(clock=clock))
+    server.replies.append(Reply(429, {"error": {"message": "slow down, sk-test"}},
+                                headers={"Retry-After": "3"}))
+    server.replies.append(Reply(401, {"error": {"message": "bad key sk-test"}}))
+    with pytest.raises(ModelTransportError) as info:
+        await adapter.invoke(request())
+    assert info.value.extra["retry_after"] == 3
+    assert "sk-test" not in str(info.value)
+    with pytest.raises(ModelError, match="bad key") as refused:
+        await adapter.invoke(request())
+    assert type(refused.value) is ModelError
+    assert "sk-test" not in str(refused.value)
+    assert (await adapter.invoke(request())).content == "ok"
+    assert clock.slept == [3.0]
+
+
+# -- Retry-After --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("form", ["seconds", "http-date"])
+async def test_429_retry_after_is_waited_out_before_the_retry(
+    server: ChatServer, pool: ConnectionPool, form: str,
+) -> None:
+    clock = VirtualClock()
+    arrivals: list[float] = []
+    server.on_request = lambda body: arrivals.append(clock.now)
+    value = "7" if form == "seconds" else email.utils.formatdate(clock.time() + 7, usegmt=True)
+    server.replies.append(Reply(429, {"error": {"message": "Rate limit reached"}},
+                                headers={"Retry-After": value}))
+    server.replies.append(Reply(body=completion("Hello after the pause")))
+    adapter = model(server.url, pool, limiter=ProviderLimiter(clock=clock))
+
+    with pytest.raises(ModelTransportError) as info:
+        await adapter.invoke(request())
+    assert info.value.extra["retry_after"] == 7
+    assert (await adapter.invoke(request())).content == "Hello after the pause"
+    assert clock.slept == [7.0]
+    assert arrivals == [0.0, 7.0]
+
+
+async def test_the_engine_retries_a_429_after_the_pause(
+    server: ChatServer, pool: ConnectionPool,
+) -> None:
+    clock = VirtualClock()
+    arrivals: list[float] = []
+    server.on_request = lambda body: arrivals.append(clock.now)
+    server.replies.append(Reply(429, {"error": {"message": "slow down"}},
+                                headers={"Retry-After": "20"}))
+    adapter = model(server.url, pool, limiter=ProviderLimiter(clock=clock))
+    engine = FlowEngine(flows=[FanFlow], providers={"openai": adapter})
+    # Three branches: the first 429 pauses the provider for every branch.
+    reply = await engine.run("FanFlow", "go", config={"n": 3, "max_concurrency": 1})
+    assert reply.success, reply.message
+    assert reply.message == "3 fulfilled"
+    assert arrivals == [0.0, 20.0, 20.0, 20.0]
+
+
+def test_retry_after_forms() -> None:
+    clock = VirtualClock()
+    assert retry_after_seconds("12", clock) == 12
+    assert retry_after_seconds("1.5", clock) == 1.5
+    assert retry_after_seconds("-3", clock) == 0
+    date = email.utils.formatdate(clock.time() + 90, usegmt=True)
+    assert retry_after_seconds(date, clock) == 90
+    past = email.utils.formatdate(clock.time() - 90, usegmt=True)
+    assert retry_after_seconds(past, clock) == 0
+    for junk in (None, "", "soon", "nan", "inf"):
+        assert retry_after_seconds(junk, clock) is None
+
+
+# -- rate limits on a virtual clock -------------------------------------------------------
+
+
+def windows_hold(points: list[tuple[float, float]], limit: float) -> bool:
+    """Whether every 60-second window of (time, amount) points sums to at most ``limit``."""
+    return all(sum(a for u, a in points if t - 60 < u <= t) <= limit for t, _ in points)
+
+
+async def test_requests_per_minute_hold(server: ChatServer, pool: ConnectionPool) -> None:
+    clock = VirtualClock()
+    arrivals: list[float] = []
+    limiter = ProviderLimiter(ProviderLimits(requests_per_minute=3), clock=clock)
+    adapter = model(server.url, pool, limiter=limiter)
+
+    async def call() -> None:
+        await adapter.invoke(request())
+
+    async def admitted() -> None:
+        admission = await limiter.acquire()
+        arrivals.append(clock.now)
+        admission.release()
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(10):
+            tg.start_soon(admitted)
+    assert len(arrivals) == 10
+    assert windows_hold([(t, 1) for t in arrivals], 3)
+    assert max(arrivals) == 180  # 3 at 0, 60 and 120; the tenth at 180
+
+    # Through the adapter: ten calls, all answered, the clock three minutes on.
+    start = clock.now
+    async with anyio.create_task_group() as tg:
+        for _ in range(10):
+            tg.start_soon(call)
+    assert server.requests == 10
+    assert clock.now >= start + 180
+
+
+async def test_tokens_per_minute_hold() -> None:
+    clock = VirtualClock()
+    limiter = ProviderLimiter(ProviderLimits(tokens_per_minute=100), clock=clock)
+    admitted: list[tuple[float, float]] = []
+
+    async def spend(tokens: int) -> None:
+        admission = await limiter.acquire(tokens)
+        admitted.append((clock.now, tokens))
+        admission.settle(tokens)
+        admission.release()
+
+    async with anyio.create_task_group() as tg:
+        for tokens in (40, 40, 40, 30, 70, 100, 10, 250):
+            tg.start_soon(spend, tokens)
+    assert len(admitted) == 8
+    # A call bigger than the quota counts as the whole quota: admitted on an empty window.
+    assert windows_hold([(t, min(n, 100)) for t, n in admitted], 100)
+
+
+async def test_reported_usage_replaces_the_estimate(
+    server: ChatServer, pool: ConnectionPool,
+) -> None:
+    clock = VirtualClock()
+    limiter = ProviderLimiter(ProviderLimits(tokens_per_minute=100), clock=clock)
+    adapter = model(server.url, pool, limiter=limiter)
+    server.replies.append(Reply(body=completion(usage=(80, 10, 90))))
+    await adapter.invoke(request())  # estimated at a few tokens, reported as 90
+    await adapter.invoke(request(params={"max_tokens": 20}))  # 90 + ~30 > 100: waits
+    assert clock.slept == [60.0]
+
+
+# -- configuration ------------------------------------------------------------------------
+
+
+def test_limits_from_the_environment() -> None:
+    adapter = OpenAICompatibleModel.from_env({
+        "OPENAI_BASE_URL": "http://llm.local:8080/v1",
+        "PICOFLOW_MODEL_MAX_IN_FLIGHT": "8",
+        "PICOFLOW_MODEL_RPM": "500",
+        "PICOFLOW_MODEL_TPM": "0",
+    })
+    assert adapter.limits == ProviderLimits(max_in_flight=8, requests_per_minute=500)
+    assert OpenAICompatibleModel.from_env({}).limits == ProviderLimits()
+    with pytest.raises(ModelError, match="PICOFLOW_MODEL_RPM"):
+        OpenAICompatibleModel.from_env({"PICOFLOW_MODEL_RPM": "lots"})
+    with pytest.raises(ModelError, match="max_in_flight"):
+        OpenAICompatibleModel("http://llm.local/v1", max_in_flight=0)
+
+
+def test_one_limiter_per_provider_with_the_tightest_limits() -> None:
+    url = "http://quota.test.invalid/v1"
+    a = OpenAICompatibleModel(url, "sk-a", max_in_flight=10, requests_per_minute=100)
+    b = OpenAICompatibleModel(url + "/", "sk-a", max_in_flight=4)
+    other_key = OpenAICompatibleModel(url, "sk-b", max_in_flight=10)
+    shared = a.limiter_for("sk-a")
+    assert b.limiter_for("sk-a") is shared
+    assert shared.limits == ProviderLimits(max_in_flight=4, requests_per_minute=100)
+    assert other_key.limiter_for("sk-b") is not shared
+    assert shared_limiter(provider_identity(url, "sk-a"), ProviderLimits()) is shared
+    assert "sk-a" not in repr(provider_identity(url, "sk-a"))
+
+
+def test_a_proxy_selects_the_thread_transport(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.internal:3128")
+    monkeypatch.setenv("NO_PROXY", "localhost")
+    assert OpenAICompatibleModel("https://api.example.com/v1").transport == "thread"
+    assert OpenAICompatibleModel("http://localhost:8080/v1").transport == "pooled"
+    assert OpenAICompatibleModel("https://api.example.com/v1",
+                                 transport="pooled").transport == "pooled"
