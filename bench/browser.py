@@ -18,6 +18,8 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -133,8 +135,20 @@ def main() -> None:
     parser.add_argument("--rate-events", type=int, default=1000)
     parser.add_argument("--seconds", type=float, default=8.0)
     args = parser.parse_args()
-    # Production settings, as deployed: no debug (Django keeps no queries), hashed and
-    # compressed static files served by WhiteNoise from collectstatic's folder.
+    with production_page() as page:
+        p50, p95, count = latency(page, args.rate_events, args.seconds)
+        print(f"emit-to-DOM latency at ~{args.rate_events} events/s over {count} events: "
+              f"p50 {p50:.0f} ms, p95 {p95:.0f} ms")
+        render, interactive, total = big_run(page, args.branches)
+        print(f"{args.branches:,} branches ({total:,} events): first render "
+              f"{render:.2f} s, interactive {interactive:.2f} s")
+
+
+@contextmanager
+def production_page() -> Iterator[Page]:
+    """A logged-in chromium page of a live dashboard on production settings, as deployed:
+    no debug (Django keeps no queries), hashed and compressed static files served by
+    WhiteNoise from collectstatic's folder, a worker executing the runs."""
     env = {"PICOFLOW_DEBUG": "0", "PICOFLOW_ALLOWED_HOSTS": "127.0.0.1,localhost",
            "PICOFLOW_SECURE_SSL_REDIRECT": "0", "PICOFLOW_LOG_LEVEL": "WARNING",
            "PICOFLOW_DEMO_LATENCY": "0"}
@@ -149,12 +163,7 @@ def main() -> None:
             page = browser.new_page(base_url=live.base_url,
                                     viewport={"width": 1400, "height": 900})
             login(page, password)
-            p50, p95, count = latency(page, args.rate_events, args.seconds)
-            print(f"emit-to-DOM latency at ~{args.rate_events} events/s over {count} events: "
-                  f"p50 {p50:.0f} ms, p95 {p95:.0f} ms")
-            render, interactive, total = big_run(page, args.branches)
-            print(f"{args.branches:,} branches ({total:,} events): first render "
-                  f"{render:.2f} s, interactive {interactive:.2f} s")
+            yield page
             browser.close()
 
 

@@ -20,7 +20,6 @@ Production settings (``PICOFLOW_DEBUG=0``, collected static files).
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time
@@ -29,10 +28,8 @@ from typing import Any
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).parent)]
 
-from browser import ARGS, CHROMIUM, START, login, wait_finished  # noqa: E402
-from playwright.sync_api import Page, sync_playwright  # noqa: E402
-
-from tests.livedaphne import live_daphne, run_manage  # noqa: E402
+from browser import START, production_page, wait_finished  # noqa: E402
+from playwright.sync_api import Page  # noqa: E402
 
 FETCH_ALL = """async id => {
   const started = performance.now();
@@ -94,32 +91,18 @@ def main() -> None:
     parser.add_argument("--branches", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--steps", type=int, default=9)
     args = parser.parse_args()
-    env = {"PICOFLOW_DEBUG": "0", "PICOFLOW_ALLOWED_HOSTS": "127.0.0.1,localhost",
-           "PICOFLOW_SECURE_SSL_REDIRECT": "0", "PICOFLOW_LOG_LEVEL": "WARNING",
-           "PICOFLOW_DEMO_LATENCY": "0"}
-    collected = run_manage("collectstatic", "--noinput", env={**os.environ, **env})
-    if collected.returncode != 0:
-        raise SystemExit(f"collectstatic failed:\n{collected.stdout}{collected.stderr}")
-    with live_daphne(env, extra_args=("--websocket-max-message-size", "67108864")) as live:
-        run_manage("ensure_admin", env=live.env)
-        password = (live.data_dir / "admin_password").read_text().strip()
-        with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-            page = browser.new_page(base_url=live.base_url,
-                                    viewport={"width": 1400, "height": 900})
-            login(page, password)
-            for branches in args.branches:
-                m = measure(page, branches, args.steps)
-                print(f"{branches:,} branches, {m['total']:,} stored events "
-                      f"({m['fetched']:,} fetched for the floor):")
-                print(f"  first render            {m['first_render']:7.2f} s")
-                print(f"  all events applied      {m['applied']:7.2f} s   floor (fetch + "
-                      f"parse only) {m['floor']:.2f} s, ratio {m['applied'] / m['floor']:.1f}x")
-                print(f"  scrubber step (median)  {m['step']:7.1f} ms  (max {m['step_max']:.1f}"
-                      " ms; one frame is 16 ms)")
-                print(f"  JS heap                 {m['heap_live']:7.1f} MB at the end, "
-                      f"{m['heap_pinned']:.1f} MB pinned mid-run")
-            browser.close()
+    with production_page() as page:
+        for branches in args.branches:
+            m = measure(page, branches, args.steps)
+            print(f"{branches:,} branches, {m['total']:,} stored events "
+                  f"({m['fetched']:,} fetched for the floor):")
+            print(f"  first render            {m['first_render']:7.2f} s")
+            print(f"  all events applied      {m['applied']:7.2f} s   floor (fetch + "
+                  f"parse only) {m['floor']:.2f} s, ratio {m['applied'] / m['floor']:.1f}x")
+            print(f"  scrubber step (median)  {m['step']:7.1f} ms  (max {m['step_max']:.1f}"
+                  " ms; one frame is 16 ms)")
+            print(f"  JS heap                 {m['heap_live']:7.1f} MB at the end, "
+                  f"{m['heap_pinned']:.1f} MB pinned mid-run")
 
 
 if __name__ == "__main__":
