@@ -251,3 +251,28 @@ async def test_a_saved_nested_run_scrubbed_across_a_join_shows_the_write_only_af
     await page.wait_for_selector(f'#pf-session[data-seq="{joins[0]}"]')
     assert "turn=1&seq=" in page.url
     await shot(page, "research_session_at_join")
+
+
+async def test_a_session_page_at_its_end_follows_the_session_s_next_turns(page: Any) -> None:
+    first = await page.evaluate(POST_TURN, [REFERENCE_TURNS[0], None, CURRENT_DATE])
+    session = first["session"]
+    await page.goto(f"/sessions/{session}/")
+    await page.wait_for_selector('#pf-session[data-loaded="1"]')
+    assert await page.locator(".pf-run-row").count() == 1
+    # Another tab takes the next turn; the page, at its end, brings it in by itself.
+    other = await page.context.new_page()
+    await other.goto("/")
+    second = await other.evaluate(POST_TURN, [REFERENCE_TURNS[1], session, CURRENT_DATE])
+    assert second["status"] == 200 and second["session"] == session
+    await page.wait_for_function(
+        "() => document.querySelectorAll('.pf-run-row').length === 2"
+        " && document.querySelector('#pf-session').dataset.loaded === '1'", timeout=30_000)
+    run_ids = await page.eval_on_selector_all(".pf-run-row",
+                                              "rows => rows.map(r => r.dataset.runId)")
+    events = await page.evaluate(EVENTS, run_ids[1])
+    # However far the turn had come when the page reloaded, it ends with all of it.
+    await page.wait_for_function(
+        "n => document.querySelector('#pf-session-events').textContent === `${n} of ${n}`",
+        arg=len(events), timeout=30_000)
+    assert await page.get_attribute("#pf-session", "data-turn") == "2"
+    await other.close()

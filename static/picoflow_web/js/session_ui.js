@@ -13,14 +13,22 @@
  *   .pf-run-row[data-turn][data-current]                one row per turn
  *   #pf-diff-step, #pf-diff-marks: .pf-diff-row[data-kind][data-place]
  *   #pf-mark-a, #pf-mark-b, #pf-state (.pf-state-step[data-step])
+ *   .pf-run-row[data-live]                              a turn followed live
+ *   #pf-session-new-turn                                a later turn started (reload)
  * Deep links: #turn=<n>&seq=<s>&inv=<path> (no seq: the end of turn n).
+ *
+ * Live: a turn still queued or running is followed over its run socket (its events join
+ * the axis as they come; a page at the end stays at the end), and a new turn of the
+ * session, announced on the runs list's socket, reloads a page that follows the end
+ * (elsewhere it offers to).
  */
 
-import { eventsUrl, requestJson } from "./api.js";
+import { eventsUrl, requestJson, runSocketUrl, wsUrl } from "./api.js";
 import { append, badge, h, jsonBlock, on, setAttr, setText } from "./dom.js";
 import { diffCounts, diffState, differencePlace } from "./diff.js";
 import { describeEvent, preview, runStatusKind } from "./format.js";
 import { bindKeys } from "./keys_ui.js";
+import { createFeed } from "./socket.js";
 import { branchLine, createRunView } from "./run_view_ui.js";
 import { createRunStore } from "./store.js";
 import { conversationOf, createTimeline, nearestMark, nearestTurn, revisionOf, stateAtPosition } from "./timeline.js";
@@ -321,9 +329,79 @@ export async function mountSessionPage(root) {
     }
   };
 
+  // -- live ---------------------------------------------------------------------------------
+  const following = () => g >= timeline.total - 1;
+  let rebuildQueued = false;
+  const rebuild = () => {
+    rebuildQueued = false;
+    const atEnd = following();
+    timeline = createTimeline(stores.map((s, i) => ({ runId: runIds[i], events: s.get().run.events })));
+    els.seq.max = String(Math.max(0, timeline.total - 1));
+    drawTurnTicks();
+    factsCache.clear();
+    if (atEnd) go(timeline.total - 1);
+    else schedule();
+  };
+  /** @param {number} t */
+  const followTurn = (t) => {
+    const row = rowsEls[t];
+    row.dataset.live = "1";
+    createFeed({
+      url: () => runSocketUrl(runIds[t], stores[t].get().run.lastSeq),
+      onMessage(message) {
+        if (message.type === "run" && message.run) {
+          row.dataset.status = message.run.status;
+          const status = row.querySelector(".pf-badge");
+          if (status) {
+            setText(/** @type {HTMLElement} */ (status), message.run.status);
+            status.className = `pf-badge pf-badge-${runStatusKind(message.run.status)}`;
+          }
+        } else if (message.type === "events" && Array.isArray(message.events)
+          && stores[t].applyBatch(message.events)) {
+          aux[t] = null;  // its second store folded the old end
+          if (!rebuildQueued) {
+            rebuildQueued = true;
+            requestAnimationFrame(rebuild);
+          }
+        }
+      },
+    }).start();
+  };
+  const watchNewTurns = () => {
+    const sessionId = root.dataset.sessionId;
+    let offered = false;
+    createFeed({
+      url: () => wsUrl("/ws/runs/"),
+      onMessage(message) {
+        const run = message.type === "run" ? message.run : null;
+        if (!run || run.session_id !== sessionId || runIds.includes(run.id)) return;
+        if (following()) {
+          // Without the position in the hash: the page opens at the new end.
+          location.replace(location.pathname + location.search);
+          return;
+        }
+        if (offered) return;
+        offered = true;
+        const note = h("p", "pf-hint pf-session-new-turn", "A new turn of this session started. ");
+        note.id = "pf-session-new-turn";
+        const reload = h("button", "pf-button pf-button-small", "Reload to include it");
+        reload.setAttribute("type", "button");
+        reload.addEventListener("click", () => location.reload());
+        note.appendChild(reload);
+        els.seqLabel.after(note);
+      },
+    }).start();
+  };
+
   await load().catch((error) => {
     setText(els.seqLabel, `could not load the session's events: ${error && error.message ? error.message : error}`);
   });
+  if (loaded) {
+    rowsEls.forEach((row, t) => {
+      if (row.dataset.status === "running" || row.dataset.status === "queued") followTurn(t);
+    });
+    watchNewTurns();
+  }
   return { stores, go: (/** @type {number} */ to) => go(to) };
 }
 
