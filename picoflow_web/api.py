@@ -224,10 +224,9 @@ async def run_events(request: HttpRequest, run_id: str) -> HttpResponse:
         return error(f"No run {run_id!r}.", 404, "not_found")
     after = services.seq_param(request.GET.get("after"), "after", -1)
     limit = services.seq_param(request.GET.get("limit"), "limit", selectors.EVENT_PAGE)
-    events = await selectors.run_events_after(run_id, after, min(max(limit, 1),
-                                                                 selectors.EVENT_PAGE))
-    return answer(bodies.EventPage(events=events,
-                                   last_seq=events[-1]["seq"] if events else after))
+    rows = await selectors.run_event_texts_after(run_id, after, min(max(limit, 1),
+                                                                    selectors.EVENT_PAGE))
+    return bodies.event_page(rows, after)
 
 
 @api_view("GET")

@@ -202,4 +202,16 @@ def answer(body: BaseModel, status: int = 200) -> HttpResponse:
                         content_type="application/json")
 
 
-__all__ = [model.__name__ for model in MODELS] + ["MODELS", "RunStatus", "answer"]
+def event_page(rows: list[tuple[int, str]], after: int) -> HttpResponse:
+    """An :class:`EventPage` of stored events, ``(seq, JSON text)`` as the event log holds
+    them: the text goes into the answer as it is. Every event was validated against the
+    event schema when it was stored; parsing and re-encoding thousands of them per page
+    would cost the server most of its time for nothing (the shape is the model's)."""
+    last_seq = rows[-1][0] if rows else after
+    events = ",".join(text for _, text in rows)
+    return HttpResponse(f'{{"events":[{events}],"last_seq":{int(last_seq)}}}',
+                        content_type="application/json")
+
+
+__all__ = [model.__name__ for model in MODELS] + ["MODELS", "RunStatus", "answer",
+                                                   "event_page"]

@@ -125,3 +125,26 @@ async def test_an_answer_is_built_from_its_model_so_a_broken_one_is_never_sent(
         k: v for k, v in whole(run).items() if k != "status"})
     with pytest.raises(ValidationError, match="status"):
         await client.get(f"/api/runs/{run_id}", headers=auth)
+
+
+async def test_an_events_page_carries_the_events_as_stored() -> None:
+    # Not parsed and re-encoded per request: the stored text is the answer's (stored here
+    # with spaces a re-encoding would drop).
+    from types import SimpleNamespace
+
+    from asgiref.sync import sync_to_async
+
+    from picoflow_web import eventlog
+
+    run = await Run.objects.acreate(id="spaced", flow="HotelFlow")
+    texts = [json.dumps({"v": 1, "run_id": "spaced", "session_id": "s", "seq": seq,
+                         "time": 1.0, "offset": 0.5, "path": "", "type": "step.entered",
+                         "step": "A", "level": 1, "how": "start"}) for seq in range(4)]
+    events = [SimpleNamespace(seq=seq, type="step.entered", path="") for seq in range(4)]
+    await sync_to_async(eventlog.insert_events)(run.id, events, texts)
+    client, auth = AsyncClient(), bearer(await atoken(await amake_user()))
+    page = await client.get(f"/api/runs/{run.id}/events?after=-1&limit=3", headers=auth)
+    assert page.content.decode() == '{"events":[' + ",".join(texts[:3]) + '],"last_seq":2}'
+    assert bodies.EventPage.model_validate(page.json()).last_seq == 2
+    rest = await client.get(f"/api/runs/{run.id}/events?after=3", headers=auth)
+    assert rest.json() == {"events": [], "last_seq": 3}
