@@ -286,7 +286,7 @@ export function conflictCard(view, barrier, options = {}) {
     const columns = ["Branch", "Write", "As", "Proposed value", "Base at its fork", ...(hasResult ? ["Its view after"] : []), "Event"];
     card.appendChild(table("pf-provenance", columns, problem.map((w) => [
       writerWho(w), h("code", "pf-mono", `${w.step}.${w.field}`),
-      badge(WRITE_LABELS[w.kind], w.kind === "contribution" ? "muted" : "conflict"),
+      badge(WRITE_LABELS[w.kind], "conflict"),
       w.hasValue ? valueCell(w.value) : h("span", "pf-muted", w.kind === "removal" ? "(removed)" : "—"),
       baseCell(w),
       ...(hasResult ? [w.result !== undefined ? valueCell(w.result) : h("span", "pf-muted", "—")] : []),
@@ -304,14 +304,14 @@ export function conflictCard(view, barrier, options = {}) {
         const side = h("div", "pf-conflict-side");
         side.dataset.path = w.path;
         const head = h("div", "pf-conflict-side-head");
-        append(head, writerWho(w), badge(WRITE_LABELS[w.kind], w.kind === "contribution" ? "muted" : "conflict"), writeEventLink(w));
+        append(head, writerWho(w), badge(WRITE_LABELS[w.kind], "conflict"), writeEventLink(w));
         side.appendChild(head);
         side.appendChild(h("div", "pf-muted pf-small", "proposed"));
         side.appendChild(jsonBlock(w.value, "pf-conflict-value"));
         side.appendChild(h("div", "pf-muted pf-small", w.hasBase ? "its base at the fork" : "its base at the fork: the field was absent"));
         if (w.hasBase) side.appendChild(jsonBlock(w.base, "pf-conflict-base"));
         if (w.kind !== "contribution") side.appendChild(differenceList(w.field, w.changes, "the same as its base"));
-        else if (w.result !== undefined) side.appendChild(h("p", "pf-muted pf-small", `in its own view: ${preview(w.base ?? null, 60)} with it reduced to ${preview(w.result, 60)}`));
+        else if (w.result !== undefined) side.appendChild(h("p", "pf-muted pf-small", `alone in its own view it reduced ${w.hasBase ? preview(w.base, 60) : "the empty value"} to ${preview(w.result, 60)}`));
         sides.appendChild(side);
       }
       card.appendChild(sides);
