@@ -140,7 +140,7 @@ async def test_a_replacement_conflict_marks_both_writers_and_links_to_their_writ
     assert "in the conflict" in problem
     rest = await own.locator(".pf-own-row:not(.pf-own-problem)").inner_text()
     assert "VenueScout.shortlist" in rest and "contribution" in rest
-    assert "not part of the conflict" in rest
+    assert "not in the conflict" in rest
     await shot(page, "conflict_branch_writes")
 
 

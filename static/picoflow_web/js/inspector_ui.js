@@ -515,8 +515,8 @@ function branchInspector(parent, view, inv, ctx) {
         h("span", `pf-write-kind pf-write-${kind}`, kind === "join" ? "publication" : kind),
         c.deleted ? h("span", "pf-muted", "removed") : valueCell(c.value),
         c.kind === "join" ? append(h("span"), h("span", "", "inner join "), barrierLink(/** @type {string} */ (c.barrier))) : h("span", "", "own draft"),
-        ...(story ? [problem.has(c.seq) ? badge(story.kind === "conflict" ? "in the conflict" : story.kind === "reducer" ? "the reducer failed on it" : "part of the problem", "conflict")
-          : badge(`not part of the ${story.kind === "conflict" ? "conflict" : "problem"}; discarded`, "muted")] : []),
+        ...(story ? [problem.has(c.seq) ? badge(story.kind === "conflict" ? "in the conflict" : story.kind === "reducer" ? "reducer failed" : "the problem", "conflict")
+          : badge(`not in the ${story.kind === "conflict" ? "conflict" : "problem"}`, "muted")] : []),
       ];
     }), (i) => (problem.has(seen.own[i].seq) ? "pf-own-row pf-own-problem" : "pf-own-row")));
   } else own.appendChild(h("p", "pf-muted", "No writes."));
