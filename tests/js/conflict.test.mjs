@@ -113,3 +113,45 @@ test("a branch's own changes say how they were written", () => {
   const kinds = r.invocations.get("0").changes.map((ch) => [ch.field, changeKind(r, ch)]);
   assert.deepEqual(kinds, [["shortlist", "contribution"], ["venue", "replacement"]]);
 });
+
+test("a replacement beside a contribution to one field, nested writers and structural diffs", () => {
+  // A hand-made trace: branch 0's inner branch 0.0 replaced a structured field that
+  // branch 1 contributed to; both writers' events are found under their own paths.
+  const base = { v: 1, run_id: "r", session_id: "s", time: 0, offset: 0 };
+  let seq = 0;
+  const ev = (path, type, fields) => ({ ...base, seq: seq++, path, type, ...fields });
+  const req = (index, path, key) => ({ index, path, step: "Plan", key, params: {}, user_message: null });
+  const events = [
+    ev("", "turn.started", { flow: "F", message: "m" }),
+    ev("", "session.loaded", { new_session: false, revision: 1, current_step: "Desk", steps: { Plan: { budget: { total: 100, rooms: ["a"] } } }, context: {}, tokens: {} }),
+    ev("", "barrier.forked", { barrier: "b0", caller_step: "Desk", requests: [req(0, "0", "outer"), req(1, "1", "other")], policy: "retain-successes", checkpoint: "none", base: "canonical" }),
+    ev("0", "branch.started", { barrier: "b0", index: 0, key: "outer", step: "Plan" }),
+    ev("0", "barrier.forked", { barrier: "b1", caller_step: "Plan", requests: [req(0, "0.0", "inner")], policy: "retain-successes", checkpoint: "none", base: "0" }),
+    ev("0.0", "branch.started", { barrier: "b1", index: 0, key: "inner", step: "Plan" }),
+    ev("0.0", "state.replaced", { step: "Plan", field: "budget", value: { total: 120, rooms: ["a", "b"] }, base: { total: 100, rooms: ["a"] }, draft: true }),
+    ev("0.0", "branch.fulfilled", { barrier: "b1", index: 0, key: "inner", output: "x" }),
+    ev("0", "join.published", { barrier: "b1", target: "caller-scope", fields: [{ step: "Plan", field: "budget", value: { total: 120, rooms: ["a", "b"] }, deleted: false, writer: "0.0" }], discarded: [] }),
+    ev("0", "branch.fulfilled", { barrier: "b0", index: 0, key: "outer", output: "y" }),
+    ev("1", "branch.started", { barrier: "b0", index: 1, key: "other", step: "Plan" }),
+    ev("1", "state.contributed", { step: "Plan", field: "budget", value: { total: 5 }, order: 1, draft: true, result: { total: 5, rooms: ["a"] } }),
+    ev("1", "branch.fulfilled", { barrier: "b0", index: 1, key: "other", output: "z" }),
+    ev("", "join.invalidated", { barrier: "b0", error: { type: "ParallelStateConflictError", code: "parallel_state_conflict", message: "Conflicting writes", extra: { step: "Plan", field: "budget" } },
+      provenance: [{ path: "0.0", key: "inner", step: "Plan", field: "budget", kind: "replace", value: { total: 120, rooms: ["a", "b"] }, base: { total: 100, rooms: ["a"] } },
+        { path: "1", key: "other", step: "Plan", field: "budget", kind: "contribute", value: { total: 5 }, base: { total: 100, rooms: ["a"] } }] }),
+  ];
+  const r = fold(events);
+  assert.deepEqual(r.anomalies, []);
+  const c = conflictOf(r, "b0");
+  assert.equal(c.field, "Plan.budget");
+  assert.match(c.reason, /inner \(0\.0\) replaced Plan\.budget while other \(1\) contributed to it/);
+  assert.match(c.fix, /contribute_state\(\) from every branch, or save_state\(\) from one branch only/);
+  const [inner, other] = c.writers;
+  assert.deepEqual([inner.path, inner.kind, inner.seq, other.path, other.kind, other.seq], ["0.0", "replacement", 6, "1", "contribution", 11]);
+  // The inner writer forked from its caller's view, which held the canonical budget.
+  assert.deepEqual([inner.base, inner.hasBase], [{ total: 100, rooms: ["a"] }, true]);
+  assert.deepEqual(inner.changes, [
+    { path: ["total"], kind: "changed", before: 100, after: 120 },
+    { path: ["rooms", 1], kind: "added", before: undefined, after: "b" },
+  ]);
+  assert.deepEqual([...writerPaths(c).keys()], ["0.0", "1"]);
+});
