@@ -295,6 +295,9 @@ export function conflictCard(view, barrier, options = {}) {
       const w = problem[i];
       return `pf-conflict-row${highlight !== null && w.path === highlight ? " pf-highlight" : ""}${at !== null && w.seq === at ? " pf-at-scrubber" : ""}`;
     }));
+    if (problem.some((w) => w.kind === "mutation")) {
+      card.appendChild(h("p", "pf-hint", "The runtime refuses such a write before it becomes a draft, so no write event exists: its link goes to the event where the error surfaced."));
+    }
     // Side by side: what each proposed, against what it saw at its fork, and the
     // proposals against each other; a long list of writers stays a table only.
     const sided = problem.filter((w) => w.hasValue);
