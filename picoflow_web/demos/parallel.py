@@ -8,6 +8,8 @@ on one event loop the order of events, and every final state, is the same each t
 * :class:`ResearchFlow` — nested fan-out (the seed's B/C, with B forking D/E).
 * :class:`ConflictFlow` — two branches replace one field; the conflict is caught.
 * :class:`AtomicFlow` — an atomic batch where one branch raises: nothing publishes.
+* :class:`ExpenseFlow` — a branch writes its caller's state (an invalid shared mutation).
+* :class:`BusFlow` — contributions that each fit but together overflow a custom reducer.
 * :class:`CancelFlow` — a deadline cancels a bounded barrier: cooperative, stubborn and
   queued branches.
 * :class:`TimingFlow` — the seed's A/B example: pipelined workers, or batched stages.
@@ -31,6 +33,8 @@ from runtime import (
     ModelResponse,
     ModelSelection,
     ParallelConfig,
+    ParallelMutationError,
+    ParallelReducerError,
     ParallelStateConflictError,
     Routable,
     Rule,
@@ -265,6 +269,120 @@ def conflict_flow(latency: float = DEFAULT_LATENCY) -> tuple[type[ConflictFlow],
         Rule(step="VenueScout", latency=3 * latency, text="Riverside Hall"),
     ])
     return _scaled(ConflictFlow, latency), model
+
+
+# -- b2. invalid shared mutation ---------------------------------------------------------------
+
+
+class Auditor(BranchStep):
+    """Checks one expense category; the meals auditor also approves the whole report,
+    which is its caller's state, not its own."""
+
+    def get_prompt(self) -> str:
+        return f"Auditor '{self.parallel_invocation().key}': total the expenses. Answer the sum."
+
+    def parallel_state_channels(self) -> dict[str, Channel]:
+        return {"totals": StepChannels.keyed_by_branch()}
+
+    async def on_response(self, result: Any) -> Routable:
+        # The contribution is valid; the write to ExpenseDesk below is what invalidates the
+        # barrier (a branch may write only its own step's state).
+        self.contribute_state("totals", str(result))
+        if self.parallel_invocation().key == "meals":
+            self.flow.save_step_state("ExpenseDesk", {"approved": True})
+        return str(result)
+
+
+class ExpenseDesk(LogicStep):
+    """Sends two auditors over the report; one of them writes the desk's own state."""
+
+    async def run_logic(self) -> Routable:
+        self.save_state({"approved": False})
+        try:
+            await self.run_steps([RunStepRequest(Auditor, key=key, user_message="Total it")
+                                  for key in ("travel", "meals")])
+        except ParallelMutationError as exc:
+            who = [p["key"] for p in exc.extra.get("provenance", [])]
+            self.save_state({"mutation": {"branches": who}})
+            return (f"Invalid shared mutation: {', '.join(who)} wrote ExpenseDesk's state "
+                    "from inside a branch, so nothing was published.")
+        return "The auditors finished."
+
+
+class ExpenseFlow(DemoFlow):
+    """A branch writes its caller's state: the barrier is invalidated and reported."""
+
+    def define_steps(self) -> list[Step]:
+        return [ExpenseDesk(self), Auditor(self)]
+
+
+def expense_flow(latency: float = DEFAULT_LATENCY) -> tuple[type[ExpenseFlow], ScriptedModel]:
+    """:class:`ExpenseFlow` at time unit ``latency``, with its model."""
+    model = ScriptedModel([
+        Rule(step="Auditor", prompt=r"^Auditor 'travel'", latency=latency, text="$1,240"),
+        Rule(step="Auditor", latency=3 * latency, text="$310"),
+    ])
+    return _scaled(ExpenseFlow, latency), model
+
+
+# -- b3. reducer failure ------------------------------------------------------------------------
+
+BUS_SEATS = 10
+
+
+def _board(seats: Any, group: Any, meta: Any) -> Any:
+    """Seats taken on the bus: refuses to overbook."""
+    total = seats + group
+    if total > BUS_SEATS:
+        raise ValueError(f"{total} seats booked, the bus has {BUS_SEATS}")
+    return total
+
+
+class SeatBooker(BranchStep):
+    """Books seats for one team; each team fits, both teams together do not."""
+
+    def get_prompt(self) -> str:
+        return f"Team '{self.parallel_invocation().key}': how many seats do you need?"
+
+    def parallel_state_channels(self) -> dict[str, Channel]:
+        return {"seats": StepChannels.reduced(_board, 0), "teams": StepChannels.append()}
+
+    async def on_response(self, result: Any) -> Routable:
+        # Both contributions combine fine in the branch's own view; only the join, which
+        # reduces every team's seats in request-path order, overflows the bus.
+        self.contribute_state("teams", self.parallel_invocation().key)
+        self.contribute_state("seats", int(str(result)))
+        return str(result)
+
+
+class BusDesk(LogicStep):
+    """Holds two seats for the organisers, then lets two teams book the rest in parallel."""
+
+    async def run_logic(self) -> Routable:
+        self.flow.save_step_state("SeatBooker", {"seats": 2})
+        try:
+            await self.run_steps([RunStepRequest(SeatBooker, key=key, user_message="Seats?")
+                                  for key in ("design", "sales")])
+        except ParallelReducerError as exc:
+            self.save_state({"overbooked": True})
+            return f"Reducer failed: {exc.message}. Nothing was published."
+        return "Everyone has a seat."
+
+
+class BusFlow(DemoFlow):
+    """Two teams book seats through a custom reducer that refuses to overbook the bus."""
+
+    def define_steps(self) -> list[Step]:
+        return [BusDesk(self), SeatBooker(self)]
+
+
+def bus_flow(latency: float = DEFAULT_LATENCY) -> tuple[type[BusFlow], ScriptedModel]:
+    """:class:`BusFlow` at time unit ``latency``, with its model."""
+    model = ScriptedModel([
+        Rule(step="SeatBooker", prompt=r"^Team 'design'", latency=latency, text="6"),
+        Rule(step="SeatBooker", latency=3 * latency, text="5"),
+    ])
+    return _scaled(BusFlow, latency), model
 
 
 # -- c. atomic batch with a failure ------------------------------------------------------------
@@ -504,5 +622,6 @@ def timing_flow(latency: float = DEFAULT_LATENCY) -> tuple[type[TimingFlow], Scr
 def demo_flows(latency: float = DEFAULT_LATENCY) -> list[tuple[type[Flow], ScriptedModel | None]]:
     """Every demo flow with its scripted model: the hotel flow, then the parallel demos."""
     return [(HotelFlow, hotel_model(latency=latency)), research_flow(latency),
-            conflict_flow(latency), atomic_flow(latency), cancel_flow(latency),
+            conflict_flow(latency), expense_flow(latency), bus_flow(latency),
+            atomic_flow(latency), cancel_flow(latency),
             timing_flow(latency), (FanOutFlow, None)]

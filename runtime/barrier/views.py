@@ -213,9 +213,15 @@ class BranchView:
         """Record replacements/removals of the branch's own step's fields."""
         if self.closed:
             return
-        if step != self.step:
-            raise self.violate(f"write the state of step '{step}'", target_step=step)
         base = self.base.state_of(step)
+        if step != self.step:
+            # What it tried to write and what it saw there at its fork: a debugger shows
+            # the refused write like any other, though no draft event is ever emitted for it.
+            names = [*updates, *removals]
+            raise self.violate(
+                f"write the state of step '{step}'", target_step=step, fields=names,
+                value={n: updates.get(n) for n in names},
+                base={n: base.get(n) for n in names})
         fields = self.writes.setdefault(step, {})
         for name, value in updates.items():
             if name in PRIVATE_FIELDS:

@@ -28,8 +28,10 @@ from picoflow_web.demos.hotel.flow import HotelFlow
 from picoflow_web.demos.hotel.script import CURRENT_DATE, REFERENCE_TURNS, hotel_model
 from picoflow_web.demos.parallel import (
     atomic_flow,
+    bus_flow,
     cancel_flow,
     conflict_flow,
+    expense_flow,
     research_flow,
     timing_flow,
 )
@@ -141,6 +143,8 @@ DEMO_GOLDENS: tuple[Golden, ...] = (
     Golden("hotel", _hotel, REFERENCE_TURNS, {"current_date": CURRENT_DATE}, latency=0.005),
     Golden("nested_fanout", research_flow, ("Research tide pools",)),
     Golden("conflict", conflict_flow, ("Plan the team offsite",)),
+    Golden("shared_mutation", expense_flow, ("Audit the report",)),
+    Golden("reducer_failure", bus_flow, ("Book the bus",)),
     Golden("atomic_failure", atomic_flow, ("Book the trip",)),
     Golden("cancellation", cancel_flow, ("Watch prices until the deadline",)),
     Golden("ab_timing", timing_flow, ("pipelined", "batched")),

@@ -28,8 +28,8 @@ def committed_final_state(golden: Golden) -> dict[str, dict[str, object]]:
 def test_the_registry_lists_every_demo_once_with_its_model() -> None:
     flows = demo_flows(0.005)
     ids = [flow.id for flow, _ in flows]
-    assert ids == ["HotelFlow", "ResearchFlow", "ConflictFlow", "AtomicFlow", "CancelFlow",
-                   "TimingFlow", "FanOutFlow"]
+    assert ids == ["HotelFlow", "ResearchFlow", "ConflictFlow", "ExpenseFlow", "BusFlow",
+                   "AtomicFlow", "CancelFlow", "TimingFlow", "FanOutFlow"]
     assert sorted(ids[:-1]) == sorted(GOLDEN_OF)
     # FanOutFlow calls no model; every other demo comes with its scripted model.
     assert all(isinstance(model, Model) for flow, model in flows if flow.id != "FanOutFlow")

@@ -11,7 +11,8 @@
  * branch row is `.pf-lane[data-path]`. Branch and barrier rows carry `data-publication`
  * (pending, scoped, published, nothing or discarded, from publication.js) and, when
  * discarded, `data-discard` (why); a barrier's badge is `.pf-join-badge`, a discarded
- * branch's chip `.pf-chip-discarded`.
+ * branch's chip `.pf-chip-discarded`. While an invalidated barrier is selected, the rows and
+ * lanes of the writes it failed on carry `.pf-conflict-writer`.
  */
 
 import { append, h } from "./dom.js";
@@ -56,7 +57,7 @@ export function createRowsView(viewport, sizer) {
    * Draw the rows in the window.
    * @param {Row[]} rows @param {{scrollTop: number, viewport: number, run: Run,
    *   bounds: {start: number, end: number}, now: number | null, selected: string | null,
-   *   selectedBarrier: string | null}} frame
+   *   selectedBarrier: string | null, writers?: Map<string, string>}} frame
    */
   const render = (rows, frame) => {
     const range = windowRange(rows.length, frame.scrollTop, frame.viewport);
@@ -89,6 +90,11 @@ export function createRowsView(viewport, sizer) {
         fillRow(slot, row, selected, frame.run);
         slot.sig = sig;
       }
+      // Outside the signature: a conflict's writers are marked while its card or barrier
+      // is selected, whatever the row shows.
+      const writer = row.kind === "branch" && frame.writers ? frame.writers.has(row.path) : false;
+      slot.el.classList.toggle("pf-conflict-writer", writer);
+      slot.lane.classList.toggle("pf-conflict-writer", writer);
       const top = i * ROW_HEIGHT;
       if (slot.top !== top) {
         slot.el.style.transform = `translateY(${top}px)`;

@@ -8,6 +8,7 @@
  * Markup: templates/picoflow_web/_workspace.html (plus a `#pf-conflicts` container).
  */
 
+import { conflictOf, writerPaths } from "./conflict.js";
 import { h, on } from "./dom.js";
 import { barrierPublicationOf, publicationOf } from "./fold.js";
 import { conflictCard, renderInspector } from "./inspector_ui.js";
@@ -103,9 +104,18 @@ export function createRunView(options) {
     else if (el.dataset.selectBarrier !== undefined) selectBarrier(el.dataset.selectBarrier);
     else if (el.dataset.pinSeq !== undefined) onPin(Number(el.dataset.pinSeq));
   });
-  on(els.conflicts, "click", "[data-select-path],[data-select-barrier]", (_event, el) => {
-    if (el.dataset.selectPath !== undefined) selectPath(el.dataset.selectPath);
-    else if (el.dataset.selectBarrier !== undefined) selectBarrier(el.dataset.selectBarrier);
+  on(els.conflicts, "click", ".pf-conflict", (event, card) => {
+    const target = /** @type {HTMLElement} */ (event.target);
+    const el = /** @type {HTMLElement | null} */ (target.closest("[data-select-path],[data-select-barrier],[data-pin-seq]"));
+    const id = /** @type {string} */ (card.dataset.barrier);
+    if (el && el.dataset.selectPath !== undefined) selectPath(el.dataset.selectPath);
+    else if (el && el.dataset.pinSeq !== undefined) {
+      // The barrier stays selected, so its card and its writers' marks stay while the
+      // scrubber shows the moment of the write (before the join).
+      if (current().get().selectedBarrier !== id) selectBarrier(id);
+      onPin(Number(el.dataset.pinSeq));
+    } else if (el && el.dataset.selectBarrier !== undefined) selectBarrier(el.dataset.selectBarrier);
+    else if (!target.closest("button, a, summary, pre")) selectBarrier(id);
   });
 
   let findTimer = 0;
@@ -155,6 +165,9 @@ export function createRunView(options) {
   let inspectorTimer = 0;
   let conflictsKey = "";
   let axisKey = "";
+  let writersKey = "";
+  /** @type {Map<string, string>} the writers of the selected invalidated barrier */
+  let writers = new Map();
   /** @type {RunStore | null} */
   let drawn = null;
 
@@ -183,11 +196,22 @@ export function createRunView(options) {
     const axisWidth = els.axis.clientWidth;
     const inspectorScroll = els.inspector.scrollTop;
 
-    const cKey = `${view.conflicts.join("|")}#${pinned ? view.lastSeq : "live"}`;
+    // A selected invalidated barrier keeps its card when the scrubber goes back before its
+    // join (a write link took it there); other cards follow the scrubber.
+    const focus = s.selectedBarrier !== null && live.conflicts.includes(s.selectedBarrier) ? s.selectedBarrier : null;
+    const held = focus !== null && !view.conflicts.includes(focus) ? focus : null;
+    const cKey = `${view.conflicts.join("|")}#${pinned ? view.lastSeq : "live"}#${focus}#${live.version}`;
     if (cKey !== conflictsKey) {
       conflictsKey = cKey;
-      const cards = [...new Set(view.conflicts)].map((id) => conflictCard(view, /** @type {any} */ (view.barriers.get(id))));
+      const at = pinned ? view.lastSeq : null;
+      const cards = [...new Set(view.conflicts)].map((id) => conflictCard(view, /** @type {any} */ (view.barriers.get(id)), { at }));
+      if (held !== null) cards.push(conflictCard(live, /** @type {any} */ (live.barriers.get(held)), { at, ahead: true }));
+      for (const card of cards) card.classList.toggle("pf-conflict-selected", card.dataset.barrier === focus);
       els.conflicts.replaceChildren(...cards);
+    }
+    if (`${focus}#${live.version}` !== writersKey) {
+      writersKey = `${focus}#${live.version}`;
+      writers = writerPaths(focus !== null ? conflictOf(live, focus) : null);
     }
 
     if (pendingReveal !== null) {
@@ -212,7 +236,7 @@ export function createRunView(options) {
 
     const shownRows = computeRows(view);
     const bounds = timeBounds(live, frame.running ? store.nowOffset() : null);
-    rowsView.render(shownRows, { scrollTop, viewport: viewportHeight, run: view, bounds, now: frame.now, selected: s.selected, selectedBarrier: s.selectedBarrier });
+    rowsView.render(shownRows, { scrollTop, viewport: viewportHeight, run: view, bounds, now: frame.now, selected: s.selected, selectedBarrier: s.selectedBarrier, writers });
     const aKey = `${bounds.end.toFixed(3)}|${axisWidth}`;
     if (aKey !== axisKey) {
       axisKey = aKey;
