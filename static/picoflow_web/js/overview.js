@@ -1,0 +1,222 @@
+// @ts-check
+/**
+ * A barrier's branches at a glance, as data (no DOM; node tests import it): counts by
+ * step and status and by publication, a histogram of how long they ran, the slowest and
+ * the failed ones, and the orders the inspector pages its per-branch tables in.
+ *
+ * Everything comes from the fold: status and `started` / `finished` offsets of the
+ * branch events, publication from `publicationOf`. A barrier of 100,000 branches is one
+ * pass over its branches (plus one sort for an ordering someone asks for), cached per run
+ * version, so drawing the same version again costs a lookup.
+ */
+
+import { STATUSES, publicationOf } from "./fold.js";
+
+/** @typedef {import("./fold.js").Run} Run */
+/** @typedef {import("./fold.js").Invocation} Invocation */
+
+export const PUBLICATION_STATES = ["pending", "scoped", "published", "nothing", "discarded"];
+export const SLOWEST = 5;
+export const FAILED = 20;
+export const BINS = 24;
+
+/**
+ * @typedef {{path: string, key: string, step: string, status: string, duration: number}} Ranked
+ * @typedef {{step: string, total: number, status: Record<string, number>,
+ *   publication: Record<string, number>}} Group
+ * @typedef {{t0: number, t1: number, count: number}} Bin
+ * @typedef {object} Overview
+ * @property {string} barrier
+ * @property {number} total
+ * @property {Group[]} groups  one per step, in the order the steps were first requested
+ * @property {Record<string, number>} status  all branches by status
+ * @property {Record<string, number>} publication  all branches by publication state
+ * @property {{bins: Bin[], min: number, max: number, measured: number}} histogram
+ *   durations (finished - started) of the branches that ended after starting
+ * @property {Ranked[]} slowest  longest durations first (ties: request order)
+ * @property {Ranked[]} failed  rejected branches in request order, the first `FAILED`
+ * @property {number} failedTotal
+ */
+
+/** @returns {Record<string, number>} */
+const zeros = (/** @type {string[]} */ names) => Object.fromEntries(names.map((n) => [n, 0]));
+
+/**
+ * How long a branch ran, or null while it has not both started and ended.
+ * @param {Invocation} inv
+ */
+export function durationOf(inv) {
+  return inv.started !== null && inv.finished !== null ? Math.max(0, inv.finished - inv.started) : null;
+}
+
+/** @type {WeakMap<Run, {version: number, overviews: Map<string, Overview | null>, orders: Map<string, string[]>}>} */
+const CACHE = new WeakMap();
+
+/** @param {Run} run */
+function cacheOf(run) {
+  let cache = CACHE.get(run);
+  if (!cache || cache.version !== run.version) {
+    cache = { version: run.version, overviews: new Map(), orders: new Map() };
+    CACHE.set(run, cache);
+  }
+  return cache;
+}
+
+/**
+ * The overview of barrier `id` (null for an unknown barrier).
+ * @param {Run} run @param {string} id @param {{slowest?: number, failed?: number, bins?: number}} [options]
+ * @returns {Overview | null}
+ */
+export function barrierOverview(run, id, options = {}) {
+  const cache = cacheOf(run);
+  const key = `${id}|${options.slowest ?? SLOWEST}|${options.failed ?? FAILED}|${options.bins ?? BINS}`;
+  if (!cache.overviews.has(key)) cache.overviews.set(key, deriveOverview(run, id, options));
+  return /** @type {Overview | null} */ (cache.overviews.get(key));
+}
+
+/**
+ * @param {Run} run @param {string} id @param {{slowest?: number, failed?: number, bins?: number}} options
+ * @returns {Overview | null}
+ */
+function deriveOverview(run, id, options) {
+  const barrier = run.barriers.get(id);
+  if (!barrier) return null;
+  const keepSlowest = Math.max(0, options.slowest ?? SLOWEST);
+  const keepFailed = Math.max(0, options.failed ?? FAILED);
+  const binCount = Math.max(1, options.bins ?? BINS);
+  // While the join has not run in a live run every branch is pending; asking each one
+  // would walk the same open verdict 100,000 times.
+  const allPending = barrier.outcome === "open" && run.status === "running";
+  /** @type {Map<string, Group>} */
+  const groups = new Map();
+  const status = zeros(STATUSES);
+  const publication = zeros(PUBLICATION_STATES);
+  /** @type {Ranked[]} kept sorted, longest first */
+  const slowest = [];
+  /** @type {Ranked[]} */
+  const failed = [];
+  let failedTotal = 0;
+  /** @type {number[]} */
+  const durations = [];
+  let min = Infinity;
+  let max = -Infinity;
+  for (const path of barrier.branches) {
+    const inv = run.invocations.get(path);
+    if (!inv) continue;
+    let group = groups.get(inv.step);
+    if (!group) {
+      group = { step: inv.step, total: 0, status: zeros(STATUSES), publication: zeros(PUBLICATION_STATES) };
+      groups.set(inv.step, group);
+    }
+    const state = allPending ? "pending" : publicationOf(run, path)?.state ?? "pending";
+    group.total += 1;
+    group.status[inv.status] += 1;
+    group.publication[state] += 1;
+    status[inv.status] += 1;
+    publication[state] += 1;
+    if (inv.status === "rejected") {
+      failedTotal += 1;
+      if (failed.length < keepFailed) failed.push(ranked(inv, durationOf(inv)));
+    }
+    const d = durationOf(inv);
+    if (d === null) continue;
+    durations.push(d);
+    if (d < min) min = d;
+    if (d > max) max = d;
+    if (keepSlowest && (slowest.length < keepSlowest || d > slowest[slowest.length - 1].duration)) {
+      // A handful kept in order: cheaper than sorting every branch for five of them.
+      let i = slowest.length;
+      while (i > 0 && slowest[i - 1].duration < d) i -= 1;
+      slowest.splice(i, 0, ranked(inv, d));
+      if (slowest.length > keepSlowest) slowest.pop();
+    }
+  }
+  return {
+    barrier: id,
+    total: barrier.branches.length,
+    groups: [...groups.values()],
+    status,
+    publication,
+    histogram: histogram(durations, min, max, binCount),
+    slowest,
+    failed,
+    failedTotal,
+  };
+}
+
+/** @param {Invocation} inv @param {number | null} duration @returns {Ranked} */
+function ranked(inv, duration) {
+  return { path: inv.path, key: inv.key, step: inv.step, status: inv.status, duration: duration ?? 0 };
+}
+
+/**
+ * Equal-width bins from the shortest to the longest duration.
+ * @param {number[]} durations @param {number} min @param {number} max @param {number} count
+ */
+function histogram(durations, min, max, count) {
+  if (!durations.length) return { bins: [], min: 0, max: 0, measured: 0 };
+  const span = max - min;
+  const n = span > 0 ? count : 1;
+  const width = span > 0 ? span / n : 0;
+  /** @type {Bin[]} */
+  const bins = [];
+  for (let i = 0; i < n; i += 1) bins.push({ t0: min + i * width, t1: i === n - 1 ? max : min + (i + 1) * width, count: 0 });
+  for (const d of durations) {
+    const i = span > 0 ? Math.min(n - 1, Math.floor((d - min) / width)) : 0;
+    bins[i].count += 1;
+  }
+  return { bins, min, max, measured: durations.length };
+}
+
+/**
+ * The orders a barrier's per-branch tables can be read in.
+ * - `slowest`: longest duration first; branches still running or never started after
+ *   every measured one, in request order;
+ * - `finished`: last to finish first (who the join waited for); unfinished last;
+ * - `request`: request order.
+ */
+export const ORDERS = {
+  slowest: "slowest first",
+  finished: "last to finish first",
+  request: "request order",
+};
+
+/**
+ * The branch paths of barrier `id` in `order` (a fresh sort only once per run version).
+ * @param {Run} run @param {string} id @param {keyof typeof ORDERS} order
+ * @returns {string[]}
+ */
+export function orderedBranches(run, id, order) {
+  const barrier = run.barriers.get(id);
+  if (!barrier) return [];
+  if (order === "request") return barrier.branches;
+  const cache = cacheOf(run);
+  const key = `${id}|${order}`;
+  const found = cache.orders.get(key);
+  if (found) return found;
+  const n = barrier.branches.length;
+  const values = new Float64Array(n);
+  const index = new Uint32Array(n);
+  for (let i = 0; i < n; i += 1) {
+    const inv = run.invocations.get(barrier.branches[i]);
+    const v = !inv ? null : order === "slowest" ? durationOf(inv) : inv.finished;
+    values[i] = v === null ? -Infinity : v;
+    index[i] = i;
+  }
+  // Typed arrays sort numbers without boxing; ties keep request order.
+  index.sort((a, b) => (values[b] - values[a]) || (a - b));
+  const paths = Array.from(index, (i) => barrier.branches[i]);
+  cache.orders.set(key, paths);
+  return paths;
+}
+
+/**
+ * Rows `[start, start + size)` of a list of `count`, clamped: the page a pager shows.
+ * @param {number} count @param {number} page  0-based, clamped into range
+ * @param {number} size
+ */
+export function pageOf(count, page, size) {
+  const pages = Math.max(1, Math.ceil(count / size));
+  const p = Math.min(pages - 1, Math.max(0, Math.floor(page)));
+  return { page: p, pages, start: p * size, end: Math.min(count, (p + 1) * size) };
+}
