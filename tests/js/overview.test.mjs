@@ -8,7 +8,7 @@ import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 
 import { applyEvent, barrierPublicationOf, createRun, fold, parseJsonl, runsOf } from "../../static/picoflow_web/js/fold.js";
-import { barrierOverview, orderedBranches, pageOf } from "../../static/picoflow_web/js/overview.js";
+import { barrierOverview, durationOf, orderedBranches, pageOf } from "../../static/picoflow_web/js/overview.js";
 
 const GOLDEN = join(dirname(fileURLToPath(import.meta.url)), "..", "golden");
 
@@ -129,6 +129,35 @@ test("the histogram holds every measured branch once, in the bin of its duration
     const inside = ds.filter((d) => d >= bin.t0 && (bin === h.bins.at(-1) ? d <= bin.t1 : d < bin.t1)).length;
     assert.equal(bin.count, inside, `bin ${bin.t0}..${bin.t1}`);
   }
+});
+
+test("skewed durations get equal-ratio bins, each holding what its edges say", () => {
+  const run = fold(fanOut(10));
+  // Give the fold's branches durations from 0 to 10 s: 0, 1 ms ... 10 s.
+  const ds = [0, 0.001, 0.002, 0.004, 0.01, 0.05, 0.2, 1, 4, 10];
+  for (const [i, path] of run.barriers.get("b0").branches.entries()) {
+    const inv = run.invocations.get(path);
+    inv.finished = inv.started + ds[i];
+  }
+  run.version += 1;
+  const h = barrierOverview(run, "b0", { bins: 8 }).histogram;
+  assert.equal(h.scale, "log");
+  assert.equal(h.bins.length, 8);
+  assert.equal(h.bins[0].t0, 0);
+  for (let i = 2; i < 8; i += 1) {
+    assert.ok(Math.abs(h.bins[i].t0 / h.bins[i - 1].t0 - h.bins[2].t0 / h.bins[1].t0) < 1e-9, "equal ratios");
+  }
+  const got = h.bins.map((b) => b.count);
+  const measured = run.barriers.get("b0").branches.map((p) => durationOf(run.invocations.get(p)));
+  const want = h.bins.map((b, i) => measured.filter((d) => d >= b.t0 && (i === 7 ? d <= b.t1 : d < b.t1)).length);
+  assert.deepStrictEqual(got, want);
+  assert.ok(got.filter((c) => c > 0).length >= 5, `spread over the bins: ${got}`);
+  for (const [i, path] of run.barriers.get("b0").branches.entries()) {
+    const inv = run.invocations.get(path);
+    inv.finished = inv.started + 1 + i / 10;
+  }
+  run.version += 1;
+  assert.equal(barrierOverview(run, "b0").histogram.scale, "linear");
 });
 
 test("branches still running are counted but not measured", () => {

@@ -31,7 +31,7 @@ export const BINS = 24;
  * @property {Group[]} groups  one per step, in the order the steps were first requested
  * @property {Record<string, number>} status  all branches by status
  * @property {Record<string, number>} publication  all branches by publication state
- * @property {{bins: Bin[], min: number, max: number, measured: number}} histogram
+ * @property {{bins: Bin[], min: number, max: number, measured: number, scale: "linear" | "log"}} histogram
  *   durations (finished - started) of the branches that ended after starting
  * @property {Ranked[]} slowest  longest durations first (ties: request order)
  * @property {Ranked[]} failed  rejected branches in request order, the first `FAILED`
@@ -150,22 +150,37 @@ function ranked(inv, duration) {
 }
 
 /**
- * Equal-width bins from the shortest to the longest duration.
+ * Bins from the shortest to the longest duration: equal widths, or, when the longest is
+ * 20 times the shortest or more, equal ratios (`scale: "log"`): fan-out durations are
+ * skewed, and equal widths would put nearly every branch in the first bin. A duration
+ * of 0 goes in the first bin.
  * @param {number[]} durations @param {number} min @param {number} max @param {number} count
+ * @returns {{bins: Bin[], min: number, max: number, measured: number, scale: "linear" | "log"}}
  */
 function histogram(durations, min, max, count) {
-  if (!durations.length) return { bins: [], min: 0, max: 0, measured: 0 };
+  if (!durations.length) return { bins: [], min: 0, max: 0, measured: 0, scale: "linear" };
+  let lo = Infinity;
+  for (const d of durations) if (d > 0 && d < lo) lo = d;
+  const log = lo < Infinity && max / lo >= 20;
   const span = max - min;
   const n = span > 0 ? count : 1;
-  const width = span > 0 ? span / n : 0;
+  /** @type {number[]} lower edges */
+  const edges = [];
+  for (let i = 0; i < n; i += 1) {
+    edges.push(i === 0 ? min : log ? lo * (max / lo) ** (i / n) : min + (span * i) / n);
+  }
   /** @type {Bin[]} */
-  const bins = [];
-  for (let i = 0; i < n; i += 1) bins.push({ t0: min + i * width, t1: i === n - 1 ? max : min + (i + 1) * width, count: 0 });
+  const bins = edges.map((t0, i) => ({ t0, t1: i === n - 1 ? max : edges[i + 1], count: 0 }));
+  const ratio = log ? Math.log(max / lo) : 0;
   for (const d of durations) {
-    const i = span > 0 ? Math.min(n - 1, Math.floor((d - min) / width)) : 0;
+    let i = n === 1 ? 0 : log ? (d > 0 ? Math.floor((Math.log(d / lo) / ratio) * n) : 0) : Math.floor(((d - min) / span) * n);
+    i = Math.min(n - 1, Math.max(0, i));
+    // The edges are what a bin says it holds; rounding must not put a duration beside them.
+    while (i > 0 && d < edges[i]) i -= 1;
+    while (i < n - 1 && d >= edges[i + 1]) i += 1;
     bins[i].count += 1;
   }
-  return { bins, min, max, measured: durations.length };
+  return { bins, min, max, measured: durations.length, scale: log ? "log" : "linear" };
 }
 
 /**

@@ -6,9 +6,9 @@
  * inspector. Counts that stand for a set of branches are buttons that show that set in
  * the tree (which virtualises however many there are).
  *
- * Hooks: `.pf-overview[data-barrier]`; per step `.pf-overview-group[data-step]` whose
- * cells are `[data-count=<status or publication state>]`, and the totals row
- * `.pf-overview-total`; `.pf-histogram` with one `.pf-bin[data-count]` per bin;
+ * Hooks: `.pf-overview[data-barrier]`; in `.pf-overview-status` and
+ * `.pf-overview-publication`, per step `.pf-overview-group[data-step]` whose cells are
+ * `[data-count=<status or publication state>]`, and the totals row `.pf-overview-total`; `.pf-histogram` with one `.pf-bin[data-count]` per bin;
  * `.pf-slowest` and `.pf-failed` lists of `[data-select-path]` buttons; buttons that show
  * branches in the tree carry `data-show-barrier` and `data-show-status`.
  */
@@ -57,7 +57,8 @@ export function overviewView(view, barrier) {
   root.dataset.barrier = barrier.id;
   const o = barrierOverview(view, barrier.id);
   if (!o) return root;
-  root.appendChild(groupsTable(o));
+  root.appendChild(groupsTable(o, "status"));
+  root.appendChild(groupsTable(o, "publication"));
   root.appendChild(histogramView(o));
   root.appendChild(lists(o));
   const all = showButton(barrier.id, "", `Show all ${count(o.total)} in the tree`, "Expand this barrier's branches in the tree (drawn as you scroll)");
@@ -68,42 +69,40 @@ export function overviewView(view, barrier) {
 }
 
 /**
- * Steps down, statuses and publication states across; only publication states some
- * branch is in get a column.
- * @param {Overview} o
+ * Steps down, counts across: one table of statuses, one of the publication states some
+ * branch is in (two narrow tables fit the inspector; one wide one did not).
+ * @param {Overview} o @param {"status" | "publication"} what
  */
-function groupsTable(o) {
-  const pubs = PUBLICATION_STATES.filter((s) => o.publication[s] > 0);
-  const t = h("table", "pf-table pf-overview-groups");
+function groupsTable(o, what) {
+  const names = what === "status" ? STATUS_COLUMNS : PUBLICATION_STATES.filter((s) => o.publication[s] > 0);
+  const t = h("table", `pf-table pf-overview-groups pf-overview-${what}`);
   const head = h("tr");
-  append(head, h("th", "", "Step"), h("th", "pf-num", "Branches"),
-    ...STATUS_COLUMNS.map((s) => h("th", `pf-num pf-col-${s}`, s)),
-    ...pubs.map((s) => h("th", `pf-num pf-col-pub-${s}`, STATE_LABELS[/** @type {keyof typeof STATE_LABELS} */ (s)])));
+  append(head, h("th", "", what === "status" ? "Step" : "Publication"), what === "status" ? h("th", "pf-num", "branches") : null,
+    ...names.map((s) => h("th", `pf-num pf-col-${s}`, what === "status" ? s : STATE_LABELS[/** @type {keyof typeof STATE_LABELS} */ (s)])));
   const body = h("tbody");
-  /** @param {HTMLElement} tr @param {string} name @param {number} n @param {string | null} status */
-  const cell = (tr, name, n, status) => {
+  /** @param {HTMLElement} tr @param {string} name @param {number} n @param {boolean} link */
+  const cell = (tr, name, n, link) => {
     const td = h("td", "pf-num pf-mono");
     td.dataset.count = name;
     // A status count is a set the tree can filter to; publication states are not.
-    if (status !== null && n > 0) td.appendChild(showButton(o.barrier, status, count(n), `Show the ${status} branches in the tree`));
+    if (link && n > 0) td.appendChild(showButton(o.barrier, name, count(n), `Show the ${name} branches in the tree`));
     else td.textContent = count(n);
     tr.appendChild(td);
   };
-  /** @param {string} cls @param {string} label @param {number} total @param {Record<string, number>} status @param {Record<string, number>} publication */
-  const row = (cls, label, total, status, publication) => {
+  /** @param {string} cls @param {string} label @param {number} total @param {Record<string, number>} counts */
+  const row = (cls, label, total, counts) => {
     const tr = h("tr", cls);
     tr.appendChild(h("td", "pf-mono", label));
-    cell(tr, "total", total, null);
-    for (const s of STATUS_COLUMNS) cell(tr, s, status[s], s);
-    for (const s of pubs) cell(tr, s, publication[s], null);
+    if (what === "status") cell(tr, "total", total, false);
+    for (const s of names) cell(tr, s, counts[s], what === "status");
     return tr;
   };
   for (const g of o.groups) {
-    const tr = row("pf-overview-group", g.step, g.total, g.status, g.publication);
+    const tr = row("pf-overview-group", g.step, g.total, what === "status" ? g.status : g.publication);
     tr.dataset.step = g.step;
     body.appendChild(tr);
   }
-  if (o.groups.length > 1) body.appendChild(row("pf-overview-total", "all", o.total, o.status, o.publication));
+  if (o.groups.length > 1) body.appendChild(row("pf-overview-total", "all", o.total, what === "status" ? o.status : o.publication));
   append(t, append(h("thead"), head), body);
   return append(h("div", "pf-table-wrap"), t);
 }
@@ -113,7 +112,7 @@ function histogramView(o) {
   const wrap = h("figure", "pf-histogram-wrap");
   const hist = o.histogram;
   const caption = h("figcaption", "pf-muted pf-small", hist.measured
-    ? `How long they ran: ${count(hist.measured)} finished branches, ${formatSeconds(hist.min)} to ${formatSeconds(hist.max)}`
+    ? `How long they ran: ${count(hist.measured)} finished branches, ${formatSeconds(hist.min)} to ${formatSeconds(hist.max)}${hist.scale === "log" ? " (bins of equal ratio)" : ""}`
     : "How long they ran: no branch has finished yet");
   wrap.appendChild(caption);
   if (!hist.measured) return wrap;
@@ -130,7 +129,8 @@ function histogramView(o) {
     bars.appendChild(bar);
   }
   const axis = h("div", "pf-histogram-axis pf-muted pf-small pf-mono");
-  append(axis, h("span", "", formatSeconds(hist.min)), h("span", "", formatSeconds(hist.max)));
+  const middle = hist.bins[Math.floor(hist.bins.length / 2)];
+  append(axis, h("span", "", formatSeconds(hist.min)), hist.bins.length > 2 ? h("span", "", formatSeconds(middle.t0)) : null, h("span", "", formatSeconds(hist.max)));
   return append(wrap, bars, axis);
 }
 

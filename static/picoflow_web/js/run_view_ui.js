@@ -218,7 +218,13 @@ export function createRunView(options) {
         const index = next.findIndex((r) => (barrierId !== null ? r.kind === "barrier" && r.id === barrierId : (r.kind === "branch" || r.kind === "root") && r.path === target));
         if (index >= 0) {
           const top = scrollToRow(index, scrollTop, viewportHeight, ROW_HEIGHT);
-          if (top !== scrollTop) els.viewport.scrollTop = top;
+          // The sizer still has the height of the rows before the reveal; a row revealed
+          // beyond it (branch 5,000 of a group that showed 50) needs the room first, or the
+          // browser clamps the scroll short of it.
+          if (top !== scrollTop) {
+            els.sizer.style.height = `${next.length * ROW_HEIGHT}px`;
+            els.viewport.scrollTop = top;
+          }
         }
         return false;
       }

@@ -1,0 +1,157 @@
+"""A 10,000-branch fan-out in a real browser (Debian's chromium): the barrier's overview
+counts what the run's events say, the slowest branch is one click away, and the
+inspector's per-branch tables are paged."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.e2e.browsing import dashboard
+from tests.e2e.test_browser import shot
+from tests.livedaphne import LiveDaphne
+
+playwright_api = pytest.importorskip("playwright.async_api", reason="pip install playwright")
+
+pytestmark = [pytest.mark.browser, pytest.mark.anyio]
+
+FORM = "#pf-start-form"
+BRANCHES = 10_000
+FAIL_EVERY = 97
+
+ALL_EVENTS = """async id => {
+  const out = [];
+  let after = -1;
+  for (;;) {
+    const page = await (await fetch(`/api/runs/${id}/events?after=${after}&limit=5000`)).json();
+    if (!page.events.length) return out;
+    out.push(...page.events);
+    after = page.last_seq;
+  }
+}"""
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[tuple[LiveDaphne, str]]:
+    with dashboard({"PICOFLOW_DEMO_LATENCY": "0"},
+                   extra_args=("--websocket-max-message-size", "67108864")) as found:
+        yield found
+
+
+def from_events(events: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the recorded events say of the one barrier, read without the page's fold."""
+    fork = next(e for e in events if e["type"] == "barrier.forked")
+    step = {r["path"]: r["step"] for r in fork["requests"]}
+    status = dict.fromkeys(step, "queued")
+    started: dict[str, float] = {}
+    finished: dict[str, float] = {}
+    for e in events:
+        path = e.get("path", "")
+        if path not in step:
+            continue
+        if e["type"] == "branch.started":
+            status[path] = "running"
+            started[path] = e["offset"]
+        elif e["type"] in ("branch.fulfilled", "branch.rejected"):
+            status[path] = e["type"].split(".")[1]
+            finished[path] = e["offset"]
+    join = next(e for e in events if e["type"] == "join.published")
+    durations = {p: finished[p] - started[p] for p in finished if p in started}
+    longest = max(durations.values())
+    return {
+        "barrier": fork["barrier"], "steps": Counter(step.values()),
+        "status": Counter(status.values()), "durations": durations,
+        "slowest": {p for p, d in durations.items() if d == longest},
+        "discarded": len(join["discarded"]),
+        "rejected": sorted((p for p, s in status.items() if s == "rejected"), key=int),
+    }
+
+
+async def count(page: Any, selector: str) -> int:
+    return int((await page.locator(selector).inner_text()).replace(",", ""))
+
+
+async def test_a_ten_thousand_branch_barrier_has_an_overview_and_paged_tables(
+    server: tuple[LiveDaphne, str], page: Any,
+) -> None:
+    await page.wait_for_selector(f'{FORM}[data-ready="1"]')
+    await page.select_option(f"{FORM} select[name=flow]", "FanOutFlow")
+    await page.fill('[name="config.branches"]', str(BRANCHES))
+    await page.fill('[name="config.concurrency"]', "1000")
+    await page.fill('[name="config.fail_every"]', str(FAIL_EVERY))
+    await page.click(f"{FORM} button[type=submit]")
+    await page.wait_for_url(re.compile(r"/runs/[0-9a-f]+/"))
+    run_id = str(re.search(r"/runs/([0-9a-f]+)/", page.url).group(1))  # type: ignore[union-attr]
+    await page.wait_for_selector("#pf-run[data-status=finished]", timeout=240_000)
+
+    truth = from_events(await page.evaluate(ALL_EVENTS, run_id))
+    failed = BRANCHES // FAIL_EVERY
+    assert truth["status"] == {"fulfilled": BRANCHES - failed, "rejected": failed}
+    assert truth["steps"] == {"Tick": BRANCHES}
+    barrier = truth["barrier"]
+
+    await page.click(f'.pf-barrier[data-barrier="{barrier}"] .pf-row-key')
+    overview = f'.pf-overview[data-barrier="{barrier}"]'
+    await page.wait_for_selector(overview)
+    group = f'{overview} .pf-overview-status .pf-overview-group[data-step="Tick"]'
+    published = f'{overview} .pf-overview-publication .pf-overview-group[data-step="Tick"]'
+    assert await count(page, f'{group} [data-count="total"]') == BRANCHES
+    for status in ("queued", "running", "fulfilled", "rejected"):
+        assert await count(page, f'{group} [data-count="{status}"]') == truth["status"][status], status
+    assert await count(page, f'{published} [data-count="discarded"]') == truth["discarded"] == failed
+    bins = await page.locator(f"{overview} .pf-bin").evaluate_all(
+        "els => els.map(e => Number(e.dataset.count))")
+    assert len(bins) > 1 and sum(bins) == len(truth["durations"]) == BRANCHES
+    assert await page.locator(f"{overview} .pf-overview-list h3").nth(1).inner_text() == (
+        f"Failed ({failed})")
+    listed = await page.locator(f"{overview} .pf-failed li").evaluate_all(
+        "els => els.map(e => e.dataset.path)")
+    assert listed == truth["rejected"][:len(listed)] and len(listed) == 20
+
+    # The join-wait table: one page of 100, slowest first, with paging.
+    waits = ".pf-waits .pf-waits-table tbody tr"
+    assert await page.locator(waits).count() == 100
+    assert await page.locator(".pf-waits .pf-pager-label").inner_text() == "1–100 of 10,000"
+    top = await page.locator(f"{waits} [data-select-path]").first.get_attribute("data-select-path")
+    assert top in truth["slowest"]
+    ranked = await page.locator(f"{waits} [data-select-path]").evaluate_all(
+        "els => els.map(e => e.dataset.selectPath)")
+    assert [truth["durations"][p] for p in ranked] == sorted(
+        (truth["durations"][p] for p in ranked), reverse=True)
+    await page.click('.pf-waits [data-page="next"]')
+    assert await page.locator(".pf-waits .pf-pager-label").inner_text() == "101–200 of 10,000"
+    assert await page.locator(waits).count() == 100
+    second = await page.locator(f"{waits} [data-select-path]").evaluate_all(
+        "els => els.map(e => e.dataset.selectPath)")
+    assert min(truth["durations"][p] for p in ranked) >= max(truth["durations"][p] for p in second)
+    assert not set(second) & set(ranked)
+    # The branches table is paged too (collapsed by default at this size).
+    await page.click('[data-section="branches"] > summary')
+    assert await page.locator(".pf-branch-table tbody tr").count() == 100
+    await page.locator(overview).scroll_into_view_if_needed()
+    await shot(page, "fanout-overview")
+
+    # One click on the slowest: it is selected, in the inspector and in the tree.
+    slowest = page.locator(f"{overview} .pf-slowest li").first
+    path = await slowest.get_attribute("data-path")
+    assert path in truth["slowest"]
+    await slowest.locator("[data-select-path]").click()
+    await page.wait_for_selector(f'#pf-inspector[data-path="{path}"]:not([data-barrier])')
+    await page.wait_for_selector(f'.pf-branch.pf-selected[data-path="{path}"]')
+    await shot(page, "fanout-slowest-selected")
+
+    # "rejected" in the overview shows exactly the failed branches in the tree.
+    await page.click(f'#pf-inspector [data-select-barrier="{barrier}"]')
+    await page.wait_for_selector(overview)
+    await page.click(f'{group} [data-count="rejected"] [data-show-status="rejected"]')
+    await page.wait_for_function(
+        "() => document.getElementById('pf-status-filter').value === 'rejected'")
+    await page.wait_for_selector(f'.pf-branch[data-path="{truth["rejected"][0]}"]')
+    statuses = await page.locator(".pf-branch").evaluate_all(
+        "els => [...new Set(els.map(e => e.dataset.status))]")
+    assert statuses == ["rejected"]
+    assert await page.locator(".pf-more").count() == 0
