@@ -456,14 +456,14 @@ function branchInspector(parent, view, inv, ctx) {
   if (seen.invisible.length) {
     const visible = seen.state;
     const list = seen.invisible;
-    invisible.appendChild(table("pf-invisible-table", ["Sibling", "Field", "Their draft", "It saw"], { count: list.length, at: (i) => {
+    invisible.appendChild(pagedTable("pf-invisible-table", ["Sibling", "Field", "Their draft", "It saw"], { count: list.length, at: (i) => {
       const w = list[i];
       const who = h("span", "pf-who");
       append(who, pathLink(w.path, w.key || w.path), h("span", "pf-muted pf-mono", ` ${w.path} `), badge("not visible", "conflict"));
       const has = Object.prototype.hasOwnProperty.call(visible[w.step] || {}, w.field);
       return [who, h("code", "pf-mono", `${w.step}.${w.field}`), w.deleted ? h("span", "pf-muted", "removed") : valueCell(w.value),
         has ? valueCell(visible[w.step][w.field]) : h("span", "pf-muted", "(absent)")];
-    } }, () => "pf-invisible-row"));
+    } }, tableState(view, barrier, `invisible:${inv.path}`, "request"), PAGE_SIZE, () => "pf-invisible-row"));
   } else invisible.appendChild(h("p", "pf-muted", "No sibling had written anything yet."));
 
   const pub = published(view, inv.path);

@@ -77,7 +77,7 @@ function groupsTable(o, what) {
   const names = what === "status" ? STATUS_COLUMNS : PUBLICATION_STATES.filter((s) => o.publication[s] > 0);
   const t = h("table", `pf-table pf-overview-groups pf-overview-${what}`);
   const head = h("tr");
-  append(head, h("th", "", what === "status" ? "Step" : "Publication"), what === "status" ? h("th", "pf-num", "branches") : null,
+  append(head, h("th", "", "Step"), what === "status" ? h("th", "pf-num", "branches") : null,
     ...names.map((s) => h("th", `pf-num pf-col-${s}`, what === "status" ? s : STATE_LABELS[/** @type {keyof typeof STATE_LABELS} */ (s)])));
   const body = h("tbody");
   /** @param {HTMLElement} tr @param {string} name @param {number} n @param {boolean} link */
