@@ -11,7 +11,7 @@
 import { h, on } from "./dom.js";
 import { barrierPublicationOf, publicationOf } from "./fold.js";
 import { conflictCard, renderInspector } from "./inspector_ui.js";
-import { ROW_HEIGHT, revealPath, scrollToRow, ticks, timeBounds, treeRows } from "./layout.js";
+import { ROW_HEIGHT, axisMarkers, panWindow, revealPath, scrollToRow, ticks, timeBounds, treeRows, zoomWindow } from "./layout.js";
 import { createRowsView } from "./rows_ui.js";
 
 const INSPECTOR_LIVE_MS = 300;
@@ -122,6 +122,70 @@ export function createRunView(options) {
     else if (el.dataset.selectBarrier !== undefined) selectBarrier(el.dataset.selectBarrier);
   });
 
+  // -- zooming the time axis ----------------------------------------------------------------
+  // The window is kept per store (a replay's turns each have their own); `lastFull` is the
+  // whole span as last drawn, so events between frames zoom against what the reader sees.
+  /** @type {{start: number, end: number}} */
+  let lastFull = { start: 0, end: 1 };
+  /** @returns {{start: number, end: number}} */
+  const shownWindow = () => current().get().zoom ?? lastFull;
+  /** @param {{start: number, end: number} | null} zoom */
+  const setZoom = (zoom) => current().set({ zoom });
+  /** The time under a pointer's x, if it is over the lanes. @param {number} clientX */
+  const timeAt = (clientX) => {
+    const rect = els.axis.getBoundingClientRect();
+    if (clientX < rect.left || clientX > rect.right || !rect.width) return null;
+    const w = shownWindow();
+    return w.start + ((clientX - rect.left) / rect.width) * (w.end - w.start);
+  };
+  /** Where a key zoom centres: the selected branch's start when it is in view. */
+  const keyFocus = () => {
+    const w = shownWindow();
+    const s = current().get();
+    const inv = s.selected ? current().view().invocations.get(s.selected) : null;
+    const t = inv ? inv.started ?? null : null;
+    return t !== null && t >= w.start && t <= w.end ? t : (w.start + w.end) / 2;
+  };
+  /** @param {number} factor @param {number} focus */
+  const zoomBy = (factor, focus) => setZoom(zoomWindow(lastFull, shownWindow(), focus, factor));
+  /** @param {number} fraction  of the window's span */
+  const panBy = (fraction) => {
+    const w = current().get().zoom;
+    if (w) setZoom(panWindow(lastFull, w, fraction * (w.end - w.start)));
+  };
+  /** @param {WheelEvent} event */
+  const onWheel = (event) => {
+    // Over the axis the wheel zooms; over the lanes only with Ctrl (plain wheel scrolls rows).
+    const overAxis = event.currentTarget === els.axis.parentElement;
+    if (!overAxis && !event.ctrlKey) return;
+    const t = timeAt(event.clientX);
+    if (t === null) return;
+    event.preventDefault();
+    if (event.shiftKey || Math.abs(event.deltaX) > Math.abs(event.deltaY)) panBy((event.deltaX || event.deltaY) / 400);
+    else zoomBy(Math.exp(event.deltaY * 0.002), t);
+  };
+  els.viewport.addEventListener("wheel", onWheel, { passive: false });
+  /** @type {HTMLElement} */ (els.axis.parentElement).addEventListener("wheel", onWheel, { passive: false });
+  /** @type {{x: number, window: {start: number, end: number}} | null} */
+  let drag = null;
+  els.axis.addEventListener("pointerdown", (event) => {
+    const w = current().get().zoom;
+    if (!w) return;
+    drag = { x: event.clientX, window: w };
+    els.axis.setPointerCapture(event.pointerId);
+  });
+  els.axis.addEventListener("pointermove", (event) => {
+    if (!drag) return;
+    const width = els.axis.clientWidth || 1;
+    const span = drag.window.end - drag.window.start;
+    setZoom(panWindow(lastFull, drag.window, -((event.clientX - drag.x) / width) * span));
+  });
+  const endDrag = () => { drag = null; };
+  els.axis.addEventListener("pointerup", endDrag);
+  els.axis.addEventListener("pointercancel", endDrag);
+  const resetZoom = document.getElementById("pf-zoom-reset");
+  if (resetZoom) resetZoom.addEventListener("click", () => setZoom(null));
+
   let findTimer = 0;
   els.find.addEventListener("input", () => {
     window.clearTimeout(findTimer);
@@ -231,16 +295,34 @@ export function createRunView(options) {
     }
 
     const shownRows = computeRows(view);
-    const bounds = timeBounds(live, frame.running ? store.nowOffset() : null);
+    const full = timeBounds(live, frame.running ? store.nowOffset() : null);
+    lastFull = full;
+    const bounds = s.zoom ? panWindow(full, s.zoom, 0) : full;
     rowsView.render(shownRows, { scrollTop, viewport: viewportHeight, run: view, bounds, now: frame.now, selected: s.selected, selectedBarrier: s.selectedBarrier });
-    const aKey = `${bounds.end.toFixed(3)}|${axisWidth}`;
+    const markers = axisMarkers(view, bounds);
+    const aKey = `${bounds.start}|${s.zoom ? bounds.end : bounds.end.toFixed(3)}|${axisWidth}|${markers.length}`;
     if (aKey !== axisKey) {
       axisKey = aKey;
       const count = Math.max(2, Math.floor(axisWidth / 90));
+      els.axis.dataset.start = String(bounds.start);
+      els.axis.dataset.end = String(bounds.end);
+      if (s.zoom) els.axis.dataset.zoomed = "1";
+      else delete els.axis.dataset.zoomed;
+      if (resetZoom) resetZoom.hidden = !s.zoom;
+      // Past a few hundred, fork/join marks of nested barriers are a solid bar: the
+      // zoom that would separate them shows fewer.
+      const shownMarks = markers.length <= 400 ? markers : [];
       els.axis.replaceChildren(...ticks(bounds, count).map((t) => {
         const tick = h("span", "pf-tick", t.label);
         tick.style.left = `${(t.x * 100).toFixed(3)}%`;
         return tick;
+      }), ...shownMarks.map((m) => {
+        const mark = h("i", `pf-axis-mark pf-axis-mark-${m.kind}`);
+        mark.dataset.kind = m.kind;
+        mark.dataset.barrier = m.barrier;
+        mark.title = `${m.kind === "cancel" ? "cancel requested" : m.kind} · barrier ${m.barrier} · ${m.t.toFixed(6)}s`;
+        mark.style.left = `${(m.x * 100).toFixed(3)}%`;
+        return mark;
       }));
     }
 
@@ -270,6 +352,10 @@ export function createRunView(options) {
     { keys: ["j", "ArrowDown"], label: "Next row of the tree (tree focused)", run: treeKey },
     { keys: ["k", "ArrowUp"], label: "Previous row of the tree (tree focused)", run: treeKey },
     { keys: ["ArrowLeft", "ArrowRight"], label: "Collapse / expand a barrier (tree focused)", run: treeKey },
+    { keys: ["+", "="], label: "Zoom the time axis in (around the selected branch's start); also Ctrl+wheel over the lanes, wheel over the axis", run: () => zoomBy(0.5, keyFocus()) },
+    { keys: ["-"], label: "Zoom the time axis out", run: () => zoomBy(2, keyFocus()) },
+    { keys: ["0"], label: "Show the whole run on the time axis", run: () => setZoom(null) },
+    { keys: ["h", "l"], label: "Pan the zoomed time axis left / right (or drag the axis)", run: (event) => panBy(event.key === "h" ? -0.25 : 0.25) },
   ];
 
   return {
