@@ -1,6 +1,7 @@
 """A 10,000-branch fan-out in a real browser (Debian's chromium): the barrier's overview
-counts what the run's events say, the slowest branch is one click away, and the
-inspector's per-branch tables are paged."""
+counts what the run's events say, the slowest branch is one click away, the inspector's
+per-branch tables are paged, and the time axis zooms to a 10 ms window of single branches.
+Screenshots: ``test-artifacts/fanout-*.png``."""
 
 from __future__ import annotations
 
@@ -65,7 +66,7 @@ def from_events(events: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "barrier": fork["barrier"], "steps": Counter(step.values()),
         "status": Counter(status.values()), "durations": durations,
-        "slowest": {p for p, d in durations.items() if d == longest},
+        "slowest": {p for p, d in durations.items() if d == longest}, "started": started,
         "discarded": len(join["discarded"]),
         "rejected": sorted((p for p, s in status.items() if s == "rejected"), key=int),
     }
@@ -143,6 +144,34 @@ async def test_a_ten_thousand_branch_barrier_has_an_overview_and_paged_tables(
     await page.wait_for_selector(f'#pf-inspector[data-path="{path}"]:not([data-barrier])')
     await page.wait_for_selector(f'.pf-branch.pf-selected[data-path="{path}"]')
     await shot(page, "fanout-slowest-selected")
+
+    # Zoom the time axis around it to a 10 ms window: branches that started microseconds
+    # apart get lanes of their own; the whole run has one fork and one join mark.
+    axis = page.locator("#pf-axis")
+    assert await axis.locator('.pf-axis-mark[data-kind="fork"]').count() == 1
+    assert await axis.locator('.pf-axis-mark[data-kind="join"]').count() == 1
+    span = None
+    for _ in range(30):
+        await page.keyboard.press("+")
+        await page.wait_for_function("() => document.getElementById('pf-axis').dataset.zoomed")
+        start = float(await axis.get_attribute("data-start") or 0)
+        end = float(await axis.get_attribute("data-end") or 0)
+        span = end - start
+        if span <= 0.010:
+            break
+    assert span is not None and 0 < span <= 0.010
+    assert start <= truth["started"][path] <= end
+    await page.wait_for_function(
+        """p => {
+          const seg = document.querySelector(`.pf-lane[data-path="${p}"] .pf-seg-queued`);
+          return seg && seg.getBoundingClientRect().width > 20;
+        }""", arg=path)
+    lefts = await page.locator(".pf-lane[data-path] .pf-seg-running").evaluate_all(
+        "els => els.map(e => parseFloat(e.style.left))")
+    assert len(set(lefts)) > 1
+    await shot(page, "fanout-zoomed")
+    await page.keyboard.press("0")
+    await page.wait_for_function("() => !document.getElementById('pf-axis').dataset.zoomed")
 
     # "rejected" in the overview shows exactly the failed branches in the tree.
     await page.click(f'#pf-inspector [data-select-barrier="{barrier}"]')
