@@ -17,7 +17,7 @@ const GOLDEN = join(dirname(fileURLToPath(import.meta.url)), "..", "golden");
  * duration drawn from a seeded generator; every 9th is rejected; the join (when `join`)
  * discards the rejected ones. Returns the events.
  */
-function fanOut(n, { join = true, seed = 7, finish = n } = {}) {
+function fanOut(n, { join = true, seed = 7, finish = n, durations = null } = {}) {
   let x = seed;
   const random = () => { x = (x * 48271) % 2147483647; return x / 2147483647; };
   const events = [];
@@ -33,7 +33,7 @@ function fanOut(n, { join = true, seed = 7, finish = n } = {}) {
   const ends = [];
   for (let i = 0; i < n; i += 1) {
     add("branch.started", i / 1000, { barrier: "b0", index: i, key: `k${i}`, step: step(i) }, String(i));
-    ends.push({ i, at: i / 1000 + random() });
+    ends.push({ i, at: i / 1000 + (durations ? durations[i] : random()) });
   }
   ends.sort((a, b) => a.at - b.at);
   let last = n / 1000;
@@ -132,18 +132,13 @@ test("the histogram holds every measured branch once, in the bin of its duration
 });
 
 test("skewed durations get equal-ratio bins, each holding what its edges say", () => {
-  const run = fold(fanOut(10));
-  // Give the fold's branches durations from 0 to 10 s: 0, 1 ms ... 10 s.
+  // Branch i starts at i ms and runs about ds[i] (no branch ends before the last start).
   const ds = [0, 0.001, 0.002, 0.004, 0.01, 0.05, 0.2, 1, 4, 10];
-  for (const [i, path] of run.barriers.get("b0").branches.entries()) {
-    const inv = run.invocations.get(path);
-    inv.finished = inv.started + ds[i];
-  }
-  run.version += 1;
+  const run = fold(fanOut(10, { durations: ds }));
   const h = barrierOverview(run, "b0", { bins: 8 }).histogram;
   assert.equal(h.scale, "log");
   assert.equal(h.bins.length, 8);
-  assert.equal(h.bins[0].t0, 0);
+  assert.equal(h.bins[0].t0, h.min);
   for (let i = 2; i < 8; i += 1) {
     assert.ok(Math.abs(h.bins[i].t0 / h.bins[i - 1].t0 - h.bins[2].t0 / h.bins[1].t0) < 1e-9, "equal ratios");
   }
@@ -152,12 +147,8 @@ test("skewed durations get equal-ratio bins, each holding what its edges say", (
   const want = h.bins.map((b, i) => measured.filter((d) => d >= b.t0 && (i === 7 ? d <= b.t1 : d < b.t1)).length);
   assert.deepStrictEqual(got, want);
   assert.ok(got.filter((c) => c > 0).length >= 5, `spread over the bins: ${got}`);
-  for (const [i, path] of run.barriers.get("b0").branches.entries()) {
-    const inv = run.invocations.get(path);
-    inv.finished = inv.started + 1 + i / 10;
-  }
-  run.version += 1;
-  assert.equal(barrierOverview(run, "b0").histogram.scale, "linear");
+  const even = fold(fanOut(10, { durations: ds.map((_, i) => 1 + i / 10) }));
+  assert.equal(barrierOverview(even, "b0").histogram.scale, "linear");
 });
 
 test("branches still running are counted but not measured", () => {
@@ -179,6 +170,19 @@ test("a new event gives a new overview; the same version gives the cached one", 
   assert.notEqual(after, before);
   assert.equal(before.publication.pending, 100);
   assert.equal(after.publication.pending, 0);
+});
+
+test("kept up to date event by event, it says what a fresh fold of the same events says", () => {
+  // Ties in duration (every branch runs 0, 1 or 2 ms) test the request-order tie-break.
+  const events = fanOut(120, { durations: Array.from({ length: 120 }, (_, i) => (i % 3) / 1000 + 0.2) });
+  const live = createRun();
+  const strip = (o) => JSON.parse(JSON.stringify(o));
+  for (let i = 0; i < events.length; i += 1) {
+    applyEvent(live, events[i]);
+    if (i % 7 && i !== events.length - 1) continue;
+    const fresh = barrierOverview(fold(events, events[i].seq), "b0", { slowest: 4, failed: 3 });
+    assert.deepStrictEqual(strip(barrierOverview(live, "b0", { slowest: 4, failed: 3 })), strip(fresh), `after #${events[i].seq}`);
+  }
 });
 
 test("table orders: slowest first, last to finish first, request order", () => {

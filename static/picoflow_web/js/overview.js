@@ -75,6 +75,118 @@ export function barrierOverview(run, id, options = {}) {
 }
 
 /**
+ * What a barrier's branch events add up to so far, kept up to date by reading only the
+ * events the fold applied since the last look (`scanned` is an index into `run.events`):
+ * a live 100,000-branch barrier costs its new events per frame, not 100,000 branches.
+ * @typedef {object} Tally
+ * @property {number} scanned
+ * @property {Map<string, string>} statusOf  the status each branch was counted under
+ * @property {Set<string>} measured  branches whose duration is in `durations`
+ * @property {Map<string, Record<string, number>>} byStep  status counts per step
+ * @property {Record<string, number>} status
+ * @property {number[]} durations
+ * @property {number} min
+ * @property {number} max
+ * @property {Ranked[]} slowest  kept sorted, longest first
+ * @property {Invocation[]} failed  the first rejected ones in request order
+ * @property {number} failedTotal
+ * @property {{measured: number, bins: number, histogram: Overview["histogram"]} | null} binned
+ */
+
+/** @type {WeakMap<Run, Map<string, Tally>>} */
+const TALLIES = new WeakMap();
+
+/**
+ * @param {Run} run @param {import("./fold.js").Barrier} barrier @param {number} keepSlowest
+ * @param {number} keepFailed @returns {Tally}
+ */
+function tallyOf(run, barrier, keepSlowest, keepFailed) {
+  let tallies = TALLIES.get(run);
+  if (!tallies) {
+    tallies = new Map();
+    TALLIES.set(run, tallies);
+  }
+  const key = `${barrier.id}|${keepSlowest}|${keepFailed}`;
+  let tally = tallies.get(key);
+  if (!tally) {
+    tally = {
+      scanned: run.events.length, statusOf: new Map(), measured: new Set(), byStep: new Map(),
+      status: zeros(STATUSES), durations: [], min: Infinity, max: -Infinity, slowest: [],
+      failed: [], failedTotal: 0, binned: null,
+    };
+    tallies.set(key, tally);
+    for (const path of barrier.branches) {
+      const inv = run.invocations.get(path);
+      if (inv) count(tally, inv, keepSlowest, keepFailed);
+    }
+    return tally;
+  }
+  const branches = new Set();
+  for (let i = tally.scanned; i < run.events.length; i += 1) {
+    const event = run.events[i];
+    if (event.barrier === barrier.id && typeof event.type === "string" && event.type.startsWith("branch.")) branches.add(event.path || "");
+  }
+  tally.scanned = run.events.length;
+  for (const path of branches) {
+    const inv = run.invocations.get(path);
+    if (inv && inv.barrier === barrier.id) count(tally, inv, keepSlowest, keepFailed);
+  }
+  return tally;
+}
+
+/**
+ * Count `inv` as it is now (moving it out of the status it was counted under before).
+ * @param {Tally} tally @param {Invocation} inv @param {number} keepSlowest @param {number} keepFailed
+ */
+function count(tally, inv, keepSlowest, keepFailed) {
+  let step = tally.byStep.get(inv.step);
+  if (!step) {
+    step = zeros(STATUSES);
+    tally.byStep.set(inv.step, step);
+  }
+  const before = tally.statusOf.get(inv.path);
+  if (before !== inv.status) {
+    if (before !== undefined) {
+      step[before] -= 1;
+      tally.status[before] -= 1;
+    }
+    step[inv.status] += 1;
+    tally.status[inv.status] += 1;
+    tally.statusOf.set(inv.path, inv.status);
+    if (inv.status === "rejected") {
+      tally.failedTotal += 1;
+      const failed = tally.failed;
+      if (failed.length < keepFailed || (failed.length && inv.index < failed[failed.length - 1].index)) {
+        let i = failed.length;
+        while (i > 0 && failed[i - 1].index > inv.index) i -= 1;
+        failed.splice(i, 0, inv);
+        if (failed.length > keepFailed) failed.pop();
+      }
+    }
+  }
+  const d = durationOf(inv);
+  if (d === null || tally.measured.has(inv.path)) return;
+  tally.measured.add(inv.path);
+  tally.durations.push(d);
+  if (d < tally.min) tally.min = d;
+  if (d > tally.max) tally.max = d;
+  const slowest = tally.slowest;
+  const last = slowest[slowest.length - 1];
+  if (keepSlowest && (slowest.length < keepSlowest || d > last.duration || (d === last.duration && inv.index < indexOfPath(last.path)))) {
+    // A handful kept in order: cheaper than sorting every branch for five of them.
+    let i = slowest.length;
+    while (i > 0 && (slowest[i - 1].duration < d || (slowest[i - 1].duration === d && indexOfPath(slowest[i - 1].path) > inv.index))) i -= 1;
+    slowest.splice(i, 0, ranked(inv, d));
+    if (slowest.length > keepSlowest) slowest.pop();
+  }
+}
+
+/** The request index a path ends in. @param {string} path */
+function indexOfPath(path) {
+  return Number(path.slice(path.lastIndexOf(".") + 1));
+}
+
+/**
  * @param {Run} run @param {string} id @param {{slowest?: number, failed?: number, bins?: number}} options
  * @returns {Overview | null}
  */
@@ -84,63 +196,42 @@ function deriveOverview(run, id, options) {
   const keepSlowest = Math.max(0, options.slowest ?? SLOWEST);
   const keepFailed = Math.max(0, options.failed ?? FAILED);
   const binCount = Math.max(1, options.bins ?? BINS);
-  // While the join has not run in a live run every branch is pending; asking each one
-  // would walk the same open verdict 100,000 times.
-  const allPending = barrier.outcome === "open" && run.status === "running";
+  const tally = tallyOf(run, barrier, keepSlowest, keepFailed);
   /** @type {Map<string, Group>} */
   const groups = new Map();
-  const status = zeros(STATUSES);
+  for (const [step, status] of tally.byStep) {
+    let total = 0;
+    for (const s of STATUSES) total += status[s];
+    groups.set(step, { step, total, status: { ...status }, publication: zeros(PUBLICATION_STATES) });
+  }
   const publication = zeros(PUBLICATION_STATES);
-  /** @type {Ranked[]} kept sorted, longest first */
-  const slowest = [];
-  /** @type {Ranked[]} */
-  const failed = [];
-  let failedTotal = 0;
-  /** @type {number[]} */
-  const durations = [];
-  let min = Infinity;
-  let max = -Infinity;
-  for (const path of barrier.branches) {
-    const inv = run.invocations.get(path);
-    if (!inv) continue;
-    let group = groups.get(inv.step);
-    if (!group) {
-      group = { step: inv.step, total: 0, status: zeros(STATUSES), publication: zeros(PUBLICATION_STATES) };
-      groups.set(inv.step, group);
+  // While the join has not run in a live run every branch is pending; after it, what each
+  // branch's writes became depends on joins above it too, so it is asked per branch.
+  if (barrier.outcome === "open" && run.status === "running") {
+    for (const g of groups.values()) g.publication.pending = g.total;
+    publication.pending = barrier.branches.length;
+  } else {
+    for (const path of barrier.branches) {
+      const inv = run.invocations.get(path);
+      if (!inv) continue;
+      const state = publicationOf(run, path)?.state ?? "pending";
+      /** @type {Group} */ (groups.get(inv.step)).publication[state] += 1;
+      publication[state] += 1;
     }
-    const state = allPending ? "pending" : publicationOf(run, path)?.state ?? "pending";
-    group.total += 1;
-    group.status[inv.status] += 1;
-    group.publication[state] += 1;
-    status[inv.status] += 1;
-    publication[state] += 1;
-    if (inv.status === "rejected") {
-      failedTotal += 1;
-      if (failed.length < keepFailed) failed.push(ranked(inv, durationOf(inv)));
-    }
-    const d = durationOf(inv);
-    if (d === null) continue;
-    durations.push(d);
-    if (d < min) min = d;
-    if (d > max) max = d;
-    if (keepSlowest && (slowest.length < keepSlowest || d > slowest[slowest.length - 1].duration)) {
-      // A handful kept in order: cheaper than sorting every branch for five of them.
-      let i = slowest.length;
-      while (i > 0 && slowest[i - 1].duration < d) i -= 1;
-      slowest.splice(i, 0, ranked(inv, d));
-      if (slowest.length > keepSlowest) slowest.pop();
-    }
+  }
+  if (!tally.binned || tally.binned.measured !== tally.durations.length || tally.binned.bins !== binCount) {
+    tally.binned = { measured: tally.durations.length, bins: binCount, histogram: histogram(tally.durations, tally.min, tally.max, binCount) };
   }
   return {
     barrier: id,
     total: barrier.branches.length,
     groups: [...groups.values()],
-    status,
+    status: { ...tally.status },
     publication,
-    histogram: histogram(durations, min, max, binCount),
-    slowest,
-    failed,
-    failedTotal,
+    histogram: tally.binned.histogram,
+    slowest: tally.slowest.map((r) => ({ ...r, status: run.invocations.get(r.path)?.status ?? r.status })),
+    failed: tally.failed.map((inv) => ranked(inv, durationOf(inv))),
+    failedTotal: tally.failedTotal,
   };
 }
 
