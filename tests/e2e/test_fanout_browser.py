@@ -140,12 +140,17 @@ async def test_a_ten_thousand_branch_barrier_has_an_overview_and_paged_tables(
     await shot(page, "fanout-overview")
 
     # One click on the slowest: it is selected, in the inspector and in the tree.
+    await page.evaluate("document.querySelector('.pf-slowest').scrollIntoView()")
+    assert await page.evaluate("document.getElementById('pf-inspector').scrollTop") > 0
     slowest = page.locator(f"{overview} .pf-slowest li").first
     path = await slowest.get_attribute("data-path")
     assert path in truth["slowest"]
     await slowest.locator("[data-select-path]").click()
     await page.wait_for_selector(f'#pf-inspector[data-path="{path}"]:not([data-barrier])')
     await page.wait_for_selector(f'.pf-branch.pf-selected[data-path="{path}"]')
+    # It opens at its head, not at the scroll position of the barrier's long inspector.
+    assert await page.evaluate("document.getElementById('pf-inspector').scrollTop") == 0
+    assert await page.locator("#pf-inspector .pf-inspector-title").is_visible()
     await shot(page, "fanout-slowest-selected")
 
     # Zoom the time axis around it to a 10 ms window: branches that started microseconds

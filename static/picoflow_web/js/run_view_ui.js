@@ -232,6 +232,8 @@ export function createRunView(options) {
   let inspectorAt = 0;
   let inspectorTimer = 0;
   let conflictsKey = "";
+  /** the selection the inspector shows, to tell a new one from a redraw of it */
+  let inspectedSelection = "";
   let axisKey = "";
   /** @type {RunStore | null} */
   let drawn = null;
@@ -247,6 +249,7 @@ export function createRunView(options) {
       // Another turn: nothing drawn so far belongs to it.
       drawn = store;
       inspectorKey = "";
+      inspectedSelection = "";
       conflictsKey = "";
       axisKey = "";
       if (els.find.value !== store.get().query) els.find.value = store.get().query;
@@ -338,8 +341,13 @@ export function createRunView(options) {
         inspectorKey = key;
         inspectorAt = performance.now();
         if (s.selected !== null || s.selectedBarrier !== null) {
+          // Another invocation or barrier opens at its head; the same one (live, or at
+          // another seq of a replay) stays where the reader scrolled it.
+          const chosen = `${s.selected}|${s.selectedBarrier}`;
           renderInspector(els.inspector, { view, path: s.selected, barrier: s.selectedBarrier, open: openSections, pinned },
-            inspectorScroll);
+            chosen === inspectedSelection ? inspectorScroll : 0);
+          if (chosen !== inspectedSelection && inspectorScroll) els.inspector.scrollTop = 0;
+          inspectedSelection = chosen;
         }
       }
     }
