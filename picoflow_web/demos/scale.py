@@ -2,8 +2,10 @@
 
 Config (``config`` of the first turn, all optional): ``branches`` (default 1,000, at most
 100,000), ``rate`` (branches finishing per second; 0 = as fast as possible) and
-``concurrency`` (branches running at once; default: all). Each branch contributes to a
-``sum`` and a ``keyed_by_branch`` channel, so the join has real reducing to do.
+``concurrency`` (branches running at once; default: all) and ``fail_every`` (every n-th
+branch raises, so the overview has failures to show; default: none). Each fulfilled branch
+contributes to a ``sum`` and a ``keyed_by_branch`` channel, so the join has real reducing
+to do.
 """
 
 from __future__ import annotations
@@ -36,6 +38,12 @@ class FanOutConfig(BaseModel):
                         description="Branches finishing per second; 0: as fast as possible.")
     concurrency: int | None = Field(None, ge=1, le=MAX_BRANCHES,
                                     description="Branches running at once; empty: all.")
+    fail_every: int | None = Field(None, ge=1, le=MAX_BRANCHES,
+                                   description="Every n-th branch raises; empty: none.")
+
+
+class TickFailed(Exception):
+    """The error a branch picked by ``fail_every`` raises."""
 
 
 class Tick(LogicStep):
@@ -49,6 +57,8 @@ class Tick(LogicStep):
         delay = invocation.params["delay"]
         if delay:
             await anyio.sleep(delay)
+        if invocation.params.get("fail"):
+            raise TickFailed(f"branch {invocation.index} was picked to fail")
         self.contribute_state("total", 1)
         self.contribute_state("by_key", invocation.index)
         return invocation.index
@@ -60,11 +70,14 @@ class FanOut(LogicStep):
     async def run_logic(self) -> Routable:
         config = cast(FanOutConfig, self.flow.get_config())
         count, rate, concurrency = config.branches, config.rate, config.concurrency
+        every = config.fail_every
         # With `concurrency` branches at a time, each must take concurrency/rate seconds
         # for `rate` branches to finish per second.
         delay = (concurrency or count) / rate if rate > 0 else 0
         batch = await self.run_steps(
-            [RunStepRequest(Tick, key=f"t{i}", params={"delay": delay}) for i in range(count)],
+            [RunStepRequest(Tick, key=f"t{i}",
+                            params={"delay": delay, "fail": bool(every) and (i + 1) % every == 0})
+             for i in range(count)],
             max_concurrency=concurrency,
         )
         total = self.flow.get_step_state(Tick, "total")

@@ -79,3 +79,18 @@ async def test_fan_out_flow_joins_every_branch_and_reduces_them() -> None:
     assert doc is not None
     by_key = doc.step_record("Tick").state["by_key"]  # type: ignore[union-attr]
     assert by_key == {f"t{i}": i for i in range(300)}
+
+
+@pytest.mark.anyio
+async def test_fan_out_flow_fails_every_nth_branch_and_publishes_the_rest() -> None:
+    from picoflow_web.demos.scale import FanOutFlow
+    from runtime import FlowEngine
+
+    engine = FlowEngine(flows=[FanOutFlow])
+    reply = await engine.run("FanOutFlow", "go", config={"branches": 100, "fail_every": 7})
+    assert reply.success, reply.message
+    assert reply.message == "86 of 100 branches joined; total 86."
+    doc = await engine.store.load(reply.session_id)
+    assert doc is not None
+    by_key = doc.step_record("Tick").state["by_key"]  # type: ignore[union-attr]
+    assert sorted(by_key.values()) == [i for i in range(100) if (i + 1) % 7]

@@ -169,3 +169,50 @@ export function readJsonScript(id) {
     return null;
   }
 }
+
+/**
+ * A table that shows one page of `source` at a time, with first / previous / next / last
+ * buttons and "101–200 of 10,000"; a page is built only when shown. `state.page` (0-based)
+ * is read and written, so a caller that keeps `state` keeps the page across rebuilds.
+ *
+ * Hooks: `.pf-paged` wraps the table; `.pf-pager` (absent when one page holds all) holds
+ * `[data-page=first|prev|next|last]` and `.pf-pager-label`.
+ * @param {string} className @param {string[]} columns
+ * @param {{count: number, at: (i: number) => (string | Node)[]}} source
+ * @param {{page: number}} state @param {number} [size] @param {(row: number) => string} [rowClass]
+ */
+export function pagedTable(className, columns, source, state, size = 100, rowClass) {
+  const wrap = h("div", "pf-paged");
+  const pages = Math.max(1, Math.ceil(source.count / size));
+  const draw = () => {
+    state.page = Math.min(pages - 1, Math.max(0, Math.floor(state.page || 0)));
+    const start = state.page * size;
+    const end = Math.min(source.count, start + size);
+    const slice = { count: end - start, at: (/** @type {number} */ i) => source.at(start + i) };
+    const t = table(className, columns, slice, rowClass ? (i) => rowClass(start + i) : undefined, size);
+    if (pages === 1) {
+      wrap.replaceChildren(t);
+      return;
+    }
+    const pager = h("div", "pf-pager");
+    /** @param {string} name @param {string} text @param {string} label @param {number} to */
+    const button = (name, text, label, to) => {
+      const b = h("button", "pf-button pf-button-small", text);
+      b.setAttribute("type", "button");
+      b.setAttribute("aria-label", label);
+      b.dataset.page = name;
+      if (to === state.page) b.setAttribute("disabled", "");
+      b.addEventListener("click", () => { state.page = to; draw(); });
+      return b;
+    };
+    append(pager,
+      button("first", "«", "First page", 0),
+      button("prev", "‹", "Previous page", state.page - 1 < 0 ? 0 : state.page - 1),
+      h("span", "pf-pager-label pf-mono", `${(start + 1).toLocaleString("en-US")}–${end.toLocaleString("en-US")} of ${source.count.toLocaleString("en-US")}`),
+      button("next", "›", "Next page", Math.min(pages - 1, state.page + 1)),
+      button("last", "»", "Last page", pages - 1));
+    wrap.replaceChildren(t, pager);
+  };
+  draw();
+  return wrap;
+}

@@ -14,10 +14,12 @@
 
 import { changeKind, conflictOf } from "./conflict.js";
 import { differencePlace } from "./diff.js";
-import { append, badge, h, jsonBlock, section, table } from "./dom.js";
+import { append, badge, h, jsonBlock, pagedTable, section, table } from "./dom.js";
 import { baseAt, published, publicationOf, viewAt } from "./fold.js";
 import { describeEvent, errorLabel, formatDuration, interruptionText, messageText, preview, requestOrdinal, runStatusKind } from "./format.js";
 import { joinWaits } from "./layout.js";
+import { ORDERS, durationOf, orderedBranches } from "./overview.js";
+import { overviewView } from "./overview_ui.js";
 import { barrierMarks, branchMarks } from "./publication.js";
 import { STOP_LABELS, barrierStopped, endedExplanation, endingEvent, stopKind } from "./stopping.js";
 
@@ -35,6 +37,72 @@ import { STOP_LABELS, barrierStopped, endedExplanation, endingEvent, stopKind } 
  */
 
 const EVENT_LIST_LIMIT = 300;
+/** Rows per page of the per-branch tables. */
+export const PAGE_SIZE = 100;
+/** A barrier with more branches than this gets the overview open by default. */
+const OVERVIEW_OPEN = 20;
+
+/**
+ * Page and order of each per-branch table, by run, barrier and table: the inspector is
+ * rebuilt while a run is live, and a reader on page 7 stays on page 7.
+ * @type {Map<string, {page: number, order: keyof typeof ORDERS}>}
+ */
+const TABLES = new Map();
+
+/** @param {Run} view @param {Barrier} barrier @param {string} name @param {keyof typeof ORDERS} order */
+function tableState(view, barrier, name, order) {
+  const key = `${view.runId}|${barrier.id}|${name}`;
+  let state = TABLES.get(key);
+  if (!state) {
+    state = { page: 0, order };
+    TABLES.set(key, state);
+  }
+  return state;
+}
+
+/**
+ * A paged per-branch table with a choice of order; switching order goes back to page 1.
+ * @param {Run} view @param {Barrier} barrier @param {string} name @param {keyof typeof ORDERS} order
+ * @param {string} className @param {string[]} columns
+ * @param {(path: string, rank: number) => (string | Node)[]} cells
+ */
+function branchTable(view, barrier, name, order, className, columns, cells) {
+  const state = tableState(view, barrier, name, order);
+  const wrap = h("div", "pf-branch-paged");
+  wrap.dataset.table = name;
+  const select = /** @type {HTMLSelectElement} */ (h("select", "pf-input pf-input-small pf-table-order"));
+  select.setAttribute("aria-label", "Order");
+  for (const [value, label] of Object.entries(ORDERS)) {
+    const option = /** @type {HTMLOptionElement} */ (h("option", "", label));
+    option.value = value;
+    select.appendChild(option);
+  }
+  select.value = state.order;
+  const holder = h("div");
+  const draw = () => {
+    const paths = orderedBranches(view, barrier.id, state.order);
+    holder.replaceChildren(pagedTable(className, columns, { count: paths.length, at: (i) => cells(paths[i], i) }, state, PAGE_SIZE));
+  };
+  select.addEventListener("change", () => {
+    state.order = /** @type {keyof typeof ORDERS} */ (select.value);
+    state.page = 0;
+    draw();
+  });
+  draw();
+  const bar = h("div", "pf-table-controls");
+  append(bar, h("label", "pf-muted pf-small", "Order "), select);
+  return append(wrap, bar, holder);
+}
+
+/**
+ * At most `limit` of a list, then how many more.
+ * @param {string[]} items @param {number} [limit]
+ */
+function shortList(items, limit = 20) {
+  if (!items.length) return "—";
+  const shown = items.slice(0, limit).join(", ");
+  return items.length > limit ? `${shown} … and ${(items.length - limit).toLocaleString("en-US")} more` : shown;
+}
 
 /**
  * Rebuild the inspector for the selection, keeping it scrolled at `scroll`.
@@ -528,14 +596,14 @@ function branchInspector(parent, view, inv, ctx) {
   if (seen.invisible.length) {
     const visible = seen.state;
     const list = seen.invisible;
-    invisible.appendChild(table("pf-invisible-table", ["Sibling", "Field", "Their draft", "It saw"], { count: list.length, at: (i) => {
+    invisible.appendChild(pagedTable("pf-invisible-table", ["Sibling", "Field", "Their draft", "It saw"], { count: list.length, at: (i) => {
       const w = list[i];
       const who = h("span", "pf-who");
       append(who, pathLink(w.path, w.key || w.path), h("span", "pf-muted pf-mono", ` ${w.path} `), badge("not visible", "conflict"));
       const has = Object.prototype.hasOwnProperty.call(visible[w.step] || {}, w.field);
       return [who, h("code", "pf-mono", `${w.step}.${w.field}`), w.deleted ? h("span", "pf-muted", "removed") : valueCell(w.value),
         has ? valueCell(visible[w.step][w.field]) : h("span", "pf-muted", "(absent)")];
-    } }, () => "pf-invisible-row"));
+    } }, tableState(view, barrier, `invisible:${inv.path}`, "request"), PAGE_SIZE, () => "pf-invisible-row"));
   } else invisible.appendChild(h("p", "pf-muted", "No sibling had written anything yet."));
 
   const pub = published(view, inv.path);
@@ -648,6 +716,11 @@ function barrierInspector(parent, view, barrier, ctx) {
   ]));
   if (barrier.outcome === "invalidated") parent.appendChild(conflictCard(view, barrier));
 
+  if (barrier.branches.length > 1) {
+    const body = sectionIn(parent, ctx, "overview", `Overview of ${barrier.branches.length.toLocaleString("en-US")} branches`, barrier.branches.length > OVERVIEW_OPEN, "pf-overview-section");
+    body.appendChild(overviewView(view, barrier));
+  }
+
   const waits = joinWaits(view, barrier.id);
   if (waits && barrier.joinedAt !== null) {
     const body = sectionIn(parent, ctx, "waits", "Who the join waited for", true, "pf-waits");
@@ -656,9 +729,15 @@ function barrierInspector(parent, view, barrier, ctx) {
       append(p, h("span", "", "Last to finish: "), pathLink(waits.straggler.path, waits.straggler.key), h("span", "", `; the join ran ${formatDuration(barrier.joinedAt - waits.straggler.finished)} later.`));
       body.appendChild(p);
     }
-    body.appendChild(table("pf-waits-table", ["Branch", "Status", "Finished", "Idle until join"], lazy(waits.branches, (b) => [
-      pathLink(b.path, b.key || b.path), badge(b.status, b.status), h("span", "pf-mono", b.finished !== null ? formatDuration(b.finished) : "—"), h("span", "pf-mono", formatDuration(b.idle)),
-    ])));
+    const joinedAt = barrier.joinedAt;
+    body.appendChild(branchTable(view, barrier, "waits", "slowest", "pf-waits-table", ["#", "Branch", "Status", "Ran", "Finished", "Idle until join"], (path, rank) => {
+      const inv = view.invocations.get(path);
+      const finished = inv ? inv.finished : null;
+      return [h("span", "pf-mono pf-muted", String(rank + 1)), pathLink(path, inv?.key || path), badge(inv?.status || "?", inv?.status || "muted"),
+        h("span", "pf-mono pf-ran", formatDuration(inv ? durationOf(inv) : null)),
+        h("span", "pf-mono", finished !== null ? formatDuration(finished) : "—"),
+        h("span", "pf-mono", formatDuration(finished !== null ? Math.max(0, joinedAt - finished) : null))];
+    }));
   }
   if (barrier.reductions.length) {
     const body = sectionIn(parent, ctx, "reductions", `Reductions (${barrier.reductions.length})`, true, "pf-reductions");
@@ -666,10 +745,14 @@ function barrierInspector(parent, view, barrier, ctx) {
     for (const r of barrier.reductions) {
       const box = h("div", "pf-reduction");
       append(box, h("div", "pf-call-head", `${r.step}.${r.field} · ${r.channel}`));
-      box.appendChild(table("pf-reduction-table", ["#", "Branch", "Value"], lazy(r.inputs || [], (input, i) => [
+      const inputs = r.inputs || [];
+      box.appendChild(pagedTable("pf-reduction-table", ["#", "Branch", "Value"], lazy(inputs, (input, i) => [
         h("span", "pf-mono", String(i + 1)), pathLink(String(input.path), `${input.key} (${input.path})`), valueCell(input.value),
-      ])));
-      box.appendChild(facts([["Completion order", (r.completion_order || []).join(" → ") || "—"], ["Result", valueCell(r.result)]]));
+      ]), tableState(view, barrier, `reduction:${r.step}.${r.field}`, "request"), PAGE_SIZE));
+      const order = r.completion_order || [];
+      // Thousands of paths in one line say nothing; the first few show the interleaving.
+      const completion = order.length > 20 ? `${order.slice(0, 20).join(" → ")} → … (${order.length.toLocaleString("en-US")} in all)` : order.join(" → ");
+      box.appendChild(facts([["Completion order", completion || "—"], ["Result", valueCell(r.result)]]));
       body.appendChild(box);
     }
   }
@@ -685,13 +768,13 @@ function barrierInspector(parent, view, barrier, ctx) {
     } else body.appendChild(discardReason(marks.text, marks.reason));
     if (barrier.discarded.length) {
       body.appendChild(h("h3", "pf-subtitle", "Discarded"));
-      body.appendChild(table("pf-discarded-table", ["Branch", "Why"], lazy(barrier.discarded, (d) => {
+      body.appendChild(pagedTable("pf-discarded-table", ["Branch", "Why"], lazy(barrier.discarded, (d) => {
         const path = barrier.branches[d.index];
         const fate = path === undefined ? null : publicationOf(view, path);
         const why = h("span", "pf-discard-reason", fate && fate.state === "discarded" ? fate.text : String(d.reason));
         if (fate && fate.reason) why.dataset.discard = fate.reason;
         return [pathLink(path, `${d.key} (${path})`), why];
-      })));
+      }), tableState(view, barrier, "discarded", "request"), PAGE_SIZE));
     }
   } else if (marks && marks.state === "discarded") {
     const body = sectionIn(parent, ctx, "publication", "Publication", true, "pf-published");
@@ -701,18 +784,19 @@ function barrierInspector(parent, view, barrier, ctx) {
     const body = sectionIn(parent, ctx, "cancel", "Cancellation", true, "pf-cancel");
     body.appendChild(facts([
       ["Reason", barrier.cancelReason ?? ""], ["Requested at", seqLink(barrier.cancel.seq)],
-      ["Told (running)", barrier.cancel.running.join(", ") || "—"],
-      ["Never started (queued)", barrier.cancel.queued.join(", ") || "—"],
-      ["Lost publication rights", barrier.cancel.closed.join(", ") || "—"],
+      ["Told (running)", shortList(barrier.cancel.running)],
+      ["Never started (queued)", shortList(barrier.cancel.queued)],
+      ["Lost publication rights", shortList(barrier.cancel.closed)],
     ]));
   }
   const branches = sectionIn(parent, ctx, "branches", `Branches (${barrier.branches.length})`, barrier.branches.length <= 20);
-  branches.appendChild(table("pf-branch-table", ["#", "Key", "Step", "Status", "Publication"], lazy(barrier.branches, (path, i) => {
+  branches.appendChild(branchTable(view, barrier, "branches", "request", "pf-branch-table", ["#", "Key", "Step", "Status", "Ran", "Publication"], (path) => {
     const inv = view.invocations.get(path);
     const m = branchMarks(view, path);
-    return [h("span", "pf-mono", String(i + 1)), pathLink(path, inv?.key || path), h("span", "", inv?.step || ""), badge(inv?.status || "?", inv?.status || "muted"),
+    return [h("span", "pf-mono", String((inv?.index ?? 0) + 1)), pathLink(path, inv?.key || path), h("span", "", inv?.step || ""), badge(inv?.status || "?", inv?.status || "muted"),
+      h("span", "pf-mono", formatDuration(inv ? durationOf(inv) : null)),
       m ? publicationBadge(m) : h("span", "pf-muted", "—")];
-  })));
+  }));
 }
 
 // -- the turn -------------------------------------------------------------------------------

@@ -223,6 +223,63 @@ export function timeBounds(run, now = null) {
   return { start: 0, end: end > 0 ? end : 1e-3 };
 }
 
+/** The narrowest window the time axis zooms to (seconds): individual branches of a
+ * fan-out start microseconds apart, so a tenth of a millisecond still separates them. */
+export const MIN_SPAN = 1e-4;
+
+/**
+ * The window `view` zoomed by `factor` (below 1 zooms in) around time `focus`, which keeps
+ * its place on the axis; kept inside `full` and no narrower than `MIN_SPAN`. Zooming out to
+ * the whole span or beyond gives null (no zoom).
+ * @param {{start: number, end: number}} full @param {{start: number, end: number}} view
+ * @param {number} focus @param {number} factor
+ * @returns {{start: number, end: number} | null}
+ */
+export function zoomWindow(full, view, focus, factor) {
+  const fullSpan = full.end - full.start;
+  const span = Math.max(MIN_SPAN, (view.end - view.start) * factor);
+  if (span >= fullSpan) return null;
+  const f = Math.min(view.end, Math.max(view.start, focus));
+  const at = (f - view.start) / (view.end - view.start || 1);
+  return panWindow(full, { start: f - at * span, end: f - at * span + span }, 0);
+}
+
+/**
+ * The window moved by `delta` seconds, kept inside `full` (same span).
+ * @param {{start: number, end: number}} full @param {{start: number, end: number}} view
+ * @param {number} delta
+ */
+export function panWindow(full, view, delta) {
+  const span = view.end - view.start;
+  const start = Math.min(full.end - span, Math.max(full.start, view.start + delta));
+  return { start, end: start + span };
+}
+
+/**
+ * Where barriers forked, joined and were asked to cancel, for the axis: each with its
+ * barrier, time and kind (`fork`, `join`, `cancel`), those inside `bounds` only.
+ * @param {Run} run @param {{start: number, end: number}} bounds
+ */
+export function axisMarkers(run, bounds) {
+  /** @type {{kind: "fork" | "join" | "cancel", barrier: string, t: number, x: number}[]} */
+  const out = [];
+  const x = timeScale(bounds);
+  const first = run.events.length ? run.events[0].seq : 0;
+  /** @param {"fork" | "join" | "cancel"} kind @param {string} barrier @param {number | null | undefined} t */
+  const add = (kind, barrier, t) => {
+    if (typeof t === "number" && t >= bounds.start && t <= bounds.end) out.push({ kind, barrier, t, x: x(t) });
+  };
+  for (const b of run.barriers.values()) {
+    add("fork", b.id, b.forkedAt);
+    add("join", b.id, b.joinedAt);
+    if (b.cancel) {
+      const event = run.events[b.cancel.seq - first];
+      add("cancel", b.id, event && event.seq === b.cancel.seq ? event.offset : null);
+    }
+  }
+  return out;
+}
+
 /**
  * Maps a time offset to [0, 1] within `bounds`.
  * @param {{start: number, end: number}} bounds @returns {(t: number) => number}
@@ -262,7 +319,8 @@ export function formatSeconds(seconds, step) {
     return `${Number(ms.toFixed(step !== undefined && step * 1000 < 1 ? 2 : ms < 10 ? 1 : 0))}ms`;
   }
   if (Math.abs(s) < 60) {
-    const digits = step !== undefined && step < 1 ? Math.min(3, Math.ceil(-Math.log10(step))) : s < 10 ? 2 : 1;
+    // A zoomed axis ticks every 0.01 ms far into a run: its labels need those digits.
+    const digits = step !== undefined && step < 1 ? Math.min(6, Math.ceil(-Math.log10(step) - 1e-9)) : s < 10 ? 2 : 1;
     return `${Number(s.toFixed(digits))}s`;
   }
   const minutes = Math.floor(s / 60);
@@ -290,6 +348,8 @@ export function lane(row, run, bounds, now) {
   const marks = [];
   /** @param {string} kind @param {number} t0 @param {number} t1 */
   const seg = (kind, t0, t1) => {
+    // Outside a zoomed window a segment would be a sliver pinned to the edge.
+    if (t1 < bounds.start || t0 > bounds.end) return;
     // Zero-length queued/waiting/model spans are left out; a branch that ran shows even
     // when it took no measurable time.
     if (t1 > t0 || (t1 === t0 && (kind === "running" || kind === "span" || kind === "tool" || kind === "step"))) {
@@ -340,7 +400,7 @@ export function lane(row, run, bounds, now) {
       marks.push({ kind, t: joinedAt, x: x(joinedAt) });
     }
   }
-  return { segments, marks };
+  return { segments, marks: marks.filter((m) => m.t >= bounds.start && m.t <= bounds.end) };
 }
 
 /**

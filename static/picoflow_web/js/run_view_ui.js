@@ -12,7 +12,7 @@ import { conflictOf, writerPaths } from "./conflict.js";
 import { h, on } from "./dom.js";
 import { barrierPublicationOf, publicationOf } from "./fold.js";
 import { conflictCard, renderInspector } from "./inspector_ui.js";
-import { ROW_HEIGHT, revealPath, scrollToRow, ticks, timeBounds, treeRows } from "./layout.js";
+import { ROW_HEIGHT, axisMarkers, panWindow, revealPath, scrollToRow, ticks, timeBounds, treeRows, zoomWindow } from "./layout.js";
 import { createRowsView } from "./rows_ui.js";
 
 const INSPECTOR_LIVE_MS = 300;
@@ -104,6 +104,20 @@ export function createRunView(options) {
     else if (el.dataset.selectBarrier !== undefined) selectBarrier(el.dataset.selectBarrier);
     else if (el.dataset.pinSeq !== undefined) onPin(Number(el.dataset.pinSeq));
   });
+  // The overview's counts: show that set of a barrier's branches in the tree, all of them
+  // (the tree draws only the rows in view, so 100,000 cost what 50 do).
+  on(els.inspector, "click", "[data-show-barrier]", (_event, el) => {
+    const id = /** @type {string} */ (el.dataset.showBarrier);
+    const status = el.dataset.showStatus ?? "";
+    const s = current().get();
+    const collapsed = new Set(s.collapsed);
+    collapsed.delete(id);
+    const shown = new Map(s.shown);
+    shown.set(id, Infinity);
+    els.statusFilter.value = status;
+    current().set({ collapsed, shown, status });
+    pendingReveal = `barrier:${id}`;
+  });
   on(els.conflicts, "click", ".pf-conflict", (event, card) => {
     const target = /** @type {HTMLElement} */ (event.target);
     const el = /** @type {HTMLElement | null} */ (target.closest("[data-select-path],[data-select-barrier],[data-pin-seq]"));
@@ -117,6 +131,70 @@ export function createRunView(options) {
     } else if (el && el.dataset.selectBarrier !== undefined) selectBarrier(el.dataset.selectBarrier);
     else if (!target.closest("button, a, summary, pre")) selectBarrier(id);
   });
+
+  // -- zooming the time axis ----------------------------------------------------------------
+  // The window is kept per store (a replay's turns each have their own); `lastFull` is the
+  // whole span as last drawn, so events between frames zoom against what the reader sees.
+  /** @type {{start: number, end: number}} */
+  let lastFull = { start: 0, end: 1 };
+  /** @returns {{start: number, end: number}} */
+  const shownWindow = () => current().get().zoom ?? lastFull;
+  /** @param {{start: number, end: number} | null} zoom */
+  const setZoom = (zoom) => current().set({ zoom });
+  /** The time under a pointer's x, if it is over the lanes. @param {number} clientX */
+  const timeAt = (clientX) => {
+    const rect = els.axis.getBoundingClientRect();
+    if (clientX < rect.left || clientX > rect.right || !rect.width) return null;
+    const w = shownWindow();
+    return w.start + ((clientX - rect.left) / rect.width) * (w.end - w.start);
+  };
+  /** Where a key zoom centres: the selected branch's start when it is in view. */
+  const keyFocus = () => {
+    const w = shownWindow();
+    const s = current().get();
+    const inv = s.selected ? current().view().invocations.get(s.selected) : null;
+    const t = inv ? inv.started ?? null : null;
+    return t !== null && t >= w.start && t <= w.end ? t : (w.start + w.end) / 2;
+  };
+  /** @param {number} factor @param {number} focus */
+  const zoomBy = (factor, focus) => setZoom(zoomWindow(lastFull, shownWindow(), focus, factor));
+  /** @param {number} fraction  of the window's span */
+  const panBy = (fraction) => {
+    const w = current().get().zoom;
+    if (w) setZoom(panWindow(lastFull, w, fraction * (w.end - w.start)));
+  };
+  /** @param {WheelEvent} event */
+  const onWheel = (event) => {
+    // Over the axis the wheel zooms; over the lanes only with Ctrl (plain wheel scrolls rows).
+    const overAxis = event.currentTarget === els.axis.parentElement;
+    if (!overAxis && !event.ctrlKey) return;
+    const t = timeAt(event.clientX);
+    if (t === null) return;
+    event.preventDefault();
+    if (event.shiftKey || Math.abs(event.deltaX) > Math.abs(event.deltaY)) panBy((event.deltaX || event.deltaY) / 400);
+    else zoomBy(Math.exp(event.deltaY * 0.002), t);
+  };
+  els.viewport.addEventListener("wheel", onWheel, { passive: false });
+  /** @type {HTMLElement} */ (els.axis.parentElement).addEventListener("wheel", onWheel, { passive: false });
+  /** @type {{x: number, window: {start: number, end: number}} | null} */
+  let drag = null;
+  els.axis.addEventListener("pointerdown", (event) => {
+    const w = current().get().zoom;
+    if (!w) return;
+    drag = { x: event.clientX, window: w };
+    els.axis.setPointerCapture(event.pointerId);
+  });
+  els.axis.addEventListener("pointermove", (event) => {
+    if (!drag) return;
+    const width = els.axis.clientWidth || 1;
+    const span = drag.window.end - drag.window.start;
+    setZoom(panWindow(lastFull, drag.window, -((event.clientX - drag.x) / width) * span));
+  });
+  const endDrag = () => { drag = null; };
+  els.axis.addEventListener("pointerup", endDrag);
+  els.axis.addEventListener("pointercancel", endDrag);
+  const resetZoom = document.getElementById("pf-zoom-reset");
+  if (resetZoom) resetZoom.addEventListener("click", () => setZoom(null));
 
   let findTimer = 0;
   els.find.addEventListener("input", () => {
@@ -164,6 +242,8 @@ export function createRunView(options) {
   let inspectorAt = 0;
   let inspectorTimer = 0;
   let conflictsKey = "";
+  /** the selection the inspector shows, to tell a new one from a redraw of it */
+  let inspectedSelection = "";
   let axisKey = "";
   let writersKey = "";
   /** @type {Map<string, string>} the writers of the selected invalidated barrier */
@@ -182,6 +262,7 @@ export function createRunView(options) {
       // Another turn: nothing drawn so far belongs to it.
       drawn = store;
       inspectorKey = "";
+      inspectedSelection = "";
       conflictsKey = "";
       axisKey = "";
       if (els.find.value !== store.get().query) els.find.value = store.get().query;
@@ -228,23 +309,47 @@ export function createRunView(options) {
         const index = next.findIndex((r) => (barrierId !== null ? r.kind === "barrier" && r.id === barrierId : (r.kind === "branch" || r.kind === "root") && r.path === target));
         if (index >= 0) {
           const top = scrollToRow(index, scrollTop, viewportHeight, ROW_HEIGHT);
-          if (top !== scrollTop) els.viewport.scrollTop = top;
+          // The sizer still has the height of the rows before the reveal; a row revealed
+          // beyond it (branch 5,000 of a group that showed 50) needs the room first, or the
+          // browser clamps the scroll short of it.
+          if (top !== scrollTop) {
+            els.sizer.style.height = `${next.length * ROW_HEIGHT}px`;
+            els.viewport.scrollTop = top;
+          }
         }
         return false;
       }
     }
 
     const shownRows = computeRows(view);
-    const bounds = timeBounds(live, frame.running ? store.nowOffset() : null);
+    const full = timeBounds(live, frame.running ? store.nowOffset() : null);
+    lastFull = full;
+    const bounds = s.zoom ? panWindow(full, s.zoom, 0) : full;
     rowsView.render(shownRows, { scrollTop, viewport: viewportHeight, run: view, bounds, now: frame.now, selected: s.selected, selectedBarrier: s.selectedBarrier, writers });
-    const aKey = `${bounds.end.toFixed(3)}|${axisWidth}`;
+    const markers = axisMarkers(view, bounds);
+    const aKey = `${bounds.start}|${s.zoom ? bounds.end : bounds.end.toFixed(3)}|${axisWidth}|${markers.length}`;
     if (aKey !== axisKey) {
       axisKey = aKey;
       const count = Math.max(2, Math.floor(axisWidth / 90));
+      els.axis.dataset.start = String(bounds.start);
+      els.axis.dataset.end = String(bounds.end);
+      if (s.zoom) els.axis.dataset.zoomed = "1";
+      else delete els.axis.dataset.zoomed;
+      if (resetZoom) resetZoom.hidden = !s.zoom;
+      // Past a few hundred, fork/join marks of nested barriers are a solid bar: the
+      // zoom that would separate them shows fewer.
+      const shownMarks = markers.length <= 400 ? markers : [];
       els.axis.replaceChildren(...ticks(bounds, count).map((t) => {
         const tick = h("span", "pf-tick", t.label);
         tick.style.left = `${(t.x * 100).toFixed(3)}%`;
         return tick;
+      }), ...shownMarks.map((m) => {
+        const mark = h("i", `pf-axis-mark pf-axis-mark-${m.kind}`);
+        mark.dataset.kind = m.kind;
+        mark.dataset.barrier = m.barrier;
+        mark.title = `${m.kind === "cancel" ? "cancel requested" : m.kind} · barrier ${m.barrier} · ${m.t.toFixed(6)}s`;
+        mark.style.left = `${(m.x * 100).toFixed(3)}%`;
+        return mark;
       }));
     }
 
@@ -260,8 +365,13 @@ export function createRunView(options) {
         inspectorKey = key;
         inspectorAt = performance.now();
         if (s.selected !== null || s.selectedBarrier !== null) {
+          // Another invocation or barrier opens at its head; the same one (live, or at
+          // another seq of a replay) stays where the reader scrolled it.
+          const chosen = `${s.selected}|${s.selectedBarrier}`;
           renderInspector(els.inspector, { view, path: s.selected, barrier: s.selectedBarrier, open: openSections, pinned },
-            inspectorScroll);
+            chosen === inspectedSelection ? inspectorScroll : 0);
+          if (chosen !== inspectedSelection && inspectorScroll) els.inspector.scrollTop = 0;
+          inspectedSelection = chosen;
         }
       }
     }
@@ -274,6 +384,10 @@ export function createRunView(options) {
     { keys: ["j", "ArrowDown"], label: "Next row of the tree (tree focused)", run: treeKey },
     { keys: ["k", "ArrowUp"], label: "Previous row of the tree (tree focused)", run: treeKey },
     { keys: ["ArrowLeft", "ArrowRight"], label: "Collapse / expand a barrier (tree focused)", run: treeKey },
+    { keys: ["+", "="], label: "Zoom the time axis in (around the selected branch's start); also Ctrl+wheel over the lanes, wheel over the axis", run: () => zoomBy(0.5, keyFocus()) },
+    { keys: ["-"], label: "Zoom the time axis out", run: () => zoomBy(2, keyFocus()) },
+    { keys: ["0"], label: "Show the whole run on the time axis", run: () => setZoom(null) },
+    { keys: ["h", "l"], label: "Pan the zoomed time axis left / right (or drag the axis)", run: (event) => panBy(event.key === "h" ? -0.25 : 0.25) },
   ];
 
   return {

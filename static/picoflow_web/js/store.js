@@ -73,6 +73,7 @@ export function createStore(initial, options = {}) {
  * @property {Map<string, number>} shown
  * @property {string} query
  * @property {string} status
+ * @property {{start: number, end: number} | null} zoom  the time axis window (null: the whole run)
  * @property {number} receivedAt  local ms time when the last batch arrived
  * @property {number} received  events received so far (duplicates included)
  */
@@ -94,6 +95,7 @@ export function createRunStore(options = {}) {
     shown: new Map(),
     query: "",
     status: "",
+    zoom: null,
     receivedAt: now(),
     received: 0,
   };
