@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 CHROMIUM = Path("/usr/bin/chromium")
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+"""Where browser tests leave their screenshots."""
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
@@ -64,3 +66,9 @@ def dashboard(env: Mapping[str, str] | None = None, **kwargs: Any) -> Iterator[t
         result = run_manage("ensure_admin", env=live.env)
         assert result.returncode == 0, result.stderr
         yield live, (live.data_dir / "admin_password").read_text().strip()
+
+
+async def shot(page: Any, name: str) -> None:
+    """A full-page screenshot in ``test-artifacts/<name>.png``."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    await page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)

@@ -15,14 +15,13 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.browsing import ARGS, CHROMIUM, dashboard, start_run
+from tests.e2e.browsing import ARGS, CHROMIUM, dashboard, shot, start_run
 from tests.livedaphne import LiveDaphne
 
 playwright_api = pytest.importorskip("playwright.async_api", reason="pip install playwright")
 
 pytestmark = [pytest.mark.browser, pytest.mark.anyio]
 
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 HOSTILE = "<img src=x onerror=window.__pwned=1><script>window.__pwned=2</script>"
 
 
@@ -35,11 +34,6 @@ def server() -> Iterator[tuple[LiveDaphne, str]]:
 
 async def wait_finished(page: Any, timeout: float = 30_000) -> None:
     await page.wait_for_selector("#pf-run[data-status=finished]", timeout=timeout)
-
-
-async def shot(page: Any, name: str) -> None:
-    ARTIFACTS.mkdir(exist_ok=True)
-    await page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
 
 
 async def api_run(page: Any, run_id: str) -> dict[str, Any]:

@@ -9,30 +9,23 @@ the reason, and links that move the scrubber to each write's event. Screenshots 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.e2e.browsing import dashboard, start_run
+from tests.e2e.browsing import dashboard, shot, start_run
 from tests.livedaphne import LiveDaphne
 
 pytest.importorskip("playwright.async_api", reason="pip install playwright")
 
 pytestmark = [pytest.mark.browser, pytest.mark.anyio]
 
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[tuple[LiveDaphne, str]]:
     with dashboard({"PICOFLOW_DEMO_LATENCY": "0.05"}) as found:
         yield found
-
-
-async def shot(page: Any, name: str) -> None:
-    ARTIFACTS.mkdir(exist_ok=True)
-    await page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
 
 
 async def events_of(page: Any, run_id: str) -> list[dict[str, Any]]:

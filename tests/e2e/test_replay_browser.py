@@ -7,20 +7,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from picoflow_web.demos.hotel.script import CURRENT_DATE, REFERENCE_TURNS
-from tests.e2e.browsing import dashboard, start_run
+from tests.e2e.browsing import dashboard, shot, start_run
 from tests.livedaphne import LiveDaphne
 
 pytest.importorskip("playwright.async_api", reason="pip install playwright")
 
 pytestmark = [pytest.mark.browser, pytest.mark.anyio]
 
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 
 POST_TURN = """async ([message, session, today]) => {
   const csrf = (document.cookie.match(/csrftoken=([^;]+)/) || [])[1] || "";
@@ -42,11 +40,6 @@ ROOM = "ExploreStep.json \u203a roomType[0]"
 def server() -> Iterator[tuple[LiveDaphne, str]]:
     with dashboard({"PICOFLOW_DEMO_LATENCY": "0.05"}) as found:
         yield found
-
-
-async def shot(page: Any, name: str) -> None:
-    ARTIFACTS.mkdir(exist_ok=True)
-    await page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
 
 
 async def go_to(page: Any, hash_: str, turn: int) -> None:
