@@ -375,8 +375,9 @@ export async function mountSessionPage(root) {
       onMessage(message) {
         const run = message.type === "run" ? message.run : null;
         if (!run || run.session_id !== sessionId || runIds.includes(run.id)) return;
-        if (following()) {
-          // Without the position in the hash: the page opens at the new end.
+        if (following() && !offered) {
+          // Once: without the position in the hash, the page opens at the new end.
+          offered = true;
           location.replace(location.pathname + location.search);
           return;
         }
