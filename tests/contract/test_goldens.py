@@ -16,12 +16,15 @@ document is the state as of its last ``session.saved``.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import json
 from typing import Any, get_args
 
+import anyio
 import pytest
 
+from runtime import MemorySessionStore, SessionDocument
 from runtime import events as ev
 from runtime.events import comparable, dump_event, fold, read_jsonl, runs_of, view_at
 from tests.golden.goldens import (
@@ -257,6 +260,28 @@ def test_an_interrupted_turn_ends_with_run_interrupted_and_its_branches_still_ru
     assert (cut.status, cut.interruption) == ("running", None)
     assert not any(inv.interrupted for inv in cut.invocations.values())
     assert cut.state == run.state == {"ResearchDesk": {"topic": "tide pools"}}
+
+
+class _SlowCheckpoints(MemorySessionStore):
+    """A store whose checkpoint saves take three time units, as on a loaded machine."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__()
+        self.seconds = seconds
+
+    async def save(self, doc: SessionDocument, expected_revision: int) -> int:
+        if expected_revision == 1:  # the catalogue's checkpoint (revision 2)
+            await anyio.sleep(self.seconds)
+        return await super().save(doc, expected_revision)
+
+
+async def test_a_stop_is_timed_from_the_run_so_a_slow_start_does_not_move_it() -> None:
+    # Timed from the turn's start, a catalogue three units late moved the Stop before the
+    # east wing's first box was scanned, and the recording no longer matched its golden.
+    golden = BY_NAME["cancelled"]
+    slow = dataclasses.replace(golden, store=lambda: _SlowCheckpoints(3 * golden.latency))
+    recorded = await record(slow)
+    assert dump_text(recorded.events) == golden.txt_path.read_text("utf-8")
 
 
 def test_a_stopped_turn_keeps_its_checkpoint_and_the_session_goes_on() -> None:

@@ -312,10 +312,12 @@ def killed_research_flow(latency: float) -> tuple[type[ResearchFlow], ScriptedMo
 
 # -- cancelled -------------------------------------------------------------------------------
 
-STOP_UNITS = 10
-"""When the recording presses Stop, in time units after the turn began: the east wing's
-first box is scanned (8u) and its second is on its first page (till 12u); the west wing's
-first box is on its second page (6u..12u); four boxes are still queued."""
+STOP_AFTER = ("branch.started", "1:0.1", 1)
+"""When the recording presses Stop: one time unit after the east wing's second box starts
+(8u after the scanners began), so the east wing's first box is scanned and its second is on
+its first page (till 12u); the west wing's first box is on its second page (6u..12u); four
+boxes are still queued. Timed from the scan, not from the turn's start, it keeps three
+units from every contender however long the catalogue took."""
 BOXES = {"east": (2, 4), "west": (3, 6)}
 """Per wing: pages per box and time units per page; each wing has three boxes."""
 

@@ -9,9 +9,10 @@ dumps (the JSONL keeps the real clock: offsets are what a timing view replays).
 A golden's turn may be *interrupted*: its executor dies mid-run (``ProcessKilled``, which
 nothing catches), and the recording appends the ``run.interrupted`` a dashboard records
 after :data:`REMOTE_TIMEOUT` seconds without word, built from the run's last event. A turn
-may also be *stopped*: the recording fires the turn's cancel token after a number of time
-units (:class:`Stop`), as the dashboard's Stop button does, and the turn ends with
-``turn.cancelled``.
+may also be *stopped*: the recording fires the turn's cancel token a number of time units
+after a given event (:class:`Stop`), as the dashboard's Stop button does, and the turn ends
+with ``turn.cancelled``. The stop is timed from an event of the run, not from the turn's
+start, so that a slow start on a busy machine cannot move it relative to the branches.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ from runtime.events import (
 )
 from runtime.turn import turn_of
 from tests.golden.flows import (
-    STOP_UNITS,
+    STOP_AFTER,
     ProcessKilled,
     archive_flow,
     catalogue_flow,
@@ -87,12 +88,36 @@ def _hotel(latency: float) -> tuple[type[Flow], ScriptedModel | None]:
 
 @dataclass(frozen=True)
 class Stop:
-    """A turn stopped through its cancel token ``after`` time units, with ``reason`` and
-    ``by`` as the dashboard's Stop button gives them."""
+    """A turn stopped through its cancel token ``after`` time units past the first event
+    of type ``event`` at invocation path ``path``, with ``reason`` and ``by`` as the
+    dashboard's Stop button gives them."""
 
+    event: str
+    path: str
     after: float
     reason: str
     by: str | None = None
+
+
+class _Watch:
+    """A sink that sets ``seen`` at the first event of one type and path of one run."""
+
+    name = "stop-watch"
+
+    def __init__(self) -> None:
+        self.run_id: str | None = None
+        self.stop: Stop | None = None
+        self.seen = anyio.Event()
+
+    def arm(self, run_id: str, stop: Stop) -> None:
+        self.run_id, self.stop, self.seen = run_id, stop, anyio.Event()
+
+    def handle(self, event: Event) -> None:
+        stop = self.stop
+        if (stop is not None and event.run_id == self.run_id and event.type == stop.event
+                and event.path == stop.path):
+            self.seen.set()  # only a flag: the stop itself runs in its own task, after
+        return None
 
 
 @dataclass(frozen=True)
@@ -160,7 +185,7 @@ GOLDENS: tuple[Golden, ...] = (
     Golden("interrupted", killed_research_flow, ("Research tide pools",),
            interrupted=frozenset({1})),
     Golden("cancelled", archive_flow, ("Digitise the archive", "What is left?"),
-           stops={1: Stop(STOP_UNITS, "Stop pressed in the dashboard", "ada")}),
+           stops={1: Stop(*STOP_AFTER, "Stop pressed in the dashboard", "ada")}),
 )
 """Every golden: the demos', then those of ``tests/golden/flows.py``."""
 BY_NAME = {golden.name: golden for golden in GOLDENS}
@@ -216,14 +241,15 @@ async def record(golden: Golden) -> Recorded:
     views: list[BranchView] = []
     sink = MemorySink()  # first, so it has every event in emission order
     extra = golden.sinks() if golden.sinks else []
+    watch = _Watch()  # last: it reacts after every other sink has the event
     engine = FlowEngine(flows=[recording(flow, views)], model_override=model,
-                        sinks=[sink, *extra], store=golden.store() if golden.store else None)
+                        sinks=[sink, *extra, watch], store=golden.store() if golden.store else None)
     recorded = Recorded(events=sink.events, views=views)
     session_id = golden.session_id
     for turn, message in enumerate(golden.turns, 1):
         reply: RunReply | None = None
         try:
-            reply = await _play(engine, flow.id, message, session_id, golden, turn)
+            reply = await _play(engine, flow.id, message, session_id, golden, turn, watch)
         except* ProcessKilled:
             pass
         assert (reply is None) == (turn in golden.interrupted), (
@@ -240,15 +266,17 @@ async def record(golden: Golden) -> Recorded:
 
 
 async def _play(engine: FlowEngine, flow_id: str, message: str, session_id: str,
-                golden: Golden, turn: int) -> RunReply:
+                golden: Golden, turn: int, watch: _Watch) -> RunReply:
     """One turn of ``golden``; a stopped one with its Stop pressed beside it."""
     stop = golden.stops.get(turn)
     if stop is None:
         return await engine.run(flow_id, message, session_id, golden.config,
                                 run_id=golden.run_id(turn))
     token = CancelToken()
+    watch.arm(golden.run_id(turn), stop)
 
     async def press_stop() -> None:
+        await watch.seen.wait()
         await anyio.sleep(stop.after * golden.latency)
         token.cancel(stop.reason, stop.by)
 
