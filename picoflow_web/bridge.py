@@ -39,7 +39,7 @@ from picoflow_web.eventlog import insert_events
 from picoflow_web.models import Run
 from picoflow_web.redact import redact_json
 from picoflow_web.relay_sender import RawJSON
-from runtime.events import BarrierForked, Event
+from runtime.events import BarrierForked, Event, dump_event
 
 logger = logging.getLogger("picoflow.web")
 
@@ -117,7 +117,7 @@ class RunRecorder:
                 try:
                     # Serialised once (and redacted): this text is stored and relayed as
                     # it is.
-                    texts = [redact_json(e.model_dump_json()) for e in batch]
+                    texts = [redact_json(dump_event(e)) for e in batch]
                     if await self._store(batch, texts):
                         events = RawJSON("[" + ",".join(texts) + "]")
                         await relay.publish([groups.events_message(self.run_id, events,

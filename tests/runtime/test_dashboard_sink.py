@@ -27,6 +27,7 @@ from runtime import (
 )
 from runtime.engine import dashboard_from_env
 from runtime.events import DashboardSink, Event, MemorySink, dump_event, parse_event
+from runtime.events.sinks import event_json
 from runtime.events import dashboard as dashboard_module
 from tests.runtime.ingest_server import IngestServer
 
@@ -67,14 +68,14 @@ class FanFlow(Flow):
 
 @pytest.fixture
 def dumps(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Counts the sink's calls of dump_event, by seq."""
+    """Counts the sink's calls of event_json, by seq."""
     calls: list[int] = []
 
-    def counting(event: Event) -> str:
+    def counting(event: Event) -> bytes:
         calls.append(event.seq)
-        return dump_event(event)
+        return event_json(event)
 
-    monkeypatch.setattr(dashboard_module, "dump_event", counting)
+    monkeypatch.setattr(dashboard_module, "event_json", counting)
     return calls
 
 
