@@ -77,9 +77,10 @@ class DjangoSessionStore:
         return stored
 
     async def save(self, doc: SessionDocument, expected_revision: int) -> int:
+        # Shallow: it is dumped at once (a deep copy of the growing document made every
+        # save of a long session dearer).
         stored = doc.model_copy(
-            deep=True, update={"revision": expected_revision + 1, "save_on": now_iso()}
-        )
+            update={"revision": expected_revision + 1, "save_on": now_iso()})
         updated = await _rows(doc.id).filter(revision=expected_revision).aupdate(
             revision=stored.revision, run_status=stored.run_status,
             doc=redact(stored.model_dump(mode="json")))

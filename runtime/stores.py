@@ -58,7 +58,20 @@ class SessionStore(Protocol):
 
 
 def _stamped(doc: SessionDocument, revision: int) -> SessionDocument:
+    """A new document for the caller to keep: nothing of it is shared with ``doc``."""
     return doc.model_copy(deep=True, update={"revision": revision, "save_on": now_iso()})
+
+
+def _stamped_json(doc: SessionDocument, revision: int) -> tuple[str, str]:
+    """``doc`` as stored at ``revision``, and its ``save_on``.
+
+    A shallow copy is enough, as it is serialised at once and dropped: a deep copy of the
+    document (its ``sequence`` trail grows with every branch of every turn) made each save
+    cost more as the session grew.
+    """
+    save_on = now_iso()
+    text = doc.model_copy(update={"revision": revision, "save_on": save_on}).model_dump_json()
+    return text, save_on
 
 
 class MemorySessionStore:
@@ -69,6 +82,8 @@ class MemorySessionStore:
 
     def __init__(self) -> None:
         self._docs: dict[str, str] = {}
+        self._revisions: dict[str, int] = {}
+        """The revision of each stored document (so a save need not parse the last one)."""
 
     async def load(self, session_id: str) -> SessionDocument | None:
         raw = self._docs.get(session_id)
@@ -79,33 +94,32 @@ class MemorySessionStore:
             raise SessionConflictError(doc.id)
         stored = _stamped(doc, 0)
         self._docs[doc.id] = stored.model_dump_json()
+        self._revisions[doc.id] = 0
         return stored
 
     async def save(self, doc: SessionDocument, expected_revision: int) -> int:
-        raw = self._docs.get(doc.id)
-        if raw is None or SessionDocument.model_validate_json(raw).revision != expected_revision:
+        if self._revisions.get(doc.id) != expected_revision:
             raise SessionConflictError(doc.id)
-        stored = _stamped(doc, expected_revision + 1)
-        self._docs[doc.id] = stored.model_dump_json()
-        return stored.revision
+        self._docs[doc.id], _ = _stamped_json(doc, expected_revision + 1)
+        self._revisions[doc.id] = expected_revision + 1
+        return expected_revision + 1
 
     async def delete(
         self, session_id: str, expected_revision: int | None = None
     ) -> bool:
-        raw = self._docs.get(session_id)
-        if raw is None:
+        revision = self._revisions.get(session_id)
+        if revision is None:
             if expected_revision is not None:
                 raise SessionConflictError(session_id)
             return False
-        if expected_revision is not None and (
-            SessionDocument.model_validate_json(raw).revision != expected_revision
-        ):
+        if expected_revision is not None and revision != expected_revision:
             raise SessionConflictError(session_id)
-        del self._docs[session_id]
+        del self._docs[session_id], self._revisions[session_id]
         return True
 
     async def close(self) -> None:
         self._docs.clear()
+        self._revisions.clear()
 
 
 class SQLiteSessionStore:
@@ -166,18 +180,18 @@ class SQLiteSessionStore:
         return stored
 
     async def save(self, doc: SessionDocument, expected_revision: int) -> int:
-        stored = _stamped(doc, expected_revision + 1)
+        revision = expected_revision + 1
+        text, save_on = _stamped_json(doc, revision)
         cur = await self._call(
             lambda: self._conn.execute(
                 "UPDATE session SET revision = ?, doc = ?, updated = ?"
                 " WHERE id = ? AND revision = ?",
-                (stored.revision, stored.model_dump_json(), stored.save_on, doc.id,
-                 expected_revision),
+                (revision, text, save_on, doc.id, expected_revision),
             )
         )
         if cur.rowcount != 1:
             raise SessionConflictError(doc.id)
-        return stored.revision
+        return revision
 
     async def delete(
         self, session_id: str, expected_revision: int | None = None

@@ -25,6 +25,7 @@ import anyio
 import pytest
 
 from runtime import SessionConflictError, SessionDocument, SessionStore
+from runtime.session import SequenceEntry
 
 HOSTILE_STRINGS = [
     "<script>alert('x')</script>",
@@ -139,6 +140,28 @@ class SessionStoreContract(abc.ABC):
         assert loaded is not None and content_of(loaded) == content_of(first)
 
     # -- save (compare and swap) -----------------------------------------------------------
+
+    async def test_a_save_copies_no_part_of_the_document(
+        self, store: SessionStore, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        # The document grows with every branch of every turn (its sequence trail): a save
+        # that deep-copied it cost more the longer the session ran.
+        doc = make_doc()
+        await store.create(doc)
+        copies: list[str] = []
+        for model in (SessionDocument, SequenceEntry):
+            original = model.__deepcopy__
+
+            def counting(self: Any, memo: Any = None, _original: Any = original) -> Any:
+                copies.append(type(self).__name__)
+                return _original(self, memo)
+
+            monkeypatch.setattr(model, "__deepcopy__", counting)
+        doc.flow.sequence.extend(SequenceEntry(level=2, step_name="Ask") for _ in range(50))
+        assert await store.save(doc, 0) == 1
+        assert copies == []
+        loaded = await store.load(doc.id)
+        assert loaded is not None and len(loaded.flow.sequence) == len(doc.flow.sequence)
 
     async def test_save_at_the_stored_revision_returns_the_next_revision(
         self, store: SessionStore

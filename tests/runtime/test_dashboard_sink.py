@@ -27,8 +27,8 @@ from runtime import (
 )
 from runtime.engine import dashboard_from_env
 from runtime.events import DashboardSink, Event, MemorySink, dump_event, parse_event
-from runtime.events.sinks import event_json
 from runtime.events import dashboard as dashboard_module
+from runtime.events.sinks import event_json
 from tests.runtime.ingest_server import IngestServer
 
 pytestmark = pytest.mark.anyio
