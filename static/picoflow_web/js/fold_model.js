@@ -1,0 +1,232 @@
+// @ts-check
+/**
+ * The run model the fold builds: its typedefs, a fresh run and invocation, and the small
+ * state and path helpers the fold modules (`fold.js`, `fold_views.js`,
+ * `fold_publication.js`) share. Pure (no DOM). Import the public names from `fold.js`.
+ */
+
+/** @typedef {Record<string, Record<string, any>>} State */
+/**
+ * @typedef {{seq: number, step: string, field: string, value: any, deleted: boolean,
+ *   kind: "draft" | "join", barrier: string | null}} Change
+ */
+/**
+ * @typedef {{call: number, attempt: number, step: string, seq: number, offset: number, model: any,
+ *   messages: any[], tools: string[], finished: any, failed: any}} ModelCall
+ */
+/**
+ * @typedef {{callId: string, name: string, step: string, args: any, seq: number,
+ *   finished: any}} ToolCall
+ */
+/**
+ * @typedef {object} Invocation
+ * @property {string} path
+ * @property {string} step
+ * @property {string} key
+ * @property {number} index
+ * @property {string | null} barrier
+ * @property {number} depth
+ * @property {string} status  queued, running, fulfilled or rejected
+ * @property {boolean} interrupted  the run was interrupted while it was running
+ * @property {boolean} cancelled
+ * @property {any} output
+ * @property {any} error
+ * @property {number | null} started
+ * @property {number | null} finished
+ * @property {number | null} startedSeq
+ * @property {number | null} finishedSeq
+ * @property {string[]} barriers  barriers this invocation opened, in order
+ * @property {Change[]} changes  own drafts and received publications
+ * @property {Change[]} drafts  own drafts only (what siblings cannot see)
+ * @property {number} tokens
+ * @property {any} params
+ * @property {string | null} userMessage
+ * @property {number[]} seqs  seq of every event on this path
+ * @property {ModelCall[]} models
+ * @property {ToolCall[]} tools
+ * @property {any} directResult
+ * @property {boolean} hasDirectResult
+ * @property {boolean} cancelTold  a cancel.propagated named it while running
+ * @property {boolean} lostRights  a cancel.grace_expired closed it
+ */
+/**
+ * @typedef {object} Barrier
+ * @property {string} id
+ * @property {string} caller
+ * @property {string} callerStep
+ * @property {string} policy
+ * @property {string} checkpoint
+ * @property {string} base
+ * @property {number} forkedSeq
+ * @property {number} forkedAt
+ * @property {number | null} maxConcurrency
+ * @property {number | null} branchTimeout
+ * @property {number | null} tokenBudget
+ * @property {string[]} branches  branch paths in request order
+ * @property {State | null} baseState  canonical state at the fork (root barriers)
+ * @property {string} outcome  open, published or invalidated
+ * @property {string | null} target  canonical or caller-scope, once published
+ * @property {any[]} published
+ * @property {any[]} discarded
+ * @property {any[]} reductions
+ * @property {any} error
+ * @property {any[]} provenance
+ * @property {number | null} checkpointRevision
+ * @property {boolean} checkpointFailed
+ * @property {string | null} cancelReason
+ * @property {any} cancel  {seq, running, queued, closed} once cancelled
+ * @property {number | null} joinedAt
+ * @property {number | null} joinedSeq
+ * @property {boolean} interrupted  the run was interrupted while it was open
+ * @property {Map<string, [boolean, any]>} undo
+ * @property {Record<string, number>} counts  branches by status
+ * @property {Map<number, any>} discardedAt  the `discarded` entries by request index
+ * @property {Map<string, Applied[]>} applied  what the join's publication record applied, by
+ *   every invocation path (at or below this barrier's branches) it came from
+ */
+/**
+ * One field a join's publication record lists as applied, and who it came from.
+ * @typedef {{step: string, field: string, kind: "replacement" | "removal" | "contribution",
+ *   origin: string}} Applied
+ */
+
+export const STATUSES = ["queued", "running", "fulfilled", "rejected"];
+
+/** A fresh, empty run model. */
+export function createRun() {
+  return {
+    runId: "",
+    sessionId: "",
+    flow: "",
+    message: /** @type {string | null} */ (null),
+    /** running, finished, failed, interrupted or cancelled */
+    status: "running",
+    reply: /** @type {any} */ (null),
+    error: /** @type {any} */ (null),
+    cursor: /** @type {string | null} */ (null),
+    /** @type {State} */
+    state: {},
+    /** @type {Record<string, number>} */
+    tokens: {},
+    /** @type {Map<string, Invocation>} */
+    invocations: new Map([["", newInvocation("", "", "", -1, null, "running")]]),
+    /** @type {Map<string, Barrier>} */
+    barriers: new Map(),
+    /** @type {string[]} ids of barriers whose join was invalidated */
+    conflicts: [],
+    lastSeq: -1,
+    /** @type {any[]} the applied events, in order */
+    events: [],
+    startedAt: /** @type {string | number | null} */ (null),
+    endOffset: 0,
+    /** @type {{step: string, how: string, level: number, path: string, seq: number}[]} */
+    trail: [],
+    /** @type {{seq: number, message: string}[]} events the fold could not place */
+    anomalies: [],
+    /** @type {{seq: number, sink: string, first: number, last: number}[]} */
+    overflows: [],
+    /** @type {{seq: number, reason: string, silent_for: number} | null} the run.interrupted that ended it */
+    interruption: null,
+    /** @type {{seq: number, reason: string, requested_by: string | null, revision: number | null} | null} the turn.cancelled that ended it */
+    cancellation: null,
+    branchCount: 0,
+    /** bumped by every applied event (renderers compare it) */
+    version: 0,
+  };
+}
+
+/** @typedef {ReturnType<typeof createRun>} Run */
+
+/**
+ * @param {string} path @param {string} step @param {string} key @param {number} index
+ * @param {string | null} barrier @param {string} status
+ * @returns {Invocation}
+ */
+export function newInvocation(path, step, key, index, barrier, status = "queued") {
+  return {
+    path, step, key, index, barrier,
+    depth: pathDepth(path),
+    status, interrupted: false, cancelled: false, output: null, error: null,
+    started: null, finished: null, startedSeq: null, finishedSeq: null,
+    barriers: [], changes: [], drafts: [], tokens: 0,
+    params: null, userMessage: null, seqs: [], models: [], tools: [],
+    directResult: null, hasDirectResult: false, cancelTold: false, lostRights: false,
+  };
+}
+
+/** @param {string} path  "" is 0, "3" is 1, "3.1" is 2 */
+export function pathDepth(path) {
+  if (path === "") return 0;
+  let depth = 1;
+  for (let i = path.indexOf("."); i >= 0; i = path.indexOf(".", i + 1)) depth += 1;
+  return depth;
+}
+
+/**
+ * @param {State} state @param {string} step @param {string} name @param {any} value
+ * @param {boolean} deleted
+ */
+export function setField(state, step, name, value, deleted) {
+  const fields = { ...(state[step] || {}) };
+  if (deleted) delete fields[name];
+  else fields[name] = value;
+  state[step] = fields;
+}
+
+/** @param {State} state @returns {State} */
+export function snapshot(state) {
+  return { ...state };
+}
+
+/** @param {string} step @param {string} field */
+export function undoKey(step, field) {
+  return JSON.stringify([step, field]);
+}
+
+/** @param {string} key @returns {[string, string]} */
+export function splitUndoKey(key) {
+  return JSON.parse(key);
+}
+
+/** @param {State} state @returns {State} */
+export function copyState(state) {
+  /** @type {State} */
+  const out = {};
+  for (const [step, fields] of Object.entries(state)) out[step] = { ...fields };
+  return out;
+}
+
+/**
+ * State without the framework fields events do not carry (`_saveOn`, `_transient`).
+ * @param {State} state @returns {State}
+ */
+export function comparable(state) {
+  /** @type {State} */
+  const out = {};
+  for (const [step, fields] of Object.entries(state)) {
+    /** @type {Record<string, any>} */
+    const kept = {};
+    for (const [k, v] of Object.entries(fields)) if (k !== "_saveOn" && k !== "_transient") kept[k] = v;
+    out[step] = kept;
+  }
+  return out;
+}
+
+/**
+ * The invocation path's parent path ("" for a top-level branch).
+ * @param {string} path
+ */
+export function parentPath(path) {
+  const dot = path.lastIndexOf(".");
+  return dot < 0 ? "" : path.slice(0, dot);
+}
+
+/**
+ * @template V @param {Map<string, V>} map @param {string} key @param {string} what
+ * @returns {V}
+ */
+export function mustGet(map, key, what) {
+  const value = map.get(key);
+  if (value === undefined) throw new Error(`unknown ${what} ${JSON.stringify(key)}`);
+  return value;
+}

@@ -1,0 +1,239 @@
+// @ts-check
+/**
+ * What became of each invocation's and barrier's writes, derived from the joins'
+ * publication records of a folded run (the Python fold's `publication_of`). Pure (no DOM);
+ * `fold.js` re-exports it, `publication.js` turns it into badges.
+ */
+
+/** @typedef {import("./fold_model.js").Run} Run */
+/** @typedef {import("./fold_model.js").Invocation} Invocation */
+/** @typedef {import("./fold_model.js").Barrier} Barrier */
+/** @typedef {import("./fold_model.js").Applied} Applied */
+
+/**
+ * What became of an invocation's writes, from its join's publication record and those of
+ * the joins above it; the page draws only this, so a badge can never say more than the
+ * record does.
+ *
+ * `state` is one of
+ * - `pending`: its join has not run yet;
+ * - `scoped`: its join applied something of it into its caller's private scope, and the
+ *   caller's own join has not decided yet;
+ * - `published`: fields it wrote reached the canonical state (`fields` lists them, from the
+ *   record of the join that published into the canonical state);
+ * - `nothing`: its join ran and kept it, but no field of the record came from it;
+ * - `discarded`: its writes never reached their target; `reason` says why in one word
+ *   (`rejected`, `cancelled`, `late`, `atomic`, `invalidated`, `rollback`, `caller`,
+ *   `not-joined`, or `discarded` for a reason this page does not know) and `text` in words.
+ *
+ * @typedef {{state: "pending" | "scoped" | "published" | "nothing" | "discarded",
+ *   reason: string | null, text: string, fields: Applied[], via: string | null}} Publication
+ */
+
+/**
+ * @param {Publication["state"]} state @param {string | null} reason @param {string} text
+ * @param {Applied[]} [fields] @param {string | null} [via]  the caller whose fate decided it
+ * @returns {Publication}
+ */
+function pub(state, reason, text, fields = [], via = null) {
+  return { state, reason, text, fields, via };
+}
+
+/**
+ * The publication of invocation `path` (null for the turn itself, which publishes nothing).
+ * @param {Run} run @param {string} path @returns {Publication | null}
+ */
+export function publicationOf(run, path) {
+  const cache = publicationCache(run);
+  if (cache.paths.has(path)) return /** @type {Publication | null} */ (cache.paths.get(path));
+  const found = derivePublication(run, path);
+  cache.paths.set(path, found);
+  return found;
+}
+
+/**
+ * Publications of one version of a run: rows, lanes, counts and the inspector ask for the
+ * same ones many times a frame, and a nested branch's answer walks its callers.
+ * @type {WeakMap<Run, {version: number, paths: Map<string, Publication | null>, barriers: Map<string, any>}>}
+ */
+const CACHE = new WeakMap();
+
+/** @param {Run} run */
+function publicationCache(run) {
+  let cache = CACHE.get(run);
+  if (!cache || cache.version !== run.version) {
+    cache = { version: run.version, paths: new Map(), barriers: new Map() };
+    CACHE.set(run, cache);
+  }
+  return cache;
+}
+
+/** @param {Run} run @param {string} path @returns {Publication | null} */
+function derivePublication(run, path) {
+  if (path === "") return null;
+  const inv = run.invocations.get(path);
+  if (!inv || inv.barrier === null) return null;
+  const barrier = run.barriers.get(inv.barrier);
+  if (!barrier) return null;
+  const own = joinVerdict(run, barrier);
+  if (own) return own;
+  const entry = barrier.discardedAt.get(inv.index);
+  if (entry) return discardedBranch(inv, entry);
+  if (inv.status !== "fulfilled") {
+    // A join only keeps fulfilled branches; a record that does not list this one is short.
+    return pub("discarded", "rejected", `Discarded: it ended ${inv.status} and its join keeps only fulfilled branches.`);
+  }
+  const applied = barrier.applied.get(path) || [];
+  if (barrier.target === "caller-scope") {
+    const caller = publicationOf(run, barrier.caller);
+    const callerInv = run.invocations.get(barrier.caller);
+    const who = callerInv ? `${callerInv.key || callerInv.step} (${barrier.caller})` : barrier.caller;
+    if (caller && caller.state === "discarded") {
+      const why = unprefixed(caller.text);
+      const how = callerInv && callerInv.status === "rejected" ? `failed after this join: ${why}`
+        : `was discarded${why.startsWith("by ") ? " " : ": "}${why}`;
+      return pub("discarded", "caller", `Discarded with its caller: ${who} ${how}`, [], barrier.caller);
+    }
+    if (!applied.length) return pub("nothing", null, "Its join kept it, but it wrote nothing that was published.");
+    if (!caller || caller.state === "pending" || caller.state === "scoped") {
+      return pub("scoped", null, `Published into the scope of its caller ${who}; its caller's join has not run yet.`, applied, barrier.caller);
+    }
+    const root = canonicalRecord(run, barrier);
+    const reached = root ? root.applied.get(path) || [] : [];
+    if (!reached.length) {
+      return pub("discarded", "caller", `Discarded: its caller's join published none of it.`, [], barrier.caller);
+    }
+    return pub("published", null, "Published into the canonical session state.", reached, barrier.caller);
+  }
+  if (!applied.length) return pub("nothing", null, "Its join kept it, but it wrote nothing that was published.");
+  return pub("published", null, "Published into the canonical session state.", applied);
+}
+
+/**
+ * A caller's reason, to quote inside its descendants' own sentence.
+ * @param {string} text
+ */
+function unprefixed(text) {
+  return text.replace(/^Discarded:? /, "");
+}
+
+/**
+ * The join above `barrier` that published into the canonical state (`barrier` itself for
+ * a root barrier), once every join on the way has run.
+ * @param {Run} run @param {Barrier} barrier @returns {Barrier | null}
+ */
+function canonicalRecord(run, barrier) {
+  /** @type {Barrier | undefined} */
+  let b = barrier;
+  while (b && b.outcome === "published") {
+    if (b.target === "canonical") return b;
+    const caller = run.invocations.get(b.caller);
+    if (!caller || caller.barrier === null) return null;
+    b = run.barriers.get(caller.barrier);
+  }
+  return null;
+}
+
+/**
+ * What a join that did not publish means for every branch of it (null when it published).
+ * @param {Run} run @param {Barrier} barrier @returns {Publication | null}
+ */
+function joinVerdict(run, barrier) {
+  if (barrier.outcome === "open") {
+    if (run.status === "running") return pub("pending", null, "Its join has not run yet.");
+    const why = run.status === "interrupted" ? "the run was interrupted"
+      : run.status === "cancelled" ? "the turn was stopped" : `the turn ${run.status}`;
+    return pub("discarded", "not-joined", `Discarded: ${why} before its join ran.`);
+  }
+  if (barrier.outcome === "invalidated") {
+    if (barrier.checkpointFailed) {
+      return pub("discarded", "rollback", "Discarded: the root-join checkpoint failed and the join's publication was rolled back.");
+    }
+    const code = barrier.error?.code || "conflict";
+    return pub("discarded", "invalidated", `Discarded: the join was invalidated (${code}), so no branch published.`);
+  }
+  return null;
+}
+
+/**
+ * Why the join's record discarded a branch, in the record's words where it has them
+ * (`atomic: ...`) and from the branch's own events where it says only "rejected".
+ * @param {Invocation} inv @param {any} entry  `{index, key, reason}` of `join.published`
+ * @returns {Publication}
+ */
+function discardedBranch(inv, entry) {
+  const reason = String(entry.reason ?? "");
+  if (reason.startsWith("atomic")) {
+    const detail = reason.replace(/^atomic:?\s*/, "");
+    return pub("discarded", "atomic", `Discarded by the atomic policy${detail ? `: ${detail}` : ""}; an atomic batch publishes nothing when any branch is rejected.`);
+  }
+  if (reason === "rejected") {
+    if (inv.lostRights) {
+      return pub("discarded", "late", "Discarded: still running when the cancellation grace period ended, it lost its publication rights.");
+    }
+    if (inv.cancelled && inv.error?.type === "BranchBudgetError") {
+      return pub("discarded", "cancelled", "Discarded: the barrier's token budget ran out, so it lost its publication rights.");
+    }
+    if (inv.cancelled) {
+      return pub("discarded", "cancelled", inv.startedSeq === null
+        ? "Discarded: cancelled before it started."
+        : "Discarded: cancelled while it ran.");
+    }
+    const error = inv.error ? `${inv.error.type || "Error"}: ${inv.error.message || ""}`.trim() : "";
+    return pub("discarded", "rejected", `Discarded: it was rejected${error ? ` (${error})` : ""}.`);
+  }
+  return pub("discarded", "discarded", `Discarded: ${reason || "the join did not say why"}.`);
+}
+
+/**
+ * A barrier's publication: what its join applied and whether it reached the canonical
+ * state, with how many of its branches ended in each publication state.
+ * @param {Run} run @param {string} id
+ * @returns {(Publication & {counts: Record<Publication["state"], number>}) | null}
+ */
+export function barrierPublicationOf(run, id) {
+  const cache = publicationCache(run);
+  if (!cache.barriers.has(id)) cache.barriers.set(id, deriveBarrierPublication(run, id));
+  return cache.barriers.get(id);
+}
+
+/** @param {Run} run @param {string} id */
+function deriveBarrierPublication(run, id) {
+  const barrier = run.barriers.get(id);
+  if (!barrier) return null;
+  /** @type {Record<Publication["state"], number>} */
+  const counts = { pending: 0, scoped: 0, published: 0, nothing: 0, discarded: 0 };
+  if (barrier.outcome === "open" && run.status === "running") counts.pending = barrier.branches.length;
+  else {
+    for (const path of barrier.branches) {
+      const p = publicationOf(run, path);
+      if (p) counts[p.state] += 1;
+    }
+  }
+  const own = joinVerdict(run, barrier);
+  if (own) return { ...own, text: own.text.replace(/^Discarded: /, "Nothing published: "), counts };
+  /** @type {Applied[]} */
+  const fields = barrier.published.map((f) => ({ step: f.step, field: f.field, kind: f.deleted ? "removal" : "replacement", origin: f.writer ?? "" }));
+  if (!fields.length) {
+    const text = barrier.policy === "atomic" && barrier.discarded.some((d) => String(d.reason).startsWith("atomic"))
+      ? "Nothing published: the atomic policy discarded every branch because one was rejected."
+      : barrier.discarded.length >= barrier.branches.length
+        ? "Nothing published: every branch was discarded."
+        : "Nothing published: no branch wrote anything.";
+    return { ...pub("nothing", barrier.discarded.length ? "discarded" : null, text), counts };
+  }
+  if (barrier.target === "caller-scope") {
+    const caller = publicationOf(run, barrier.caller);
+    if (caller && caller.state === "discarded") {
+      return { ...pub("discarded", "caller", `Published into the scope of ${barrier.caller}, then discarded with it: ${unprefixed(caller.text)}`, [], barrier.caller), counts };
+    }
+    if (!caller || caller.state === "pending" || caller.state === "scoped") {
+      return { ...pub("scoped", null, `Published into the scope of ${barrier.caller}; its join has not run yet.`, fields, barrier.caller), counts };
+    }
+    if (caller.state === "nothing") {
+      return { ...pub("discarded", "caller", `Published into the scope of ${barrier.caller}, whose join published none of it.`, [], barrier.caller), counts };
+    }
+    return { ...pub("published", null, `Published into the scope of ${barrier.caller}, and from there into the canonical state.`, fields, barrier.caller), counts };
+  }
+  return { ...pub("published", null, "Published into the canonical session state.", fields), counts };
+}

@@ -1,0 +1,127 @@
+// @ts-check
+/**
+ * What an invocation could read and what its join published from it, read off a folded
+ * run: the fork-time base, the view at any seq, and whether its writes reached the
+ * canonical state. Pure (no DOM); `fold.js` re-exports it.
+ */
+
+import { copyState, mustGet, setField } from "./fold_model.js";
+
+/** @typedef {import("./fold_model.js").Run} Run */
+/** @typedef {import("./fold_model.js").Barrier} Barrier */
+/** @typedef {import("./fold_model.js").State} State */
+
+/**
+ * The fork-time base of invocation `path`: what its barrier's branches could read at the
+ * fork (the caller's view then, or the canonical state then).
+ * @param {Run} run @param {string} path @returns {State}
+ */
+export function baseAt(run, path) {
+  if (path === "") return copyState(run.state);
+  const inv = mustGet(run.invocations, path, "invocation");
+  const barrier = mustGet(run.barriers, /** @type {string} */ (inv.barrier), "barrier");
+  return baseState(run, barrier, new Set([path]));
+}
+
+/**
+ * A fork-time base the events do not tell (a fork from an unknown invocation, or a cycle
+ * of bases in a corrupt trace) reads as empty, as in the Python fold.
+ * @param {Run} run @param {Barrier} barrier @param {Set<string>} seen @returns {State}
+ */
+function baseState(run, barrier, seen) {
+  if (barrier.base === "canonical") return copyState(barrier.baseState || {});
+  if (seen.has(barrier.base) || (barrier.base !== "" && !run.invocations.has(barrier.base))) return {};
+  return viewAtSeen(run, barrier.base, barrier.forkedSeq, seen).state;
+}
+
+/**
+ * What invocation `path` could read at `seq` (default: the end of the fold), exactly like
+ * `view_at` in `runtime/events/fold.py`: `{state, own, invisible}` - the visible state, the
+ * changes that came from the invocation itself or its inner joins (`kind` says which),
+ * and the drafts its siblings had made by then (which it could not see).
+ * @param {Run} run @param {string} path @param {number | null} [seq]
+ */
+export function viewAt(run, path, seq = null) {
+  return viewAtSeen(run, path, seq, new Set());
+}
+
+/** @param {Run} run @param {string} path @param {number | null} seq @param {Set<string>} seen */
+function viewAtSeen(run, path, seq, seen) {
+  const limit = seq === null || seq === undefined ? run.lastSeq : seq;
+  if (path === "") return { state: copyState(run.state), own: [], invisible: [] };
+  const inv = mustGet(run.invocations, path, "invocation");
+  const barrier = mustGet(run.barriers, /** @type {string} */ (inv.barrier), "barrier");
+  const state = baseState(run, barrier, new Set([...seen, path]));
+  const own = inv.changes.filter((c) => c.seq <= limit);
+  for (const c of own) setField(state, c.step, c.field, c.value, c.deleted);
+  const invisible = [];
+  for (const other of barrier.branches) {
+    if (other === path) continue;
+    const sibling = run.invocations.get(other);
+    if (!sibling) continue;
+    for (const d of sibling.drafts) {
+      if (d.seq <= limit) {
+        invisible.push({ path: other, key: sibling.key, seq: d.seq, step: d.step, field: d.field, value: d.value, deleted: d.deleted });
+      }
+    }
+  }
+  return {
+    state,
+    own: own.map((c) => ({ seq: c.seq, step: c.step, field: c.field, value: c.value, deleted: c.deleted, kind: c.kind, barrier: c.barrier })),
+    invisible,
+  };
+}
+
+/**
+ * What the join of `path`'s barrier published from it: its replacements (`writer` is it),
+ * the contributions of it and its descendants that were reduced, whether the join
+ * discarded it and why, and whether its publication reached the canonical state (true),
+ * died on the way (false) or is still pending (null).
+ * @param {Run} run @param {string} path
+ */
+export function published(run, path) {
+  const inv = mustGet(run.invocations, path, "invocation");
+  if (inv.barrier === null) return null;
+  const barrier = mustGet(run.barriers, inv.barrier, "barrier");
+  const mine = (/** @type {string} */ p) => p === path || p.startsWith(path + ".");
+  const replacements = barrier.outcome === "published"
+    ? barrier.published.filter((f) => f.writer === path) : [];
+  const contributions = [];
+  if (barrier.outcome === "published") {
+    for (const r of barrier.reductions) {
+      for (const input of r.inputs || []) {
+        if (mine(String(input.path))) {
+          contributions.push({ step: r.step, field: r.field, channel: r.channel, path: input.path, key: input.key, value: input.value, result: r.result });
+        }
+      }
+    }
+  }
+  const discarded = barrier.discarded.find((d) => d.index === inv.index) || null;
+  return {
+    barrier: barrier.id,
+    outcome: barrier.outcome,
+    target: barrier.target,
+    replacements,
+    contributions,
+    discarded: discarded ? discarded.reason : null,
+    reached: reachesCanonical(run, path),
+  };
+}
+
+/**
+ * Whether `path`'s writes reached the canonical state: true, false, or null (undecided).
+ * @param {Run} run @param {string} path @returns {boolean | null}
+ */
+export function reachesCanonical(run, path) {
+  if (path === "") return true;
+  const inv = run.invocations.get(path);
+  if (!inv || inv.barrier === null) return null;
+  const barrier = run.barriers.get(inv.barrier);
+  if (!barrier) return null;
+  if (inv.status === "rejected") return false;
+  if (barrier.outcome === "invalidated") return false;
+  if (barrier.discarded.some((d) => d.index === inv.index)) return false;
+  if (barrier.outcome === "open") return null;
+  if (barrier.target === "canonical") return true;
+  return reachesCanonical(run, barrier.caller);
+}

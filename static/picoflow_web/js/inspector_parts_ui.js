@@ -1,0 +1,131 @@
+// @ts-check
+/**
+ * The inspector's small shared pieces (DOM): collapsible sections that remember being open,
+ * buttons that select an invocation or barrier or pin the scrubber, value cells, fact
+ * lists, headings, badges and error boxes. Runtime values go in as text only.
+ */
+
+import { append, badge, h, jsonBlock, section } from "./dom.js";
+import { errorLabel, preview } from "./format.js";
+
+/** @typedef {import("./fold.js").Run} Run */
+/** @typedef {import("./fold.js").Invocation} Invocation */
+/** @typedef {import("./fold.js").Barrier} Barrier */
+/** @typedef {import("./inspector_ui.js").InspectorContext} InspectorContext */
+
+/**
+ * At most `limit` of a list, then how many more.
+ * @param {string[]} items @param {number} [limit]
+ */
+export function shortList(items, limit = 20) {
+  if (!items.length) return "—";
+  const shown = items.slice(0, limit).join(", ");
+  return items.length > limit ? `${shown} … and ${(items.length - limit).toLocaleString("en-US")} more` : shown;
+}
+
+/**
+ * A lazy table source over `items`: rows are built only when shown.
+ * @template T @param {T[]} items @param {(item: T, i: number) => (string | Node)[]} cells
+ */
+export function lazy(items, cells) {
+  return { count: items.length, at: (/** @type {number} */ i) => cells(items[i], i) };
+}
+
+/**
+ * A remembered collapsible section.
+ * @param {DocumentFragment | HTMLElement} parent @param {InspectorContext} ctx
+ * @param {string} name @param {string} title @param {boolean} open @param {string} [className]
+ */
+export function sectionIn(parent, ctx, name, title, open, className = "") {
+  const s = section(title, ctx.open.has(name) ? /** @type {boolean} */ (ctx.open.get(name)) : open, className);
+  s.root.dataset.section = name;
+  s.root.addEventListener("toggle", () => ctx.open.set(name, s.root.open));
+  parent.appendChild(s.root);
+  return s.body;
+}
+
+/** A link-like button that selects an invocation. @param {string} path @param {string} text */
+export function pathLink(path, text) {
+  const b = h("button", "pf-linkbutton pf-mono", text);
+  b.setAttribute("type", "button");
+  b.dataset.selectPath = path;
+  return b;
+}
+
+/** A link-like button that selects a barrier. @param {string} id */
+export function barrierLink(id) {
+  const b = h("button", "pf-linkbutton pf-mono", id);
+  b.setAttribute("type", "button");
+  b.dataset.selectBarrier = id;
+  return b;
+}
+
+/** A button that pins the scrubber at a seq. @param {number} seq */
+export function seqLink(seq) {
+  const b = h("button", "pf-linkbutton pf-mono", `#${seq}`);
+  b.setAttribute("type", "button");
+  b.dataset.pinSeq = String(seq);
+  b.title = "Show the run as it was at this event";
+  return b;
+}
+
+/** @param {any} value */
+export function valueCell(value) {
+  const text = preview(value, 400);
+  if (text.length < 60 && !text.includes("\n")) return h("code", "pf-value", text);
+  return jsonBlock(value, "pf-value-block");
+}
+
+/** @param {[string, string | Node | null][]} items @param {string} [extra] */
+export function facts(items, extra = "") {
+  const dl = h("dl", `pf-facts ${extra}`.trim());
+  for (const [label, value] of items) {
+    if (value === null || value === "") continue;
+    const row = h("div");
+    const dd = h("dd");
+    if (typeof value === "string") dd.textContent = value;
+    else dd.appendChild(value);
+    append(row, h("dt", "", label), dd);
+    dl.appendChild(row);
+  }
+  return dl;
+}
+
+/** @param {string} title @param {string} [sub] */
+export function heading(title, sub) {
+  const el = h("div", "pf-inspector-head");
+  append(el, h("h2", "pf-inspector-title", title), sub ? h("span", "pf-muted pf-mono", sub) : null);
+  return el;
+}
+
+/**
+ * The publication badge of a branch or barrier, from publication.js.
+ * @param {{state: string, badge: {kind: string, label: string, title: string}}} marks
+ */
+export function publicationBadge(marks) {
+  const el = badge(marks.badge.label, marks.badge.kind);
+  el.classList.add("pf-publication-badge");
+  el.dataset.publication = marks.state;
+  el.title = marks.badge.title;
+  return el;
+}
+
+/**
+ * Why it was discarded, in words.
+ * @param {string} text @param {string | null} reason
+ */
+export function discardReason(text, reason) {
+  const el = h("p", "pf-published-none pf-discard-reason", text);
+  if (reason) el.dataset.discard = reason;
+  return el;
+}
+
+/** @param {any} error */
+export function errorBox(error) {
+  const box = h("div", "pf-error-box");
+  append(box,
+    h("div", "pf-error-code pf-mono", `${errorLabel(error)}${error?.code && error.code !== "internal" ? ` · ${error.code}` : ""}`),
+    h("p", "pf-error-message", error?.message || ""));
+  if (error?.extra && Object.keys(error.extra).length && !error.extra.provenance) box.appendChild(jsonBlock(error.extra));
+  return box;
+}
