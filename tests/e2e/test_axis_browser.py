@@ -66,6 +66,12 @@ async def axis_left(page: Any, offset: float) -> float:
     return (offset - start) / (end - start) * 100
 
 
+async def show(page: Any, selector: str) -> None:
+    """Scroll the inspector to ``selector`` and the page to its top, for a screenshot."""
+    await page.evaluate("sel => { document.querySelector(sel).scrollIntoView({block: 'start'});"
+                        " window.scrollTo(0, 0); }", selector)
+
+
 async def highlighted(page: Any) -> tuple[list[str], list[str]]:
     paths = "r => r.map(e => e.dataset.path)"
     rows = await page.eval_on_selector_all(".pf-branch.pf-critical", paths)
@@ -128,9 +134,9 @@ async def test_the_cancellation_demo_marks_its_cancel_and_grace_end_and_shows_th
     north = await cascade.locator('.pf-cascade-row[data-path="0"]').inner_text()
     assert f"{tokens} tokens" in north
     legacy = await cascade.locator('.pf-cascade-row[data-path="1"]').inner_text()
-    assert "running" in legacy and "lost publication rights" in legacy
+    assert "running" in legacy and "late: lost its rights" in legacy
     assert "never ran" in await cascade.locator('.pf-cascade-row[data-path="2"]').inner_text()
-    await cascade.scroll_into_view_if_needed()
+    await show(page, "#pf-inspector .pf-cascade")
     await shot(page, "axis-cancel-cascade")
 
     # The critical path: the join waited on the branch whose end came last.
@@ -145,7 +151,7 @@ async def test_the_cancellation_demo_marks_its_cancel_and_grace_end_and_shows_th
     await page.wait_for_selector(".pf-lane.pf-critical")
     assert await highlighted(page) == ([slowest], [slowest])
     assert await toggle.get_attribute("aria-pressed") == "true"
-    await critical.scroll_into_view_if_needed()
+    await show(page, "#pf-inspector .pf-critical-section")
     await shot(page, "axis-cancel-critical")
     await toggle.click()
     await page.wait_for_function("() => !document.querySelector('.pf-critical')")
@@ -175,7 +181,7 @@ async def test_the_critical_path_of_a_nested_join_runs_down_to_its_slowest_inner
     await page.wait_for_selector(".pf-lane.pf-critical")
     assert await highlighted(page) == (sorted([outer, inner]), sorted([outer, inner]))
     assert await page.get_attribute("#pf-axis", "data-critical") == "b0"
-    await page.locator("#pf-inspector .pf-critical-section").scroll_into_view_if_needed()
+    await show(page, "#pf-inspector .pf-critical-section")
     await shot(page, "axis-nested-critical")
     await page.keyboard.press("c")
     await page.wait_for_function("() => !document.querySelector('.pf-critical')")

@@ -41,7 +41,16 @@ export function timeMarkElements(view, bounds) {
 }
 
 /** How a branch stood when the cancel came, for people. */
-const AT_LABELS = { finished: "already finished", running: "running (told to stop)", queued: "queued (never started)" };
+const AT_LABELS = { finished: "finished", running: "running: told to stop", queued: "queued: not started" };
+
+/** What became of it, and how long after the request. @param {import("./cascade.js").CascadeBranch} b */
+function thenCell(b) {
+  const cell = h("span", "pf-cascade-then");
+  const label = b.late ? badge("late: lost its rights", "cancel") : badge(b.status, b.status);
+  if (b.late) label.title = "still running when the grace period ended: it lost its publication rights";
+  append(cell, label, b.after !== null ? h("span", "pf-muted", ` ${formatDuration(b.after)} later`) : null);
+  return cell;
+}
 
 /**
  * The barrier inspector's cascade and critical-path sections, appended to `parent`.
@@ -59,13 +68,12 @@ export function timingSections(parent, view, barrier, open) {
       cascade.graceEnded ? seqLink(cascade.graceEnded.seq) : null, cascade.graceEnded ? h("span", "", ")") : null);
     body.appendChild(when);
     const rows = cascade.branches;
-    body.appendChild(table("pf-cascade-table", ["Branch", "At the request", "Then", "Spent", "Ended after"], rows.map((b) => [
+    body.appendChild(table("pf-cascade-table", ["Branch", "At the request", "Then", "Spent"], rows.map((b) => [
       pathButton(b.path, `${b.key || b.path} (${b.path})`),
       AT_LABELS[b.at],
-      b.late ? badge("lost publication rights at the grace end", "cancel") : badge(b.status, b.status),
+      thenCell(b),
       b.tokens !== null ? `${b.tokens.toLocaleString("en-US")} tokens (${(b.tokensAtRequest ?? 0).toLocaleString("en-US")} by the request)`
-        : b.elapsed !== null ? `${formatDuration(b.elapsed)} running` : "nothing (never ran)",
-      b.after !== null ? formatDuration(b.after) : "—",
+        : b.elapsed !== null ? `${formatDuration(b.elapsed)} running` : "nothing: never ran",
     ]), (i) => `pf-cascade-row pf-cascade-${rows[i].at}`));
     const trs = body.querySelectorAll("tbody tr");
     rows.forEach((b, i) => {
