@@ -15,6 +15,7 @@ import { ORDERS, durationOf, orderedBranches } from "./overview.js";
 import { overviewView } from "./overview_ui.js";
 import { barrierMarks, branchMarks } from "./publication.js";
 import { barrierStopped } from "./stopping.js";
+import { timingSections } from "./timing_ui.js";
 
 /** @typedef {import("./fold.js").Run} Run */
 /** @typedef {import("./fold.js").Invocation} Invocation */
@@ -183,6 +184,7 @@ export function barrierInspector(parent, view, barrier, ctx) {
       ["Lost publication rights", shortList(barrier.cancel.closed)],
     ]));
   }
+  timingSections(parent, view, barrier, ctx.open);
   const branches = sectionIn(parent, ctx, "branches", `Branches (${barrier.branches.length})`, barrier.branches.length <= 20);
   branches.appendChild(branchTable(view, barrier, "branches", "request", "pf-branch-table", ["#", "Key", "Step", "Status", "Ran", "Publication"], (path) => {
     const inv = view.invocations.get(path);

@@ -57,7 +57,8 @@ export function createRowsView(viewport, sizer) {
    * Draw the rows in the window.
    * @param {Row[]} rows @param {{scrollTop: number, viewport: number, run: Run,
    *   bounds: {start: number, end: number}, now: number | null, selected: string | null,
-   *   selectedBarrier: string | null, writers?: Map<string, string>}} frame
+   *   selectedBarrier: string | null, writers?: Map<string, string>,
+   *   critical?: Set<string> | null}} frame
    */
   const render = (rows, frame) => {
     const range = windowRange(rows.length, frame.scrollTop, frame.viewport);
@@ -95,6 +96,9 @@ export function createRowsView(viewport, sizer) {
       const writer = row.kind === "branch" && frame.writers ? frame.writers.has(row.path) : false;
       slot.el.classList.toggle("pf-conflict-writer", writer);
       slot.lane.classList.toggle("pf-conflict-writer", writer);
+      const critical = row.kind === "branch" && frame.critical ? frame.critical.has(row.path) : false;
+      slot.el.classList.toggle("pf-critical", critical);
+      slot.lane.classList.toggle("pf-critical", critical);
       const top = i * ROW_HEIGHT;
       if (slot.top !== top) {
         slot.el.style.transform = `translateY(${top}px)`;

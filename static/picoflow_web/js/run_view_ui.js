@@ -14,6 +14,8 @@ import { barrierPublicationOf, publicationOf } from "./fold.js";
 import { conflictCard, renderInspector } from "./inspector_ui.js";
 import { ROW_HEIGHT, axisMarkers, panWindow, revealPath, scrollToRow, ticks, timeBounds, treeRows, zoomWindow } from "./layout.js";
 import { createRowsView } from "./rows_ui.js";
+import { cancelTitle, timeMarkers } from "./time_marks.js";
+import { createCriticalHighlight, timeMarkElements } from "./timing_ui.js";
 
 const INSPECTOR_LIVE_MS = 300;
 
@@ -34,6 +36,7 @@ export function createRunView(options) {
     statusFilter: /** @type {HTMLSelectElement} */ (byId("pf-status-filter")),
   };
   const rowsView = createRowsView(els.viewport, els.sizer);
+  const critical = createCriticalHighlight();
   /** @type {Map<string, boolean>} */
   const openSections = new Map();
   /** @type {string | null} a selection from a link, revealed once its row exists */
@@ -103,6 +106,10 @@ export function createRunView(options) {
     if (el.dataset.selectPath !== undefined) selectPath(el.dataset.selectPath);
     else if (el.dataset.selectBarrier !== undefined) selectBarrier(el.dataset.selectBarrier);
     else if (el.dataset.pinSeq !== undefined) onPin(Number(el.dataset.pinSeq));
+  });
+  on(els.inspector, "click", "[data-critical-barrier]", (_event, el) => {
+    critical.toggle(/** @type {string} */ (el.dataset.criticalBarrier));
+    current().touch();
   });
   // The overview's counts: show that set of a barrier's branches in the tree, all of them
   // (the tree draws only the rows in view, so 100,000 cost what 50 do).
@@ -265,6 +272,7 @@ export function createRunView(options) {
       inspectedSelection = "";
       conflictsKey = "";
       axisKey = "";
+      critical.toggle(null);
       if (els.find.value !== store.get().query) els.find.value = store.get().query;
       els.statusFilter.value = store.get().status;
     }
@@ -325,9 +333,10 @@ export function createRunView(options) {
     const full = timeBounds(live, frame.running ? store.nowOffset() : null);
     lastFull = full;
     const bounds = s.zoom ? panWindow(full, s.zoom, 0) : full;
-    rowsView.render(shownRows, { scrollTop, viewport: viewportHeight, run: view, bounds, now: frame.now, selected: s.selected, selectedBarrier: s.selectedBarrier, writers });
+    rowsView.render(shownRows, { scrollTop, viewport: viewportHeight, run: view, bounds, now: frame.now, selected: s.selected, selectedBarrier: s.selectedBarrier, writers, critical: critical.paths(view) });
     const markers = axisMarkers(view, bounds);
-    const aKey = `${bounds.start}|${s.zoom ? bounds.end : bounds.end.toFixed(3)}|${axisWidth}|${markers.length}`;
+    const clockMarks = timeMarkers(view, bounds).length;
+    const aKey = `${bounds.start}|${s.zoom ? bounds.end : bounds.end.toFixed(3)}|${axisWidth}|${markers.length}|${clockMarks}`;
     if (aKey !== axisKey) {
       axisKey = aKey;
       const count = Math.max(2, Math.floor(axisWidth / 90));
@@ -347,10 +356,10 @@ export function createRunView(options) {
         const mark = h("i", `pf-axis-mark pf-axis-mark-${m.kind}`);
         mark.dataset.kind = m.kind;
         mark.dataset.barrier = m.barrier;
-        mark.title = `${m.kind === "cancel" ? "cancel requested" : m.kind} · barrier ${m.barrier} · ${m.t.toFixed(6)}s`;
+        mark.title = m.kind === "cancel" ? cancelTitle(view, m.barrier, m.t) : `${m.kind} · barrier ${m.barrier} · ${m.t.toFixed(6)}s`;
         mark.style.left = `${(m.x * 100).toFixed(3)}%`;
         return mark;
-      }));
+      }), ...(clockMarks <= 400 ? timeMarkElements(view, bounds) : []));
     }
 
     // Rebuilt when what it shows changed; at most every INSPECTOR_LIVE_MS while live.
@@ -375,7 +384,18 @@ export function createRunView(options) {
         }
       }
     }
+    critical.sync(els.inspector, els.axis);
     return true;
+  };
+
+  /** The critical path of the selected barrier (or of the selected branch's). */
+  const toggleCritical = () => {
+    const s = current().get();
+    const inv = s.selected ? current().view().invocations.get(s.selected) : null;
+    const id = s.selectedBarrier ?? (inv ? inv.barrier : null);
+    if (id === null && critical.barrier === null) return;
+    critical.toggle(id ?? critical.barrier);
+    current().touch();
   };
 
   /** The view's own shortcuts, for the page's keyboard sheet. @type {import("./keys_ui.js").Shortcut[]} */
@@ -387,6 +407,7 @@ export function createRunView(options) {
     { keys: ["+", "="], label: "Zoom the time axis in (around the selected branch's start); also Ctrl+wheel over the lanes, wheel over the axis", run: () => zoomBy(0.5, keyFocus()) },
     { keys: ["-"], label: "Zoom the time axis out", run: () => zoomBy(2, keyFocus()) },
     { keys: ["0"], label: "Show the whole run on the time axis", run: () => setZoom(null) },
+    { keys: ["c"], label: "Highlight the critical path of the selected barrier's join (again: clear it)", run: toggleCritical },
     { keys: ["h", "l"], label: "Pan the zoomed time axis left / right (or drag the axis)", run: (event) => panBy(event.key === "h" ? -0.25 : 0.25) },
   ];
 
