@@ -13,6 +13,7 @@ import { h, on } from "./dom.js";
 import { barrierPublicationOf, publicationOf } from "./fold.js";
 import { conflictCard, renderInspector } from "./inspector_ui.js";
 import { ROW_HEIGHT, axisMarkers, panWindow, revealPath, scrollToRow, ticks, timeBounds, treeRows, zoomWindow } from "./layout.js";
+import { mountSplitters } from "./resize_ui.js";
 import { createRowsView } from "./rows_ui.js";
 
 const INSPECTOR_LIVE_MS = 300;
@@ -34,6 +35,7 @@ export function createRunView(options) {
     statusFilter: /** @type {HTMLSelectElement} */ (byId("pf-status-filter")),
   };
   const rowsView = createRowsView(els.viewport, els.sizer);
+  mountSplitters(byId("pf-workspace"));
   /** @type {Map<string, boolean>} */
   const openSections = new Map();
   /** @type {string | null} a selection from a link, revealed once its row exists */
