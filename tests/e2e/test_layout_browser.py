@@ -1,7 +1,8 @@
 """The run page's workspace at a laptop's 1024x768 in a real browser (Debian's chromium):
 the lanes keep room, the inspector stays on the page, and the splitters resize the
 panels by mouse and by keyboard, within their limits, and keep the sizes across a reload
-and onto the session page. Screenshots go to ``test-artifacts/``.
+and onto the session page; and paths and barrier ids read as step names and branch keys.
+Screenshots go to ``test-artifacts/``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,11 @@ LANES_MIN = 400
 """``LIMITS.lanesMin`` in ``static/picoflow_web/js/panel_sizes.js``."""
 TREE_MIN = 160
 """``LIMITS.treeMin``."""
+
+
+def label(*names: str) -> str:
+    """A path's label as ``labels.js`` joins it."""
+    return " \N{SINGLE RIGHT-POINTING ANGLE QUOTATION MARK} ".join(names)
 
 
 @pytest.fixture(scope="module")
@@ -151,3 +157,34 @@ async def test_the_splitters_move_by_keyboard_and_stop_at_their_limits(page: Any
     await drag(page, "[data-resize=inspector]", 2000)
     assert (await widths(page))["inspector"] >= 259
     await shot(page, "layout-1024-limits")
+
+
+async def test_paths_and_barrier_ids_read_as_branch_keys(page: Any) -> None:
+    await finished_run_at_1024(page)
+    # The tree: the nested barrier under its caller's key.
+    nested = page.locator('.pf-row.pf-barrier[data-barrier="0/b0"] .pf-row-key')
+    assert await nested.inner_text() == label("Planner", "barrier 1")
+    assert "0/b0" in await page.get_attribute('.pf-row.pf-barrier[data-barrier="0/b0"]', "title")
+
+    # A nested branch's inspector: its callers' keys and its own, the path beside them.
+    await page.locator('.pf-row.pf-branch[data-path="0.1"]').first.click()
+    await page.wait_for_selector('#pf-inspector[data-path="0.1"]')
+    head = page.locator("#pf-inspector .pf-inspector-head")
+    assert await head.locator(".pf-inspector-title").inner_text() == label("Planner", "news")
+    assert "path 0.1" in await head.inner_text()
+    barrier = page.locator('#pf-inspector .pf-facts [data-select-barrier="0/b0"]')
+    assert await barrier.inner_text() == label("Planner", "barrier 1")
+    assert await barrier.get_attribute("title") == "barrier 0/b0"
+    caller = page.locator('#pf-inspector .pf-facts [data-select-path="0"]')
+    assert await caller.inner_text() == "Planner"
+    assert await caller.get_attribute("title") == "path 0"
+
+    # The barrier's inspector, opened from that link, and its reductions' inputs.
+    await barrier.click()
+    await page.wait_for_selector('#pf-inspector[data-barrier="0/b0"]')
+    assert await page.locator("#pf-inspector .pf-inspector-title").inner_text() == \
+        label("Planner", "barrier 1")
+    inputs = await page.eval_on_selector_all(
+        "#pf-inspector .pf-reduction-table [data-select-path]", "bs => bs.map(b => b.textContent)")
+    assert label("Planner", "papers") in inputs and label("Planner", "news") in inputs
+    await shot(page, "labels-barrier-inspector")
