@@ -7,6 +7,7 @@ import { fileURLToPath } from "node:url";
 
 import { fold, parseJsonl } from "../../static/picoflow_web/js/fold.js";
 import { describeEvent, errorLabel, errorText, requestOrdinal } from "../../static/picoflow_web/js/format.js";
+import { barrierLabelOf, labelOf } from "../../static/picoflow_web/js/labels.js";
 
 const GOLDEN = join(dirname(fileURLToPath(import.meta.url)), "..", "golden");
 
@@ -30,4 +31,44 @@ test("a code that says more than internal is kept", () => {
   assert.equal(errorText(error), "ParallelStateConflictError: two writers [parallel_state_conflict]");
   assert.equal(errorLabel({ code: "timeout" }), "timeout");
   assert.equal(errorText({ type: "Boom" }), "Boom");
+});
+
+// Paths and barrier ids as labels (labels.js), against the committed goldens.
+const goldenRun = (name) => fold(parseJsonl(readFileSync(join(GOLDEN, `${name}.jsonl`), "utf8")));
+
+test("a nested branch reads as its callers' and its own branch keys", () => {
+  const run = goldenRun("nested_fanout");
+  assert.equal(labelOf(run, ""), "turn");
+  assert.equal(labelOf(run, "0"), "Planner");
+  assert.equal(labelOf(run, "0.0"), "Planner › papers");
+  assert.equal(labelOf(run, "0.1"), "Planner › news");
+  assert.equal(labelOf(run, "1"), "archive");
+});
+
+test("a barrier reads as who forked it and which of its barriers it is", () => {
+  const run = goldenRun("nested_fanout");
+  assert.equal(barrierLabelOf(run, "b0"), "ResearchDesk › barrier 1");
+  assert.equal(barrierLabelOf(run, "0/b0"), "Planner › barrier 1");
+});
+
+test("a caller's second barrier and the paths of its branches read by their keys", () => {
+  const run = goldenRun("cancelled");
+  assert.equal(barrierLabelOf(run, "b1"), "Archivist › barrier 2");
+  assert.equal(labelOf(run, "1:0"), "east");
+  assert.equal(labelOf(run, "1:1.2"), "west › west-3");
+  assert.equal(barrierLabelOf(run, "1:1/b0"), "west › barrier 1");
+});
+
+test("what the run does not know yet reads as the path or id itself", () => {
+  const run = goldenRun("nested_fanout");
+  assert.equal(labelOf(run, "0.7"), "Planner › 7");
+  assert.equal(labelOf(fold([]), "2.1"), "2 › 1");
+  assert.equal(barrierLabelOf(run, "9/b3"), "9/b3");
+});
+
+test("a label is built from keys, not from the path text: a renamed key shows", () => {
+  const run = goldenRun("nested_fanout");
+  run.invocations.get("0").key = "Lead";
+  assert.equal(labelOf(run, "0.1"), "Lead › news");
+  assert.equal(barrierLabelOf(run, "0/b0"), "Lead › barrier 1");
 });

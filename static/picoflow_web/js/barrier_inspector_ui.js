@@ -10,6 +10,7 @@ import { append, badge, h, pagedTable, table } from "./dom.js";
 import { publicationOf } from "./fold.js";
 import { formatDuration } from "./format.js";
 import { discardReason, facts, heading, lazy, pathLink, publicationBadge, sectionIn, seqLink, shortList, valueCell } from "./inspector_parts_ui.js";
+import { barrierLabelOf, labelOf } from "./labels.js";
 import { joinWaits } from "./layout.js";
 import { ORDERS, durationOf, orderedBranches } from "./overview.js";
 import { overviewView } from "./overview_ui.js";
@@ -84,7 +85,7 @@ function branchTable(view, barrier, name, order, className, columns, cells) {
  * @param {InspectorContext} ctx
  */
 export function barrierInspector(parent, view, barrier, ctx) {
-  parent.appendChild(heading(`Barrier ${barrier.id}`, `forked by ${barrier.callerStep}`));
+  parent.appendChild(heading(barrierLabelOf(view, barrier.id), `barrier ${barrier.id} · forked by ${barrier.callerStep}`));
   const status = h("div", "pf-status-line");
   const marks = barrierMarks(view, barrier.id);
   append(status, marks ? publicationBadge(marks) : null,
@@ -100,9 +101,9 @@ export function barrierInspector(parent, view, barrier, ctx) {
   }
   const c = barrier.counts;
   parent.appendChild(facts([
-    ["Caller", barrier.caller === "" ? pathLink("", "turn") : pathLink(barrier.caller, barrier.caller)],
+    ["Caller", pathLink(barrier.caller, labelOf(view, barrier.caller))],
     ["Branches", `${barrier.branches.length}: ${c.fulfilled} fulfilled, ${c.rejected} rejected, ${c.running} running, ${c.queued} queued`],
-    ["Branches see", barrier.base === "canonical" ? "the canonical state at the fork" : `the view of ${barrier.base} at the fork`],
+    ["Branches see", barrier.base === "canonical" ? "the canonical state at the fork" : `the view of ${labelOf(view, barrier.base)} at the fork`],
     ["Forked at", seqLink(barrier.forkedSeq)],
     ["Joined at", barrier.joinedSeq !== null ? seqLink(barrier.joinedSeq) : null],
     ["Max concurrency", barrier.maxConcurrency !== null ? String(barrier.maxConcurrency) : null],
@@ -142,7 +143,7 @@ export function barrierInspector(parent, view, barrier, ctx) {
       append(box, h("div", "pf-call-head", `${r.step}.${r.field} · ${r.channel}`));
       const inputs = r.inputs || [];
       box.appendChild(pagedTable("pf-reduction-table", ["#", "Branch", "Value"], lazy(inputs, (input, i) => [
-        h("span", "pf-mono", String(i + 1)), pathLink(String(input.path), `${input.key} (${input.path})`), valueCell(input.value),
+        h("span", "pf-mono", String(i + 1)), pathLink(String(input.path), labelOf(view, String(input.path))), valueCell(input.value),
       ]), tableState(view, barrier, `reduction:${r.step}.${r.field}`, "request"), PAGE_SIZE));
       const order = r.completion_order || [];
       // Thousands of paths in one line say nothing; the first few show the interleaving.
@@ -152,11 +153,11 @@ export function barrierInspector(parent, view, barrier, ctx) {
     }
   }
   if (barrier.outcome === "published" && marks) {
-    const body = sectionIn(parent, ctx, "publication", barrier.target === "canonical" ? "Publication into the canonical state" : `Publication into the scope of ${barrier.caller}`, true, "pf-published");
+    const body = sectionIn(parent, ctx, "publication", barrier.target === "canonical" ? "Publication into the canonical state" : `Publication into the scope of ${labelOf(view, barrier.caller)}`, true, "pf-published");
     if (barrier.published.length && marks.state !== "discarded") {
       body.appendChild(table("pf-published-table", ["Field", "Writer", "Value"], lazy(barrier.published, (f) => [
         h("code", "pf-mono", `${f.step}.${f.field}`),
-        f.writer ? pathLink(f.writer, `${view.invocations.get(f.writer)?.key || f.writer} (${f.writer})`) : h("span", "pf-muted", "reduced"),
+        f.writer ? pathLink(f.writer, labelOf(view, f.writer)) : h("span", "pf-muted", "reduced"),
         f.deleted ? h("span", "pf-muted", "(removed)") : valueCell(f.value),
       ])));
       body.appendChild(h("p", marks.state === "published" ? "pf-published-yes" : "pf-muted", marks.text));
@@ -168,7 +169,7 @@ export function barrierInspector(parent, view, barrier, ctx) {
         const fate = path === undefined ? null : publicationOf(view, path);
         const why = h("span", "pf-discard-reason", fate && fate.state === "discarded" ? fate.text : String(d.reason));
         if (fate && fate.reason) why.dataset.discard = fate.reason;
-        return [pathLink(path, `${d.key} (${path})`), why];
+        return [pathLink(path, labelOf(view, path)), why];
       }), tableState(view, barrier, "discarded", "request"), PAGE_SIZE));
     }
   } else if (marks && marks.state === "discarded") {

@@ -13,6 +13,7 @@ import { append, badge, h, jsonBlock, pagedTable, table } from "./dom.js";
 import { baseAt, publicationOf, published, viewAt } from "./fold.js";
 import { formatDuration, requestOrdinal } from "./format.js";
 import { barrierLink, discardReason, errorBox, facts, heading, lazy, pathLink, publicationBadge, sectionIn, seqLink, valueCell } from "./inspector_parts_ui.js";
+import { barrierLabelOf, labelOf } from "./labels.js";
 import { branchMarks } from "./publication.js";
 import { STOP_LABELS, stopKind } from "./stopping.js";
 
@@ -27,7 +28,7 @@ import { STOP_LABELS, stopKind } from "./stopping.js";
  */
 export function branchInspector(parent, view, inv, ctx) {
   const barrier = /** @type {Barrier} */ (view.barriers.get(/** @type {string} */ (inv.barrier)));
-  parent.appendChild(heading(inv.key || inv.step, `${inv.step} · path ${inv.path}`));
+  parent.appendChild(heading(labelOf(view, inv.path), `${inv.step} · path ${inv.path}`));
   const status = h("div", "pf-status-line");
   const stopped = stopKind(inv);
   const marks = branchMarks(view, inv.path);
@@ -48,9 +49,9 @@ export function branchInspector(parent, view, inv, ctx) {
   const ran = inv.started !== null && inv.finished !== null ? inv.finished - inv.started : null;
   const waited = inv.finished !== null && barrier.joinedAt !== null ? barrier.joinedAt - inv.finished : null;
   parent.appendChild(facts(/** @type {any} */ ([
-    ["Barrier", barrierLink(barrier.id)],
+    ["Barrier", barrierLink(barrier.id, barrierLabelOf(view, barrier.id))],
     ["Request", requestOrdinal(inv.index, barrier.branches.length)],
-    ["Caller", barrier.caller === "" ? pathLink("", "turn") : pathLink(barrier.caller, barrier.caller)],
+    ["Caller", pathLink(barrier.caller, labelOf(view, barrier.caller))],
     ["Queued", formatDuration(queued)],
     ["Ran", formatDuration(ran)],
     ["Waited at join", formatDuration(waited)],
@@ -69,8 +70,8 @@ export function branchInspector(parent, view, inv, ctx) {
   const when = ctx.pinned ? `at seq ${view.lastSeq}` : inv.status === "running" || inv.status === "queued" ? "now" : "";
   const body = sectionIn(parent, ctx, "visibility", `What it ${when === "now" ? "can" : "could"} see${when ? ` ${when}` : ""}`, true, "pf-visibility");
   body.appendChild(h("p", "pf-hint", "Its view: the fork-time base, overlaid with its own drafts and what its inner joins published into its scope. Siblings' drafts are not visible until the join."));
-  body.appendChild(visibleStateTable(seen, baseAt(view, inv.path)));
-  const base = sectionIn(parent, ctx, "base", `Fork-time base (${barrier.base === "canonical" ? "canonical state" : `view of ${barrier.base}`} at #${barrier.forkedSeq})`, false);
+  body.appendChild(visibleStateTable(view, seen, baseAt(view, inv.path)));
+  const base = sectionIn(parent, ctx, "base", `Fork-time base (${barrier.base === "canonical" ? "canonical state" : `view of ${labelOf(view, barrier.base)}`} at #${barrier.forkedSeq})`, false);
   base.appendChild(jsonBlock(baseAt(view, inv.path), "pf-base-state"));
 
   const own = sectionIn(parent, ctx, "own", `Its writes (${seen.own.length})`, true, "pf-own");
@@ -85,7 +86,7 @@ export function branchInspector(parent, view, inv, ctx) {
         seqLink(c.seq), h("code", "pf-mono", `${c.step}.${c.field}`),
         h("span", `pf-write-kind pf-write-${kind}`, kind === "join" ? "publication" : kind),
         c.deleted ? h("span", "pf-muted", "removed") : valueCell(c.value),
-        c.kind === "join" ? append(h("span"), h("span", "", "inner join "), barrierLink(/** @type {string} */ (c.barrier))) : h("span", "", "own draft"),
+        c.kind === "join" ? append(h("span"), h("span", "", "inner join "), barrierLink(/** @type {string} */ (c.barrier), barrierLabelOf(view, /** @type {string} */ (c.barrier)))) : h("span", "", "own draft"),
         ...(story ? [problem.has(c.seq) ? badge(story.kind === "conflict" ? "in the conflict" : story.kind === "reducer" ? "reducer failed" : "the problem", "conflict")
           : badge(`not in the ${story.kind === "conflict" ? "conflict" : "problem"}`, "muted")] : []),
       ];
@@ -99,7 +100,7 @@ export function branchInspector(parent, view, inv, ctx) {
     invisible.appendChild(pagedTable("pf-invisible-table", ["Sibling", "Field", "Their draft", "It saw"], { count: list.length, at: (i) => {
       const w = list[i];
       const who = h("span", "pf-who");
-      append(who, pathLink(w.path, w.key || w.path), h("span", "pf-muted pf-mono", ` ${w.path} `), badge("not visible", "conflict"));
+      append(who, pathLink(w.path, labelOf(view, w.path)), h("span", "pf-muted pf-mono", ` ${w.path} `), badge("not visible", "conflict"));
       const has = Object.prototype.hasOwnProperty.call(visible[w.step] || {}, w.field);
       return [who, h("code", "pf-mono", `${w.step}.${w.field}`), w.deleted ? h("span", "pf-muted", "removed") : valueCell(w.value),
         has ? valueCell(visible[w.step][w.field]) : h("span", "pf-muted", "(absent)")];
@@ -120,10 +121,10 @@ export function branchInspector(parent, view, inv, ctx) {
 
 /**
  * The visible state as a table of fields with where each came from.
- * @param {{state: Record<string, Record<string, any>>, own: any[]}} seen
+ * @param {Run} view @param {{state: Record<string, Record<string, any>>, own: any[]}} seen
  * @param {Record<string, Record<string, any>>} base
  */
-function visibleStateTable(seen, base) {
+function visibleStateTable(view, seen, base) {
   const wrap = h("div", "pf-visible-state");
   /** @type {Map<string, any>} */
   const last = new Map();
@@ -132,7 +133,7 @@ function visibleStateTable(seen, base) {
   for (const [step, fields] of Object.entries(seen.state)) {
     for (const [field, value] of Object.entries(fields)) {
       const change = last.get(`${step}\u0000${field}`);
-      const origin = change ? (change.kind === "join" ? `inner join ${change.barrier} #${change.seq}` : `own draft #${change.seq}`) : "fork-time base";
+      const origin = change ? (change.kind === "join" ? `inner join ${barrierLabelOf(view, change.barrier)} #${change.seq}` : `own draft #${change.seq}`) : "fork-time base";
       rows.push({ step, field, value, origin, kind: change ? change.kind : "base" });
     }
   }
@@ -171,13 +172,13 @@ function publishedView(body, view, barrier, inv, pub) {
     body.appendChild(h("p", "pf-published-none", "Nothing of it was published: its writes were discarded, for the reason given above."));
     return;
   }
-  const where = barrier.target === "caller-scope" ? `into the scope of ${barrier.caller}` : "into the canonical session state";
+  const where = barrier.target === "caller-scope" ? `into the scope of ${labelOf(view, barrier.caller)}` : "into the canonical session state";
   if (pub.replacements.length || pub.contributions.length) {
     const items = [...pub.replacements.map((f) => ({ f, c: null })), ...pub.contributions.map((c) => ({ f: null, c }))];
     body.appendChild(h("p", "", `Its join published ${where}:`));
     body.appendChild(table("pf-published-table", ["Field", "As", "Value"], lazy(items, ({ f, c }) => (f
       ? [h("code", "pf-mono", `${f.step}.${f.field}`), h("span", "", f.deleted ? "removal" : "replacement"), f.deleted ? h("span", "pf-muted", "—") : valueCell(f.value)]
-      : [h("code", "pf-mono", `${c.step}.${c.field}`), h("span", "", `contribution to ${c.channel}${c.path !== inv.path ? ` (from ${c.path})` : ""}`), valueCell(c.value)]))));
+      : [h("code", "pf-mono", `${c.step}.${c.field}`), h("span", "", `contribution to ${c.channel}${c.path !== inv.path ? ` (from ${labelOf(view, c.path)})` : ""}`), valueCell(c.value)]))));
   }
   body.appendChild(h("p", fate.state === "published" ? "pf-published-yes" : "pf-muted", fate.text));
 }

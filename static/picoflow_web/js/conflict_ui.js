@@ -10,6 +10,7 @@ import { differencePlace } from "./diff.js";
 import { append, badge, h, jsonBlock, table } from "./dom.js";
 import { preview } from "./format.js";
 import { barrierLink, pathLink, seqLink, valueCell } from "./inspector_parts_ui.js";
+import { barrierLabelOf, labelOf } from "./labels.js";
 
 /** @typedef {import("./fold.js").Run} Run */
 /** @typedef {import("./fold.js").Invocation} Invocation */
@@ -62,10 +63,10 @@ function writeEventLink(w) {
   return b;
 }
 
-/** @param {import("./conflict.js").Writer} w */
-function writerWho(w) {
+/** @param {Run} view @param {import("./conflict.js").Writer} w */
+function writerWho(view, w) {
   const who = h("span", "pf-who");
-  append(who, pathLink(w.path, w.key), h("span", "pf-muted pf-mono", ` ${w.path}`));
+  append(who, pathLink(w.path, labelOf(view, w.path)), h("span", "pf-muted pf-mono", ` ${w.path}`));
   return who;
 }
 
@@ -94,7 +95,7 @@ export function conflictCard(view, barrier, options = {}) {
   if (!c) return card;
   card.dataset.kind = c.kind;
   const title = h("div", "pf-conflict-title");
-  append(title, h("strong", "pf-conflict-heading", c.title), barrierLink(barrier.id), badge(c.code, "conflict"),
+  append(title, h("strong", "pf-conflict-heading", c.title), barrierLink(barrier.id, barrierLabelOf(view, barrier.id)), badge(c.code, "conflict"),
     c.joinSeq !== null ? append(h("span", "pf-muted"), h("span", "", "join "), seqLink(c.joinSeq)) : null);
   card.appendChild(title);
   if (ahead && at !== null) {
@@ -124,7 +125,7 @@ export function conflictCard(view, barrier, options = {}) {
     const hasResult = problem.some((w) => w.result !== undefined);
     const columns = ["Branch", "Write", "As", "Proposed value", "Base at its fork", ...(hasResult ? ["Its view after"] : []), "Event"];
     card.appendChild(table("pf-provenance", columns, problem.map((w) => [
-      writerWho(w), h("code", "pf-mono", `${w.step}.${w.field}`),
+      writerWho(view, w), h("code", "pf-mono", `${w.step}.${w.field}`),
       badge(WRITE_LABELS[w.kind], "conflict"),
       w.hasValue ? valueCell(w.value) : h("span", "pf-muted", w.kind === "removal" ? "(removed)" : "—"),
       baseCell(w),
@@ -146,7 +147,7 @@ export function conflictCard(view, barrier, options = {}) {
         const side = h("div", "pf-conflict-side");
         side.dataset.path = w.path;
         const head = h("div", "pf-conflict-side-head");
-        append(head, writerWho(w), badge(WRITE_LABELS[w.kind], "conflict"), writeEventLink(w));
+        append(head, writerWho(view, w), badge(WRITE_LABELS[w.kind], "conflict"), writeEventLink(w));
         side.appendChild(head);
         side.appendChild(h("div", "pf-muted pf-small", "proposed"));
         side.appendChild(jsonBlock(w.value, "pf-conflict-value"));
@@ -172,7 +173,7 @@ export function conflictCard(view, barrier, options = {}) {
     card.appendChild(h("h3", "pf-subtitle", `Other writes of these branches: not part of the ${noun}`));
     card.appendChild(h("p", "pf-hint", `Nothing was wrong with these, but a join that is invalidated publishes nothing, so they were discarded with the rest.`));
     card.appendChild(table("pf-bystanders", ["Branch", "Write", "As", "Value", "Event"], others.map((w) => [
-      writerWho(w), h("code", "pf-mono", `${w.step}.${w.field}`),
+      writerWho(view, w), h("code", "pf-mono", `${w.step}.${w.field}`),
       append(h("span"), badge(WRITE_LABELS[w.kind], "muted"), h("span", "pf-muted pf-small", ` not part of the ${noun}`)),
       w.hasValue ? valueCell(w.value) : h("span", "pf-muted", "(removed)"),
       writeEventLink(w),

@@ -49,14 +49,17 @@ export function pathLink(path, text) {
   const b = h("button", "pf-linkbutton pf-mono", text);
   b.setAttribute("type", "button");
   b.dataset.selectPath = path;
+  // The text is usually the label (`labelOf`); the path stays a hover away.
+  b.title = path === "" ? "the turn" : `path ${path}`;
   return b;
 }
 
-/** A link-like button that selects a barrier. @param {string} id */
-export function barrierLink(id) {
-  const b = h("button", "pf-linkbutton pf-mono", id);
+/** A link-like button that selects a barrier. @param {string} id @param {string} [text]  its label */
+export function barrierLink(id, text = id) {
+  const b = h("button", "pf-linkbutton pf-mono", text);
   b.setAttribute("type", "button");
   b.dataset.selectBarrier = id;
+  b.title = `barrier ${id}`;
   return b;
 }
 

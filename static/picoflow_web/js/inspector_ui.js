@@ -18,6 +18,7 @@ import { callsAndEvents } from "./calls_ui.js";
 import { append, badge, h, table } from "./dom.js";
 import { formatDuration, interruptionText, runStatusKind } from "./format.js";
 import { errorBox, facts, heading, lazy, pathLink, sectionIn, seqLink, valueCell } from "./inspector_parts_ui.js";
+import { labelOf } from "./labels.js";
 import { endedExplanation, endingEvent } from "./stopping.js";
 
 // The inspector's parts live in their own modules; this one stays the door the page imports.
@@ -123,7 +124,7 @@ function rootInspector(parent, view, inv, ctx) {
   if (view.trail.length) {
     const trail = sectionIn(parent, ctx, "trail", `Steps entered (${view.trail.length})`, false);
     trail.appendChild(table("pf-trail-table", ["Seq", "Step", "How", "Path"], lazy(view.trail, (t) => [
-      seqLink(t.seq), h("code", "pf-mono", t.step), h("span", "", t.how), t.path ? pathLink(t.path, t.path) : h("span", "pf-muted", "turn"),
+      seqLink(t.seq), h("code", "pf-mono", t.step), h("span", "", t.how), t.path ? pathLink(t.path, labelOf(view, t.path)) : h("span", "pf-muted", "turn"),
     ])));
   }
   if (view.anomalies.length || view.overflows.length) {

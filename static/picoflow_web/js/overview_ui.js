@@ -14,6 +14,7 @@
  */
 
 import { append, h } from "./dom.js";
+import { labelOf } from "./labels.js";
 import { formatSeconds } from "./layout.js";
 import { PUBLICATION_STATES, barrierOverview } from "./overview.js";
 import { STATE_LABELS } from "./publication.js";
@@ -60,7 +61,7 @@ export function overviewView(view, barrier) {
   root.appendChild(groupsTable(o, "status"));
   root.appendChild(groupsTable(o, "publication"));
   root.appendChild(histogramView(o));
-  root.appendChild(lists(o));
+  root.appendChild(lists(o, view));
   const all = showButton(barrier.id, "", `Show all ${count(o.total)} in the tree`, "Expand this barrier's branches in the tree (drawn as you scroll)");
   all.classList.add("pf-button", "pf-button-small");
   all.classList.remove("pf-linkbutton");
@@ -134,8 +135,8 @@ function histogramView(o) {
   return append(wrap, bars, axis);
 }
 
-/** @param {Overview} o */
-function lists(o) {
+/** @param {Overview} o @param {Run} view */
+function lists(o, view) {
   const wrap = h("div", "pf-overview-lists");
   const slow = h("div", "pf-overview-list");
   slow.appendChild(h("h3", "pf-subtitle", `Slowest ${o.slowest.length}`));
@@ -144,7 +145,7 @@ function lists(o) {
     for (const s of o.slowest) {
       const li = h("li");
       li.dataset.path = s.path;
-      append(li, selectButton(s.path, s.key || s.path), h("span", "pf-muted pf-mono", ` ${s.path} `),
+      append(li, selectButton(s.path, labelOf(view, s.path)), h("span", "pf-muted pf-mono", ` ${s.path} `),
         h("span", "pf-mono pf-duration", formatSeconds(s.duration)));
       ol.appendChild(li);
     }
@@ -157,7 +158,7 @@ function lists(o) {
     for (const f of o.failed) {
       const li = h("li");
       li.dataset.path = f.path;
-      append(li, selectButton(f.path, f.key || f.path), h("span", "pf-muted pf-mono", ` ${f.path}`));
+      append(li, selectButton(f.path, labelOf(view, f.path)), h("span", "pf-muted pf-mono", ` ${f.path}`));
       ul.appendChild(li);
     }
     failed.appendChild(ul);

@@ -17,6 +17,7 @@
 
 import { append, h } from "./dom.js";
 import { errorLabel, errorText, preview } from "./format.js";
+import { barrierLabelOf } from "./labels.js";
 import { ROW_HEIGHT, formatSeconds, lane, windowRange } from "./layout.js";
 import { barrierMarks, branchMarks } from "./publication.js";
 import { STOP_LABELS, barrierStopped, stopKind } from "./stopping.js";
@@ -217,7 +218,7 @@ function fillRow(slot, row, selected, run) {
       append(tree,
         twisty,
         h("span", "pf-fork-icon"),
-        h("span", "pf-row-key pf-mono", row.id),
+        h("span", "pf-row-key pf-barrier-label", barrierLabelOf(run, row.id)),
         h("span", `pf-chip pf-chip-${b.policy}`, b.policy === "retain-successes" ? "retain" : b.policy),
         b.checkpoint !== "none" ? h("span", "pf-chip", b.checkpointFailed ? "checkpoint failed" : b.checkpointRevision !== null ? `checkpoint r${b.checkpointRevision}` : "root-join") : null,
         b.maxConcurrency !== null ? h("span", "pf-chip", `≤${b.maxConcurrency}`) : null,

@@ -13,6 +13,7 @@ import { h, on } from "./dom.js";
 import { barrierPublicationOf, publicationOf } from "./fold.js";
 import { conflictCard, renderInspector } from "./inspector_ui.js";
 import { ROW_HEIGHT, axisMarkers, panWindow, revealPath, scrollToRow, ticks, timeBounds, treeRows, zoomWindow } from "./layout.js";
+import { mountSplitters } from "./resize_ui.js";
 import { createRowsView } from "./rows_ui.js";
 import { cancelTitle, timeMarkers } from "./time_marks.js";
 import { createCriticalHighlight, timeMarkElements } from "./timing_ui.js";
@@ -36,7 +37,11 @@ export function createRunView(options) {
     statusFilter: /** @type {HTMLSelectElement} */ (byId("pf-status-filter")),
   };
   const rowsView = createRowsView(els.viewport, els.sizer);
+<<<<<<< HEAD
   const critical = createCriticalHighlight();
+=======
+  mountSplitters(byId("pf-workspace"));
+>>>>>>> layout
   /** @type {Map<string, boolean>} */
   const openSections = new Map();
   /** @type {string | null} a selection from a link, revealed once its row exists */
