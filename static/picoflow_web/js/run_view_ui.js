@@ -37,11 +37,8 @@ export function createRunView(options) {
     statusFilter: /** @type {HTMLSelectElement} */ (byId("pf-status-filter")),
   };
   const rowsView = createRowsView(els.viewport, els.sizer);
-<<<<<<< HEAD
   const critical = createCriticalHighlight();
-=======
   mountSplitters(byId("pf-workspace"));
->>>>>>> layout
   /** @type {Map<string, boolean>} */
   const openSections = new Map();
   /** @type {string | null} a selection from a link, revealed once its row exists */
