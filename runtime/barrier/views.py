@@ -25,6 +25,7 @@ from ..errors import (
     ParallelReducerError,
     PicoFlowError,
 )
+from ..events import FOLDED_CHANNELS
 from .reducers import Channel, ContributionMeta
 from .types import BarrierUsage, CancelToken, DirectResult, InvocationPath, format_path
 
@@ -186,6 +187,25 @@ class BranchView:
                 self.violations.append(error)
             raise error from exc
 
+    def folds_reduce(self, step: str, name: str, kind: str) -> bool:
+        """Whether a fold, reducing this field's contributions one event at a time onto the
+        value before, gets exactly :meth:`value_of`: a built-in ``kind``, only this
+        branch's own contributions (one reduced after an inner join's would be reordered
+        by request path) and values the reducer takes (a failure is the runtime's to
+        report). Costs the field's own contributions, never its value's size."""
+        if kind not in _FOLDED or name in self.private.get(step, {}):
+            return False
+        items = self.contributions.get(step, {}).get(name, ())
+        if any(c.meta.path != self.path for c in items):
+            return False
+        write = self.writes.get(step, {}).get(name)
+        if write is not None:
+            present, value = not write.deleted, write.value
+        else:
+            base = self.base.state_of(step)
+            present, value = name in base, base.get(name)
+        return _fits(kind, value if present else _EMPTY[kind], [c.value for c in items])
+
     def memory_of(self, namespace: str) -> list[Message]:
         if namespace not in self.memory:
             self.memory[namespace] = list(self.base.memory_of(namespace))
@@ -331,3 +351,23 @@ class _FallbackMemory(dict[str, list["Message"]]):
 
 current_view: ContextVar[BranchView | None] = ContextVar("picoflow_branch_view", default=None)
 """The executing branch's view; None outside any branch (canonical state)."""
+
+
+_FOLDED = frozenset(FOLDED_CHANNELS)
+_EMPTY: dict[str, Any] = {"sum": 0, "append": [], "keyed_by_branch": {}, "merge_record": {}}
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _fits(kind: str, initial: Any, values: list[Any]) -> bool:
+    """Whether the built-in reducer ``kind`` takes ``initial`` and every one of ``values``
+    (the checks of ``reducers.py``)."""
+    if kind == "sum":
+        return _number(initial) and all(_number(v) for v in values)
+    if kind == "append":
+        return isinstance(initial, list)
+    if kind == "keyed_by_branch":
+        return isinstance(initial, dict)
+    return isinstance(initial, dict) and all(isinstance(v, dict) for v in values)

@@ -46,6 +46,7 @@ from .fold import (
 from .schema import (
     EVENT_ADAPTER,
     EVENT_TYPES,
+    FOLDED_CHANNELS,
     SCHEMA_VERSION,
     BarrierForked,
     BarrierOptions,
@@ -108,6 +109,7 @@ from .values import (
 __all__ = [
     "EVENT_ADAPTER",
     "EVENT_TYPES",
+    "FOLDED_CHANNELS",
     "MAX_VALUE_CHARS",
     "SCHEMA_VERSION",
     "STRICT",

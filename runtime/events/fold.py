@@ -11,7 +11,8 @@ Rules (mirroring the runtime, so folding never needs the runtime's code or reduc
   in events and not in the fold.
 * A branch's view at sequence number N is its barrier's fork-time base — the canonical
   state as of ``barrier.forked``, or the calling branch's own view as of then — overlaid
-  with its own drafts up to N (a contribution's event carries the resulting field value)
+  with its own drafts up to N (a contribution's event carries the resulting field value,
+  or names its built-in channel and the fold reduces it onto the view's value before)
   and the publications its inner joins made into its scope up to N. Siblings' drafts up to
   N are listed as invisible to it.
 
@@ -46,6 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import schema as ev
+from .folded import FoldReduceError, reduce_one
 
 State = dict[str, dict[str, Any]]
 
@@ -241,7 +243,8 @@ def _apply(run: RunModel, event: ev.Event) -> None:
         case ev.StateReplaced() | ev.StateRemoved() | ev.StateContributed():
             deleted = isinstance(event, ev.StateRemoved)
             if isinstance(event, ev.StateContributed):
-                value = event.result
+                value = event.result if event.channel is None or inv is None \
+                    or not event.draft else _reduced(run, inv, event)
             elif isinstance(event, ev.StateReplaced):
                 value = event.value
             else:
@@ -375,6 +378,40 @@ def _apply(run: RunModel, event: ev.Event) -> None:
                     barrier.interrupted = True
         case _:
             pass
+
+
+def _reduced(run: RunModel, inv: Invocation, event: ev.StateContributed) -> Any:
+    """A contribution whose event names its channel, reduced onto the contributor's view
+    of the field just before it (see ``folded.py``)."""
+    present, before = _field_at(run, inv.path, event.step, event.field, event.seq,
+                                frozenset())
+    try:
+        return reduce_one(str(event.channel), present, before, event.value, inv.key)
+    except FoldReduceError as exc:
+        _anomaly(run, event, f"contribution to {event.step}.{event.field}: {exc}")
+        return None
+
+
+def _field_at(run: RunModel, path: str, step: str, name: str, limit: int,
+              seen: frozenset[str]) -> tuple[bool, Any]:
+    """``(present, value)`` of one field in invocation ``path``'s view before ``limit``:
+    its last own change or received publication, else its fork-time base (the canonical
+    state then, or its caller's view then)."""
+    inv = run.invocations.get(path)
+    if inv is None:
+        return False, None
+    for seq, step_, field_, value, deleted in reversed(inv.changes):
+        if seq < limit and step_ == step and field_ == name:
+            return not deleted, value
+    barrier = run.barriers.get(inv.barrier) if inv.barrier is not None else None
+    if barrier is None:
+        return False, None
+    if barrier.base == "canonical":
+        fields = (barrier.base_state or {}).get(step, {})
+        return name in fields, fields.get(name)
+    if barrier.base in seen or barrier.base not in run.invocations:
+        return False, None  # the events do not tell this base (unknown caller, or a cycle)
+    return _field_at(run, barrier.base, step, name, barrier.forked_seq, seen | {path})
 
 
 def view_at(run: RunModel, path: str, seq: int | None = None) -> dict[str, Any]:

@@ -306,9 +306,20 @@ class StateContributed(_Event):
     order: int
     """Call order within the contributing invocation."""
     draft: bool
-    result: Any
-    """The field's value in the contributor's view after this contribution (reduced in
-    request-path order), so a fold need not know the reducer."""
+    channel: str | None = None
+    """The channel's kind when a fold reduces this contribution itself — one of
+    :data:`FOLDED_CHANNELS`, into the contributor's view as it was just before — and
+    ``result`` is null. Carrying the value instead would make every contribution cost the
+    size of the field, which grows with the session's history."""
+    result: Any = None
+    """With no ``channel``: the field's value in the contributor's view after this
+    contribution (reduced in request-path order), so a fold need not know the reducer.
+    That is a custom reducer's, a draft reduced after an inner join's contributions, a
+    reducer that failed, or a contribution outside any barrier."""
+
+
+FOLDED_CHANNELS = ("sum", "append", "keyed_by_branch", "merge_record")
+"""The built-in channels both folds reduce themselves (``state.contributed`` ``channel``)."""
 
 
 class BranchRequest(BaseModel):

@@ -199,13 +199,36 @@ def interrupted_after_a_stop() -> dict[str, Any]:
                      status="cancelled")
 
 
+def unfoldable_contributions() -> dict[str, Any]:
+    run = Run("bad-contribution")
+    run.events[1]["steps"] = {"Top": {"a": 1}, "W": {
+        "log": {"not": "a list"}, "big": {"truncated": True, "size": 70000, "preview": "[0, 1"}}}
+    run.fork("b0", ["0"])  # seq 2
+    run.add("branch.started", "0", barrier="b0", index=0, key="k0", step="W")
+    for order, (name, channel, value) in enumerate(
+            [("log", "append", 1), ("big", "append", 2), ("n", "median", 1), ("s", "sum", "x"),
+             ("k", "keyed_by_branch", 5)], 1):
+        run.add("state.contributed", "0", step="W", field=name, value=value, order=order,
+                draft=True, channel=channel, result=None)  # seq 3 + order
+    run.add("branch.fulfilled", "0", barrier="b0", index=0, key="k0", output="ok")
+    run.add("turn.finished", **FINISHED)
+    return run.trace(
+        "contributions naming a channel the fold cannot reduce onto the branch's view: a "
+        "list channel over an object, an unknown channel, a string summed; a field only "
+        "ever carried truncated stays truncated, and a good one still folds",
+        [(4, "contribution to W.log: append() channel needs a list"),
+         (6, 'contribution to W.n: no fold for channel "median"'),
+         (7, "contribution to W.s: sum() channel needs numbers")])
+
+
 def bad_traces() -> dict[str, dict[str, Any]]:
     """Every bad trace by name."""
     return {"unknown-barrier": unknown_barrier(), "unknown-invocation": unknown_invocation(),
             "sequence": sequence(), "fork-rules": fork_rules(),
             "after-interruption": after_interruption(),
             "interrupted-after-the-end": interrupted_after_the_end(),
-            "interrupted-after-a-stop": interrupted_after_a_stop()}
+            "interrupted-after-a-stop": interrupted_after_a_stop(),
+            "unfoldable-contributions": unfoldable_contributions()}
 
 
 def dumps(traces: dict[str, dict[str, Any]]) -> str:

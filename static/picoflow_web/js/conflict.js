@@ -168,9 +168,20 @@ function problemWriters(run, barrier, provenance, drafts) {
       base: eventBase ? e.base : own(p, "base") ? p.base : fork.base,
       hasBase: fork.hasBase || (eventBase ? e.base !== null : false),
       seq, event: seq === null ? null : eventAt(run, seq)?.type ?? null,
-      ...(e && e.type === "state.contributed" ? { result: e.result } : {}),
+      ...(e && e.type === "state.contributed" ? { result: contributedResult(run, e) } : {}),
     });
   });
+}
+
+/**
+ * A contribution's value in its writer's own view: the event's `result`, or, for one the
+ * fold reduced itself (its event names the channel), the value the fold recorded.
+ * @param {Run} run @param {any} e
+ */
+function contributedResult(run, e) {
+  if (!e.channel) return e.result;
+  const change = run.invocations.get(String(e.path))?.changes.find((c) => c.seq === e.seq);
+  return change ? change.value : undefined;
 }
 
 /** @param {Omit<Writer, "changes"> & {what?: string}} w @returns {Writer} */
@@ -202,7 +213,7 @@ function bystanders(run, drafts, problem) {
       value: e.type === "state.removed" ? null : e.value, hasValue: e.type !== "state.removed",
       base: e.type === "state.contributed" ? fork.base : e.base, hasBase: fork.hasBase,
       seq: e.seq, event: e.type,
-      ...(e.type === "state.contributed" ? { result: e.result } : {}),
+      ...(e.type === "state.contributed" ? { result: contributedResult(run, e) } : {}),
     }));
   }
   return out;

@@ -41,11 +41,13 @@
 import {
   copyState, createRun, newInvocation, pathDepth, setField, snapshot, splitUndoKey, undoKey,
 } from "./fold_model.js";
+import { reduceOne } from "./fold_reduce.js";
+import { fieldBefore } from "./fold_views.js";
 
 // The fold's model, views and publications live in their own modules; this one stays the
 // door every importer uses.
 export { STATUSES, comparable, createRun, parentPath } from "./fold_model.js";
-export { baseAt, published, reachesCanonical, viewAt } from "./fold_views.js";
+export { baseAt, fieldBefore, published, reachesCanonical, viewAt } from "./fold_views.js";
 export { barrierPublicationOf, publicationOf } from "./fold_publication.js";
 export { parseJsonl, runsOf } from "./fold_io.js";
 
@@ -132,7 +134,7 @@ export function applyEvent(run, event) {
     case "state.removed":
     case "state.contributed": {
       const deleted = event.type === "state.removed";
-      const value = event.type === "state.contributed" ? event.result
+      const value = event.type === "state.contributed" ? contributed(run, inv, event)
         : event.type === "state.replaced" ? event.value : null;
       if (!event.draft) {
         setField(run.state, event.step, event.field, value, deleted);
@@ -378,6 +380,22 @@ export function applyEvent(run, event) {
   run.lastSeq = event.seq;
   run.version += 1;
   return true;
+}
+
+/**
+ * A contribution's value in its view: what the event carries, or, when it names its
+ * built-in channel, the contribution reduced onto the view's value just before.
+ * @param {Run} run @param {Invocation | undefined} inv @param {any} event
+ */
+function contributed(run, inv, event) {
+  if (!event.channel || !event.draft || !inv) return event.result;
+  const before = fieldBefore(run, inv.path, event.step, event.field, event.seq);
+  try {
+    return reduceOne(event.channel, before.present, before.value, event.value, inv.key);
+  } catch (error) {
+    anomaly(run, event, `contribution to ${event.step}.${event.field}: ${/** @type {Error} */ (error).message}`);
+    return null;
+  }
 }
 
 /** @param {Run} run @param {any} event @param {string} message */

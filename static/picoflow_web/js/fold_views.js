@@ -73,6 +73,32 @@ function viewAtSeen(run, path, seq, seen) {
 }
 
 /**
+ * `{present, value}` of one field in invocation `path`'s view before `limit` (a seq): its
+ * last own change or received publication, else its fork-time base (the canonical state
+ * then, or its caller's view then); like `_field_at` in `runtime/events/fold.py`.
+ * @param {Run} run @param {string} path @param {string} step @param {string} field
+ * @param {number} limit @param {Set<string>} [seen]
+ * @returns {{present: boolean, value: any}}
+ */
+export function fieldBefore(run, path, step, field, limit, seen = new Set()) {
+  const inv = run.invocations.get(path);
+  if (!inv) return { present: false, value: null };
+  for (let i = inv.changes.length - 1; i >= 0; i -= 1) {
+    const c = inv.changes[i];
+    if (c.seq < limit && c.step === step && c.field === field) return { present: !c.deleted, value: c.deleted ? null : c.value };
+  }
+  const barrier = inv.barrier === null ? undefined : run.barriers.get(inv.barrier);
+  if (!barrier) return { present: false, value: null };
+  if (barrier.base === "canonical") {
+    const fields = (barrier.baseState || {})[step] || {};
+    return Object.prototype.hasOwnProperty.call(fields, field) ? { present: true, value: fields[field] } : { present: false, value: null };
+  }
+  // A base the events do not tell (an unknown caller, or a cycle) reads as empty.
+  if (seen.has(barrier.base) || !run.invocations.has(barrier.base)) return { present: false, value: null };
+  return fieldBefore(run, barrier.base, step, field, barrier.forkedSeq, new Set([...seen, path]));
+}
+
+/**
  * What the join of `path`'s barrier published from it: its replacements (`writer` is it),
  * the contributions of it and its descendants that were reduced, whether the join
  * discarded it and why, and whether its publication reached the canonical state (true),

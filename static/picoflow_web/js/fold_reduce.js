@@ -1,0 +1,50 @@
+// @ts-check
+/**
+ * The built-in reducers as the fold applies them, one `state.contributed` at a time.
+ *
+ * A contribution whose event names its `channel` ("sum", "append", "keyed_by_branch",
+ * "merge_record") does not carry the field's reduced value: the fold reduces the
+ * contribution onto the value the contributor's view held just before. The same rules as
+ * `runtime/events/folded.py` (the goldens check both folds against the runtime). Pure.
+ */
+
+/** @type {Record<string, () => any>} */
+const EMPTY = { sum: () => 0, append: () => [], keyed_by_branch: () => ({}), merge_record: () => ({}) };
+
+/** Whether `value` is the marker an event carries for a value too large to carry. @param {any} value */
+export function isTruncated(value) {
+  return value !== null && typeof value === "object" && !Array.isArray(value) && value.truncated === true && "preview" in value;
+}
+
+/** @param {any} value */
+const isNumber = (value) => typeof value === "number" && Number.isFinite(value);
+
+/** @param {any} value */
+const isObject = (value) => value !== null && typeof value === "object" && !Array.isArray(value);
+
+/**
+ * The field after one contribution `value` of the branch keyed `key`, reduced by the
+ * built-in `channel` onto `before` (the channel's empty value when absent). A field only
+ * ever carried truncated stays that marker. Throws for a value the reducer refuses.
+ * @param {string} channel @param {boolean} present @param {any} before @param {any} value @param {string} key
+ */
+export function reduceOne(channel, present, before, value, key) {
+  const empty = EMPTY[channel];
+  if (!empty) throw new Error(`no fold for channel ${JSON.stringify(channel)}`);
+  const acc = present ? before : empty();
+  if (isTruncated(acc)) return acc;
+  switch (channel) {
+    case "sum":
+      if (!isNumber(acc) || !isNumber(value)) throw new Error("sum() channel needs numbers");
+      return acc + value;
+    case "append":
+      if (!Array.isArray(acc)) throw new Error("append() channel needs a list");
+      return [...acc, value];
+    case "keyed_by_branch":
+      if (!isObject(acc)) throw new Error("keyed_by_branch() channel needs an object");
+      return { ...acc, [key]: value };
+    default:
+      if (!isObject(acc) || !isObject(value)) throw new Error("merge_record() channel merges objects only");
+      return { ...acc, ...value };
+  }
+}
