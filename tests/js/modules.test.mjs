@@ -8,7 +8,7 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 
 const JS = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "static", "picoflow_web", "js");
 const modules = readdirSync(JS).filter((f) => f.endsWith(".js")).sort();
-const DATA = ["fold.js", "fold_model.js", "fold_views.js", "fold_publication.js", "fold_io.js", "layout.js", "format.js", "store.js", "socket.js", "config_form.js", "stopping.js", "publication.js", "diff.js", "timeline.js", "activity.js", "conflict.js", "overview.js", "cascade.js", "critical_path.js", "time_marks.js", "panel_sizes.js", "labels.js"];
+const DATA = ["fold.js", "fold_model.js", "fold_views.js", "fold_publication.js", "fold_io.js", "fold_reduce.js", "layout.js", "format.js", "store.js", "socket.js", "config_form.js", "stopping.js", "publication.js", "diff.js", "timeline.js", "activity.js", "conflict.js", "overview.js", "cascade.js", "critical_path.js", "time_marks.js", "panel_sizes.js", "labels.js"];
 
 test("the front end has its modules", () => {
   for (const name of [...DATA, "api.js", "dom.js", "rows_ui.js", "inspector_ui.js", "inspector_parts_ui.js", "branch_inspector_ui.js", "barrier_inspector_ui.js", "conflict_ui.js", "calls_ui.js", "resize_ui.js", "overview_ui.js", "run_ui.js", "runs_ui.js", "stop_ui.js"]) {
