@@ -36,10 +36,14 @@ TARGET = 1.2
 
 async def session(n: int, turns: int, observed: bool) -> list[tuple[float, float]]:
     """(barrier seconds, turn seconds) of each turn of one new session."""
-    engine = FlowEngine(flows=[FanFlow], sinks=[MemorySink()] if observed else [])
+    sink = MemorySink()
+    engine = FlowEngine(flows=[FanFlow], sinks=[sink] if observed else [])
     session_id: str | None = None
     out = []
     for _ in range(turns):
+        # Each turn's events are dropped before the next, as a sink that ships them does:
+        # kept, every turn's collections would walk all earlier turns' events too.
+        sink.events.clear()
         TIMINGS.clear()
         gc.collect()
         start = time.perf_counter()
