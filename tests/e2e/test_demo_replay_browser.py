@@ -14,6 +14,7 @@ yet; at the join the marks are back. Screenshots: ``test-artifacts/replay_<demo>
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -38,10 +39,28 @@ DEMOS = [
 BARRIER = "b0"
 """Each demo forks one barrier."""
 
+JOINS = ("join.published", "join.invalidated")
+"""The events that end a barrier: its join published (some of) it, or refused."""
+
 EVENTS = """async id =>
   (await (await fetch(`/api/runs/${id}/events?after=-1&limit=5000`)).json()).events"""
 
+INSPECTOR = """() => {
+  const inspector = document.querySelector("#pf-inspector");
+  const all = sel => [...inspector.querySelectorAll(sel)];
+  return {
+    path: inspector.dataset.path ?? null, barrier: inspector.dataset.barrier ?? null,
+    badges: all(".pf-publication-badge").map(b => [b.dataset.publication, b.textContent.trim()]),
+    discards: all(".pf-discard-reason").map(r => [r.dataset.discard ?? null, r.textContent.trim()]),
+    published: all(".pf-published-yes, .pf-badge-published").map(e => e.textContent.trim()),
+    critical: all(".pf-critical-sentence").map(e => e.textContent.trim()),
+  };
+}"""
+"""What the inspector says of the selection's publication: its publication badges, the
+discard reasons it gives, its green marks, and (a barrier's) the critical path."""
+
 FACTS = """() => {
+  const INSPECTOR = """ + INSPECTOR + """;
   const all = (sel, el = document) => [...el.querySelectorAll(sel)];
   const text = (el, sel) => {
     const found = el.querySelector(sel);
@@ -90,7 +109,7 @@ FACTS = """() => {
   }));
   const cascade = document.querySelector("#pf-inspector .pf-cascade");
   return {
-    branches, barriers, cards,
+    branches, barriers, cards, inspector: INSPECTOR(),
     cascade: cascade === null ? null : {
       sentence: text(cascade, ".pf-cascade-sentence"),
       rows: all(".pf-cascade-row", cascade).map(r => ({
@@ -106,7 +125,7 @@ FRAME = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFram
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[tuple[LiveDaphne, str]]:
-    with dashboard({"PICOFLOW_DEMO_LATENCY": "0.05"}) as found:
+    with dashboard({"PICOFLOW_DEMO_LATENCY": "0.2"}) as found:
         yield found
 
 
@@ -122,10 +141,20 @@ async def facts(page: Any) -> dict[str, Any]:
     status, publication, discard reason, stop, dot, chips, published marks and conflict
     writer mark, and its lane's; per barrier row its publication, badge and counts; the
     conflict cards; and the selected barrier's cancellation cascade."""
+    paths = await page.eval_on_selector_all(".pf-branch[data-path]",
+                                            "rows => rows.map(r => r.dataset.path)")
+    assert paths, "no branch row"
+    branch_inspectors = {}
+    for path in paths:
+        await page.click(f'.pf-branch[data-path="{path}"] .pf-row-key')
+        await page.wait_for_selector(f'#pf-inspector[data-path="{path}"]:not([data-barrier])')
+        await page.evaluate(FRAME)
+        branch_inspectors[path] = await page.evaluate(INSPECTOR)
     await select_barrier(page)
     await page.evaluate(FRAME)
     found: dict[str, Any] = await page.evaluate(FACTS)
-    assert found["branches"] and BARRIER in found["barriers"], found
+    assert BARRIER in found["barriers"], found
+    found["branch_inspectors"] = branch_inspectors
     return found
 
 
@@ -142,8 +171,7 @@ def marks(found: dict[str, Any]) -> dict[str, Any]:
 
 def joined(events: list[dict[str, Any]]) -> dict[str, Any]:
     """The barrier's join event (published or invalidated)."""
-    found = [e for e in events if e["type"] in ("join.published", "join.invalidated")
-             and e["barrier"] == BARRIER]
+    found = [e for e in events if e["type"] in JOINS and e["barrier"] == BARRIER]
     assert len(found) == 1, found
     return found[0]
 
@@ -203,6 +231,12 @@ def check_against_events(found: dict[str, Any], events: list[dict[str, Any]],
         assert row["discard"] in reasons, (path, row["discard"], reasons)
         assert row["lane"]["publication"] == "discarded", (path, row)
         assert row["published_marks"] == 0, (path, row)
+        said = found["branch_inspectors"][path]
+        assert [d[0] for d in said["discards"]] == [row["discard"]], (path, said)
+        assert said["badges"][0][0] == "discarded" and not said["published"], (path, said)
+    for path, said in found["branch_inspectors"].items():
+        if path not in reached(events):
+            assert not said["published"], (path, said)
     published = {p for p, b in found["branches"].items() if b["publication"] == "published"}
     assert published == reached(events), (published, reached(events))
     join = joined(events)
@@ -243,11 +277,19 @@ async def finished_live(page: Any, flow: str, message: str) -> tuple[str, dict[s
 
 
 async def follow_live(page: Any, flow: str, message: str) -> tuple[str, dict[str, Any]]:
+    frames: list[tuple[str, str]] = []
+    page.on("websocket", lambda ws: ws.on(
+        "framereceived", lambda frame: frames.append((ws.url, str(frame)))))
     run_id = await start_run(page, flow, message)
     await page.wait_for_selector("#pf-run[data-status=finished]", timeout=30_000)
     await page.wait_for_selector(
         f'.pf-barrier[data-barrier="{BARRIER}"]:not([data-publication="pending"])')
-    # The page was not reloaded since the start: it followed the run as it went.
+    # The page followed the run as it went: the join reached it over the run's socket,
+    # as it happened (what came before it, from storage first, then live).
+    live = [json.loads(text) for url, text in frames if f"/ws/runs/{run_id}/" in url]
+    streamed = [e for m in live if m.get("type") == "events" for e in m["events"]]
+    assert any(e["type"] in JOINS and e["barrier"] == BARRIER for e in streamed), \
+        [e["type"] for e in streamed]
     await page.evaluate("() => { window.__followedLive = true; }")
     return run_id, await facts(page)
 
@@ -320,9 +362,14 @@ async def test_in_replay_the_join_s_marks_appear_only_from_the_join_event_on(
         assert row["lane"]["publication"] == "pending", (path, row)
         assert row["lane"]["discard_marks"] == 0 and row["lane"]["join_marks"] == 0, (path, row)
         assert not any(c.startswith("discarded") for c in row["chips"]), (path, row)
+        said = before["branch_inspectors"][path]
+        assert said["badges"] and {b[0] for b in said["badges"]} == {"pending"}, (path, said)
+        assert said["discards"] == [] and said["published"] == [], (path, said)
     barrier = before["barriers"][BARRIER]
     assert barrier["publication"] == "pending" and barrier["badge"] == "open", barrier
     assert barrier["published_marks"] == 0, barrier
+    said = before["inspector"]
+    assert said["barrier"] == BARRIER and said["discards"] == [] and said["published"] == [], said
 
     # One step on, the join: its marks are back, as at the end of the run.
     await page.locator("body").press(".")
@@ -330,5 +377,6 @@ async def test_in_replay_the_join_s_marks_appear_only_from_the_join_event_on(
                                  arg=str(join["seq"]))
     at_join = await facts(page)
     assert marks(at_join) == marks(live)
+    assert at_join["branch_inspectors"] == live["branch_inspectors"]
     check_against_events(at_join, events, card)
     await shot(page, f"replay_{flow.removesuffix('Flow').lower()}")
