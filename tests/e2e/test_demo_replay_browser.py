@@ -348,11 +348,40 @@ async def test_in_replay_the_join_s_marks_appear_only_from_the_join_event_on(
     paths = [r["path"] for r in fork["requests"]]
 
     # One event before the join: every branch has ended, none is marked by the join yet.
-    await replayed(page, run_id, events, f"#barrier={BARRIER}&seq={join['seq'] - 1}")
-    await page.wait_for_function("s => document.querySelector('#pf-last-seq').textContent === s",
-                                 arg=str(join["seq"] - 1))
+    before_join = join["seq"] - 1
+    await replayed(page, run_id, events, f"#barrier={BARRIER}&seq={before_join}")
+    at_run_seq = "s => document.querySelector('#pf-last-seq').textContent === String(s)"
+    await page.wait_for_function(at_run_seq, arg=before_join)
     await page.wait_for_selector("#pf-run.pf-replaying")
-    before = await facts(page)
+    unjoined(await facts(page), paths)
+    assert await page.locator("#pf-last-seq").inner_text() == str(before_join)
+
+    # One step on, the join: its marks are back, as at the end of the run.
+    await page.locator("body").press(".")
+    await page.wait_for_function(at_run_seq, arg=join["seq"])
+    at_join = await facts(page)
+    assert marks(at_join) == marks(live)
+    assert at_join["branch_inspectors"] == live["branch_inspectors"]
+    check_against_events(at_join, events, card)
+    await shot(page, f"replay_{flow.removesuffix('Flow').lower()}")
+
+    # The same on the session page's scrubber.
+    session = events[0]["session_id"]
+    await page.goto(f"/sessions/{session}/#turn=1&seq={before_join}")
+    await page.wait_for_selector(
+        f'#pf-session[data-loaded="1"][data-turn="1"][data-seq="{before_join}"]')
+    unjoined(await facts(page), paths)
+    assert await page.get_attribute("#pf-session", "data-seq") == str(before_join)
+    await page.locator("body").press(".")
+    await page.wait_for_selector(f'#pf-session[data-turn="1"][data-seq="{join["seq"]}"]')
+    at_join = await facts(page)
+    assert marks(at_join) == marks(live)
+    assert at_join["branch_inspectors"] == live["branch_inspectors"]
+
+
+def unjoined(before: dict[str, Any], paths: list[str]) -> None:
+    """Facts of a position before the join: every branch of the barrier has ended, and
+    none is marked published or discarded, in the tree, its lane or the inspector."""
     assert sorted(before["branches"]) == sorted(paths)
     for path in paths:
         row = before["branches"][path]
@@ -370,13 +399,3 @@ async def test_in_replay_the_join_s_marks_appear_only_from_the_join_event_on(
     assert barrier["published_marks"] == 0, barrier
     said = before["inspector"]
     assert said["barrier"] == BARRIER and said["discards"] == [] and said["published"] == [], said
-
-    # One step on, the join: its marks are back, as at the end of the run.
-    await page.locator("body").press(".")
-    await page.wait_for_function("s => document.querySelector('#pf-last-seq').textContent === s",
-                                 arg=str(join["seq"]))
-    at_join = await facts(page)
-    assert marks(at_join) == marks(live)
-    assert at_join["branch_inspectors"] == live["branch_inspectors"]
-    check_against_events(at_join, events, card)
-    await shot(page, f"replay_{flow.removesuffix('Flow').lower()}")
