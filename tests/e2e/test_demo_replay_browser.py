@@ -84,6 +84,7 @@ FACTS = """() => {
         writer: lane.classList.contains("pf-conflict-writer"),
         discard_marks: all(".pf-mark-discard", lane).length,
         join_marks: all(".pf-mark-join", lane).length,
+        segments: [...new Set(all(".pf-seg", lane).map(g => g.className))].sort(),
       },
     };
   }
@@ -110,6 +111,7 @@ FACTS = """() => {
   const cascade = document.querySelector("#pf-inspector .pf-cascade");
   return {
     branches, barriers, cards, inspector: INSPECTOR(),
+    header: document.querySelector("#pf-run-branches").textContent.trim(),
     cascade: cascade === null ? null : {
       sentence: text(cascade, ".pf-cascade-sentence"),
       rows: all(".pf-cascade-row", cascade).map(r => ({
@@ -125,7 +127,7 @@ FRAME = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFram
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[tuple[LiveDaphne, str]]:
-    with dashboard({"PICOFLOW_DEMO_LATENCY": "0.2"}) as found:
+    with dashboard({"PICOFLOW_DEMO_LATENCY": "0.4"}) as found:
         yield found
 
 
@@ -397,5 +399,7 @@ def unjoined(before: dict[str, Any], paths: list[str]) -> None:
     barrier = before["barriers"][BARRIER]
     assert barrier["publication"] == "pending" and barrier["badge"] == "open", barrier
     assert barrier["published_marks"] == 0, barrier
+    assert not any("discarded" in c for c in barrier["counts"]), barrier
+    assert "discarded" not in before["header"], before["header"]
     said = before["inspector"]
     assert said["barrier"] == BARRIER and said["discards"] == [] and said["published"] == [], said
