@@ -8,8 +8,9 @@ page draws from its events (branch and barrier publication, discard reasons, the
 writers, the conflict card, the cancellation cascade) are read from the DOM, checked
 against the run's stored events, and read again from a fresh load of the run page (a
 replay of the stored events) and from the session page at the end of the turn: all three
-must agree. In replay, one event before the join no branch of it is marked by the join
-yet; at the join the marks are back. Screenshots: ``test-artifacts/replay_<demo>.png``.
+must agree. In replay, on the run page and on the session page's scrubber, one event
+before the join no branch of it is marked by the join yet; at the join the marks are back.
+Screenshots: ``test-artifacts/replay_<demo>.png`` (the run page in replay, at the join).
 """
 
 from __future__ import annotations
@@ -139,10 +140,12 @@ async def select_barrier(page: Any) -> None:
 
 
 async def facts(page: Any) -> dict[str, Any]:
-    """What the page draws from the events, with the barrier selected: per branch row its
-    status, publication, discard reason, stop, dot, chips, published marks and conflict
-    writer mark, and its lane's; per barrier row its publication, badge and counts; the
-    conflict cards; and the selected barrier's cancellation cascade."""
+    """What the page draws from the events, as one comparable dict: per branch row its
+    status, publication, discard reason, stop, dot, chips, green marks and conflict-writer
+    mark, and its lane's (publication, writer mark, discard and join marks, segments); per
+    barrier row its publication, badge and counts; the conflict cards; the header's branch
+    line; what the inspector says of each branch's publication; and, with the barrier
+    selected (which marks a conflict's writers), its inspector and cancellation cascade."""
     paths = await page.eval_on_selector_all(".pf-branch[data-path]",
                                             "rows => rows.map(r => r.dataset.path)")
     assert paths, "no branch row"
