@@ -123,6 +123,9 @@ FACTS = """() => {
   };
 }"""
 
+AT_RUN_SEQ = "s => document.querySelector('#pf-last-seq').textContent === String(s)"
+"""The run page is at event ``s`` (pinned there, or its last)."""
+
 FRAME = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))"
 
 
@@ -296,7 +299,21 @@ async def follow_live(page: Any, flow: str, message: str) -> tuple[str, dict[str
     assert any(e["type"] in JOINS and e["barrier"] == BARRIER for e in streamed), \
         [e["type"] for e in streamed]
     await page.evaluate("() => { window.__followedLive = true; }")
-    return run_id, await facts(page)
+    found = await facts(page)
+    # The page that followed it, scrubbed back to just before the join and forward to its
+    # end again (no reload): the join's marks go, then come back as they were.
+    events = await page.evaluate(EVENTS, run_id)
+    join = joined(events)
+    fork = next(e for e in events if e["type"] == "barrier.forked" and e["barrier"] == BARRIER)
+    await page.evaluate("h => { location.hash = h; }", f"#barrier={BARRIER}&seq={join['seq'] - 1}")
+    await page.wait_for_function(AT_RUN_SEQ, arg=join["seq"] - 1)
+    unjoined(await facts(page), [r["path"] for r in fork["requests"]])
+    await page.locator("body").press("End")
+    await page.wait_for_function(
+        "() => !document.querySelector('#pf-run').classList.contains('pf-replaying')")
+    assert await facts(page) == found
+    assert await page.evaluate("() => window.__followedLive === true")
+    return run_id, found
 
 
 async def replayed(page: Any, run_id: str, events: list[dict[str, Any]], hash_: str = "") -> None:
@@ -355,15 +372,14 @@ async def test_in_replay_the_join_s_marks_appear_only_from_the_join_event_on(
     # One event before the join: every branch has ended, none is marked by the join yet.
     before_join = join["seq"] - 1
     await replayed(page, run_id, events, f"#barrier={BARRIER}&seq={before_join}")
-    at_run_seq = "s => document.querySelector('#pf-last-seq').textContent === String(s)"
-    await page.wait_for_function(at_run_seq, arg=before_join)
+    await page.wait_for_function(AT_RUN_SEQ, arg=before_join)
     await page.wait_for_selector("#pf-run.pf-replaying")
     unjoined(await facts(page), paths)
     assert await page.locator("#pf-last-seq").inner_text() == str(before_join)
 
     # One step on, the join: its marks are back, as at the end of the run.
     await page.locator("body").press(".")
-    await page.wait_for_function(at_run_seq, arg=join["seq"])
+    await page.wait_for_function(AT_RUN_SEQ, arg=join["seq"])
     at_join = await facts(page)
     assert marks(at_join) == marks(live)
     assert at_join["branch_inspectors"] == live["branch_inspectors"]
