@@ -14,7 +14,7 @@ mutation is recorded *before* it is raised, so catching the error cannot hide it
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -193,18 +193,22 @@ class BranchView:
         branch's own contributions (one reduced after an inner join's would be reordered
         by request path) and values the reducer takes (a failure is the runtime's to
         report). Costs the field's own contributions, never its value's size."""
-        if kind not in _FOLDED or name in self.private.get(step, {}):
+        # Called on every observed contribution: no allocation on the common path.
+        if kind not in _FOLDED or name in self.private.get(step, _NONE):
             return False
-        items = self.contributions.get(step, {}).get(name, ())
-        if any(c.meta.path != self.path for c in items):
-            return False
-        write = self.writes.get(step, {}).get(name)
+        items = self.contributions.get(step, _NONE).get(name, ())
+        path = self.path
+        for c in items:
+            if c.meta.path != path:
+                return False
+        write = self.writes.get(step, _NONE).get(name)
         if write is not None:
             present, value = not write.deleted, write.value
         else:
             base = self.base.state_of(step)
-            present, value = name in base, base.get(name)
-        return _fits(kind, value if present else _EMPTY[kind], [c.value for c in items])
+            present = name in base
+            value = base[name] if present else None
+        return _fits(kind, value if present else _EMPTY[kind], items)
 
     def memory_of(self, namespace: str) -> list[Message]:
         if namespace not in self.memory:
@@ -354,6 +358,7 @@ current_view: ContextVar[BranchView | None] = ContextVar("picoflow_branch_view",
 
 
 _FOLDED = frozenset(FOLDED_CHANNELS)
+_NONE: Mapping[str, Any] = {}  # read-only default of the lookups above
 _EMPTY: dict[str, Any] = {"sum": 0, "append": [], "keyed_by_branch": {}, "merge_record": {}}
 
 
@@ -361,13 +366,13 @@ def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _fits(kind: str, initial: Any, values: list[Any]) -> bool:
-    """Whether the built-in reducer ``kind`` takes ``initial`` and every one of ``values``
+def _fits(kind: str, initial: Any, items: Iterable[Contribution]) -> bool:
+    """Whether the built-in reducer ``kind`` takes ``initial`` and every contributed value
     (the checks of ``reducers.py``)."""
-    if kind == "sum":
-        return _number(initial) and all(_number(v) for v in values)
     if kind == "append":
         return isinstance(initial, list)
     if kind == "keyed_by_branch":
         return isinstance(initial, dict)
-    return isinstance(initial, dict) and all(isinstance(v, dict) for v in values)
+    if kind == "sum":
+        return _number(initial) and all(_number(c.value) for c in items)
+    return isinstance(initial, dict) and all(isinstance(c.value, dict) for c in items)
