@@ -542,8 +542,7 @@ def publication_of(run: RunModel, path: str) -> Publication | None:
     if barrier.target == "caller-scope":
         caller = publication_of(run, barrier.caller)
         caller_inv = run.invocations.get(barrier.caller)
-        who = (f"{caller_inv.key or caller_inv.step} ({barrier.caller})" if caller_inv
-               else barrier.caller)
+        who = _caller_name(run, barrier.caller)
         if caller is not None and caller.state == "discarded":
             why = _unprefixed(caller.text)
             how = (f"failed after this join: {why}"
@@ -666,7 +665,7 @@ def _barrier_publication(run: RunModel, barrier: Barrier) -> Publication:
         return Publication("nothing", "discarded" if barrier.discarded else None, text)
     if barrier.target == "caller-scope":
         caller = publication_of(run, barrier.caller)
-        where = f"Published into the scope of {barrier.caller}"
+        where = f"Published into the scope of {_caller_name(run, barrier.caller)}"
         if caller is not None and caller.state == "discarded":
             return Publication("discarded", "caller",
                                f"{where}, then discarded with it: {_unprefixed(caller.text)}",
@@ -680,6 +679,12 @@ def _barrier_publication(run: RunModel, barrier: Barrier) -> Publication:
         return Publication("published", None, f"{where}, and from there into the canonical "
                            "state.", fields, barrier.caller)
     return Publication("published", None, _CANONICAL, fields)
+
+
+def _caller_name(run: RunModel, path: str) -> str:
+    """A caller as sentences name it: its branch key (or step) and its path, "news (0.1)"."""
+    inv = run.invocations.get(path)
+    return f"{inv.key or inv.step} ({path})" if inv is not None else path
 
 
 def comparable(state: State) -> State:

@@ -87,7 +87,7 @@ function derivePublication(run, path) {
   if (barrier.target === "caller-scope") {
     const caller = publicationOf(run, barrier.caller);
     const callerInv = run.invocations.get(barrier.caller);
-    const who = callerInv ? `${callerInv.key || callerInv.step} (${barrier.caller})` : barrier.caller;
+    const who = callerName(run, barrier.caller);
     if (caller && caller.state === "discarded") {
       const why = unprefixed(caller.text);
       const how = callerInv && callerInv.status === "rejected" ? `failed after this join: ${why}`
@@ -225,15 +225,24 @@ function deriveBarrierPublication(run, id) {
   if (barrier.target === "caller-scope") {
     const caller = publicationOf(run, barrier.caller);
     if (caller && caller.state === "discarded") {
-      return { ...pub("discarded", "caller", `Published into the scope of ${barrier.caller}, then discarded with it: ${unprefixed(caller.text)}`, [], barrier.caller), counts };
+      return { ...pub("discarded", "caller", `Published into the scope of ${callerName(run, barrier.caller)}, then discarded with it: ${unprefixed(caller.text)}`, [], barrier.caller), counts };
     }
     if (!caller || caller.state === "pending" || caller.state === "scoped") {
-      return { ...pub("scoped", null, `Published into the scope of ${barrier.caller}; its join has not run yet.`, fields, barrier.caller), counts };
+      return { ...pub("scoped", null, `Published into the scope of ${callerName(run, barrier.caller)}; its join has not run yet.`, fields, barrier.caller), counts };
     }
     if (caller.state === "nothing") {
-      return { ...pub("discarded", "caller", `Published into the scope of ${barrier.caller}, whose join published none of it.`, [], barrier.caller), counts };
+      return { ...pub("discarded", "caller", `Published into the scope of ${callerName(run, barrier.caller)}, whose join published none of it.`, [], barrier.caller), counts };
     }
-    return { ...pub("published", null, `Published into the scope of ${barrier.caller}, and from there into the canonical state.`, fields, barrier.caller), counts };
+    return { ...pub("published", null, `Published into the scope of ${callerName(run, barrier.caller)}, and from there into the canonical state.`, fields, barrier.caller), counts };
   }
   return { ...pub("published", null, "Published into the canonical session state.", fields), counts };
+}
+
+/**
+ * A caller as sentences name it: its branch key (or step) and its path, "news (0.1)".
+ * @param {Run} run @param {string} path
+ */
+function callerName(run, path) {
+  const inv = run.invocations.get(path);
+  return inv ? `${inv.key || inv.step} (${path})` : path;
 }
