@@ -108,6 +108,8 @@ FACTS = """() => {
     reason: text(card, ".pf-conflict-reason dd"),
     fix: text(card, ".pf-conflict-fix dd"),
     writes: all(".pf-provenance .pf-conflict-row", card).length,
+    // Each write at stake as the card tells it: value, fork-time base, kind, event link.
+    rows: all(".pf-provenance .pf-conflict-row", card).map(r => r.textContent.trim()),
   }));
   const cascade = document.querySelector("#pf-inspector .pf-cascade");
   return {
