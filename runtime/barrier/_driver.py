@@ -39,7 +39,7 @@ from ..errors import (
     ParallelLimitError,
     StateValueError,
 )
-from ..events import BarrierOptions, safe_list, safe_value
+from ..events import BarrierOptions, safe_value
 from ..jsonutil import json_copy
 from ._host import BarrierHost
 from ._join import DELETED, JoinResult, join
@@ -350,7 +350,8 @@ class _Barrier:
                 contributing.update(".".join(parts[:n]) for n in range(1, len(parts) + 1))
             self.host.emit(ev.JoinReduced, path=self.caller_path, barrier=self.id,
                            step=item.step, field=item.field, channel=item.channel,
-                           initial=safe_value(item.initial), inputs=safe_list(list(item.inputs)),
+                           initial=safe_value(item.initial),
+                           inputs=[_input_record(entry) for entry in item.inputs],
                            completion_order=[p for p in self.finished if p in contributing],
                            result=safe_value(item.result))
         writers = {(w.step, w.field): w.path for w in result.writes}
@@ -365,3 +366,11 @@ class _Barrier:
                        target="caller-scope" if self.parent else "canonical", fields=published,
                        discarded=[{"index": d.index, "key": d.key, "reason": d.reason}
                                   for d in result.discarded])
+
+
+def _input_record(entry: dict[str, Any]) -> dict[str, Any]:
+    """One input of a reduction as its event carries it: a value too large to carry is
+    truncated, never the record, whose path and key say whose contribution it was."""
+    value = entry["value"]
+    carried = safe_value(value)
+    return entry if carried is value else {**entry, "value": carried}

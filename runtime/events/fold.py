@@ -484,7 +484,9 @@ def _applied_index(barrier: Barrier) -> dict[str, list[Applied]]:
     for r in barrier.reductions:
         if (r["step"], r["field"]) in listed:
             for item in r.get("inputs") or []:
-                add(Applied(r["step"], r["field"], "contribution", str(item["path"])))
+                path = item.get("path") if isinstance(item, dict) else None
+                if isinstance(path, str):  # a foreign record without one names nobody
+                    add(Applied(r["step"], r["field"], "contribution", path))
     return index
 
 

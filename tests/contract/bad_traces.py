@@ -211,11 +211,19 @@ def unfoldable_contributions() -> dict[str, Any]:
         run.add("state.contributed", "0", step="W", field=name, value=value, order=order,
                 draft=True, channel=channel, result=None)  # seq 3 + order
     run.add("branch.fulfilled", "0", barrier="b0", index=0, key="k0", output="ok")
+    run.add("join.reduced", barrier="b0", step="W", field="k", channel="keyed_by_branch",
+            initial={}, inputs=[{"truncated": True, "size": 70000, "preview": "{\"key\""}],
+            completion_order=["0"], result={"k0": 5})
+    run.add("join.published", barrier="b0", target="canonical", discarded=[],
+            fields=[{"step": "W", "field": "k", "value": {"k0": 5}, "deleted": False,
+                     "writer": None}])
     run.add("turn.finished", **FINISHED)
     return run.trace(
         "contributions naming a channel the fold cannot reduce onto the branch's view: a "
         "list channel over an object, an unknown channel, a string summed; a field only "
-        "ever carried truncated stays truncated, and a good one still folds",
+        "ever carried truncated stays truncated, and a good one still folds; a reduction "
+        "input recorded without its path (a foreign writer truncated the whole record) "
+        "names no contributor",
         [(4, "contribution to W.log: append() channel needs a list"),
          (6, 'contribution to W.n: no fold for channel "median"'),
          (7, "contribution to W.s: sum() channel needs numbers")])

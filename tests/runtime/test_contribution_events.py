@@ -102,6 +102,29 @@ async def test_a_contribution_s_event_does_not_grow_with_the_field() -> None:
         {"field": ["new"]}
 
 
+async def test_a_contribution_too_large_to_carry_carries_the_field_instead() -> None:
+    # Its event holds a truncated marker: a fold merging that marker would invent keys.
+    big = {f"k{i}": "x" * 100 for i in range(1000)}
+    Acc = acc_step(StepChannels.merge_record(), [{"a": 1}, big])
+
+    async def body(coord: Step) -> Any:
+        return await coord.run_steps([{"step": Acc, "key": "k0"}])
+
+    out, events = await observed(body, [Acc])
+    small, large = contributed(events)
+    assert (small.channel, large.channel) == ("merge_record", None)
+    assert large.value["truncated"] is True
+    assert large.result["truncated"] is True  # the field, as large: truncated too
+    # The fold shows the field as the event could carry it; merged one event at a time, the
+    # marker's keys would have joined the record's as if they were fields of it.
+    assert folded_view(events, "0", "Acc")["field"] == large.result
+    # The join's record truncates the large value, never the input naming its branch.
+    (reduced,) = [e for e in events if isinstance(e, ev.JoinReduced)]
+    assert [(i["path"], i["key"]) for i in reduced.inputs] == [("0", "k0"), ("0", "k0")]
+    assert reduced.inputs[1]["value"]["truncated"] is True
+    assert out.value.branches[0].output["field"]["a"] == 1
+
+
 async def test_a_custom_reducer_s_event_carries_the_reduced_value() -> None:
     def longest(acc: Any, value: Any, meta: Any) -> Any:
         return value if len(value) > len(acc) else acc

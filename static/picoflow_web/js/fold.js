@@ -459,7 +459,8 @@ function appliedIndex(barrier) {
   for (const r of barrier.reductions) {
     if (!listed.has(undoKey(r.step, r.field))) continue;
     for (const input of r.inputs || []) {
-      add({ step: r.step, field: r.field, kind: "contribution", origin: String(input.path) });
+      // A foreign record without a path names nobody.
+      if (typeof input?.path === "string") add({ step: r.step, field: r.field, kind: "contribution", origin: input.path });
     }
   }
   return index;

@@ -116,7 +116,7 @@ export function published(run, path) {
   if (barrier.outcome === "published") {
     for (const r of barrier.reductions) {
       for (const input of r.inputs || []) {
-        if (mine(String(input.path))) {
+        if (typeof input?.path === "string" && mine(input.path)) {
           contributions.push({ step: r.step, field: r.field, channel: r.channel, path: input.path, key: input.key, value: input.value, result: r.result });
         }
       }
