@@ -194,7 +194,7 @@ async def test_a_saved_nested_run_scrubbed_across_a_join_shows_the_write_only_af
                 if e["type"] == "join.published" and e["barrier"] == fork["barrier"])
     news = next(e for e in events if e["type"] == "state.contributed" and e["path"] == "0.1"
                 and e["field"] == "findings")
-    written = news["result"]["news"] if isinstance(news["result"], dict) else str(news["result"])
+    written = news["value"]  # the contribution itself (the fold reduces it into the view)
     assert news["seq"] < join["seq"]
 
     # A saved run opened again (a fresh page load replays it from the stored events).
