@@ -314,24 +314,22 @@ class Turn:
         if view is not None:
             contribution = view.contribute(name, field, value)
             if self.observed and contribution is not None:
-                kind = channels[field].kind
                 carried = safe_value(value)
                 whole = carried is value or not (isinstance(carried, dict)
                                                  and carried.get("truncated") is True)
-                if whole and view.folds_reduce(name, field, kind):
-                    # The folds reduce it themselves: the event's size is the
-                    # contribution's, not the field's (which grows with the session). A
-                    # value carried truncated could not be reduced: it takes the long way.
-                    self.emit(ev.StateContributed, step=name, field=field, value=carried,
-                              order=contribution.meta.seq, draft=True, channel=kind,
-                              result=None)
-                    return
-                try:
-                    result = safe_value(view.value_of(name, field))
-                except ParallelReducerError as exc:  # recorded in the view: the join
-                    result = {"reducer_failed": str(exc)}  # reports it, as unobserved
+                kind = channels[field].kind
+                # The folds reduce it themselves: the event's size is the contribution's,
+                # not the field's (which grows with the session). A value carried
+                # truncated could not be reduced: it takes the long way.
+                folded = kind if whole and view.folds_reduce(name, field, kind) else None
+                result = None
+                if folded is None:
+                    try:
+                        result = safe_value(view.value_of(name, field))
+                    except ParallelReducerError as exc:  # recorded in the view: the join
+                        result = {"reducer_failed": str(exc)}  # reports it, as unobserved
                 self.emit(ev.StateContributed, step=name, field=field, value=carried,
-                          order=contribution.meta.seq, draft=True, channel=None,
+                          order=contribution.meta.seq, draft=True, channel=folded,
                           result=result)
             return
         if field not in channels:

@@ -39,6 +39,13 @@ async def logged_in_page(base_url: str, password: str) -> AsyncIterator[Any]:
     assert not errors, f"JavaScript errors on the page: {errors}"
 
 
+async def stored_events(page: Any, run_id: str) -> list[dict[str, Any]]:
+    """Run ``run_id``'s stored events (its first 5,000), fetched by the page itself."""
+    return await page.evaluate(  # type: ignore[no-any-return]
+        "async id => (await (await fetch(`/api/runs/${id}/events?after=-1&limit=5000`))"
+        ".json()).events", run_id)
+
+
 async def start_run(page: Any, flow: str, message: str, *, goto: bool = True) -> str:
     """Start a run of ``flow`` in a new session from the runs list's form; its id (the
     page is then on the run's page)."""

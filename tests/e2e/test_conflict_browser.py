@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.browsing import dashboard, shot, start_run
+from tests.e2e.browsing import dashboard, shot, start_run, stored_events
 from tests.livedaphne import LiveDaphne
 
 pytest.importorskip("playwright.async_api", reason="pip install playwright")
@@ -28,17 +28,11 @@ def server() -> Iterator[tuple[LiveDaphne, str]]:
         yield found
 
 
-async def events_of(page: Any, run_id: str) -> list[dict[str, Any]]:
-    return await page.evaluate(  # type: ignore[no-any-return]
-        "async id => (await (await fetch(`/api/runs/${id}/events?after=-1&limit=5000`))"
-        ".json()).events", run_id)
-
-
 async def finished_run(page: Any, flow: str, message: str) -> tuple[str, list[dict[str, Any]]]:
     run_id = await start_run(page, flow, message)
     await page.wait_for_selector("#pf-run[data-status=finished]", timeout=30_000)
     await page.wait_for_selector('.pf-conflicts .pf-conflict[data-barrier="b0"]')
-    return run_id, await events_of(page, run_id)
+    return run_id, await stored_events(page, run_id)
 
 
 async def writer_paths(page: Any) -> list[str]:

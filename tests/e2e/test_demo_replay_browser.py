@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.browsing import dashboard, shot, start_run
+from tests.e2e.browsing import dashboard, shot, start_run, stored_events
 from tests.livedaphne import LiveDaphne
 
 pytest.importorskip("playwright.async_api", reason="pip install playwright")
@@ -42,9 +42,6 @@ BARRIER = "b0"
 
 JOINS = ("join.published", "join.invalidated")
 """The events that end a barrier: its join published (some of) it, or refused."""
-
-EVENTS = """async id =>
-  (await (await fetch(`/api/runs/${id}/events?after=-1&limit=5000`)).json()).events"""
 
 INSPECTOR = """() => {
   const inspector = document.querySelector("#pf-inspector");
@@ -304,7 +301,7 @@ async def follow_live(page: Any, flow: str, message: str) -> tuple[str, dict[str
     found = await facts(page)
     # The page that followed it, scrubbed back to just before the join and forward to its
     # end again (no reload): the join's marks go, then come back as they were.
-    events = await page.evaluate(EVENTS, run_id)
+    events = await stored_events(page, run_id)
     join = joined(events)
     fork = next(e for e in events if e["type"] == "barrier.forked" and e["barrier"] == BARRIER)
     await page.evaluate("h => { location.hash = h; }", f"#barrier={BARRIER}&seq={join['seq'] - 1}")
@@ -335,7 +332,7 @@ async def test_the_demo_s_marks_are_the_same_live_on_reload_and_in_the_session_r
     page: Any, flow: str, message: str, card: str | None,
 ) -> None:
     run_id, live = await finished_live(page, flow, message)
-    events = await page.evaluate(EVENTS, run_id)
+    events = await stored_events(page, run_id)
     assert events[-1]["type"] == "turn.finished"
     check_against_events(live, events, card)
     if flow == "CancelFlow":
@@ -366,7 +363,7 @@ async def test_in_replay_the_join_s_marks_appear_only_from_the_join_event_on(
     page: Any, flow: str, message: str, card: str | None,
 ) -> None:
     run_id, live = await finished_live(page, flow, message)
-    events = await page.evaluate(EVENTS, run_id)
+    events = await stored_events(page, run_id)
     join = joined(events)
     fork = next(e for e in events if e["type"] == "barrier.forked" and e["barrier"] == BARRIER)
     paths = [r["path"] for r in fork["requests"]]

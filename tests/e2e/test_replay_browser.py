@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from picoflow_web.demos.hotel.script import CURRENT_DATE, REFERENCE_TURNS
-from tests.e2e.browsing import dashboard, shot, start_run
+from tests.e2e.browsing import dashboard, shot, start_run, stored_events
 from tests.livedaphne import LiveDaphne
 
 pytest.importorskip("playwright.async_api", reason="pip install playwright")
@@ -30,8 +30,6 @@ POST_TURN = """async ([message, session, today]) => {
   return {status: response.status, session: response.headers.get("Chat-Session-Id")};
 }"""
 
-EVENTS = """async id =>
-  (await (await fetch(`/api/runs/${id}/events?after=-1&limit=5000`)).json()).events"""
 ROOM = "ExploreStep.json \u203a roomType[0]"
 """Where the room type sits in ExploreStep's JSON text, as the diff names it."""
 
@@ -71,7 +69,7 @@ async def test_a_hotel_session_replays_turn_by_turn_and_diffs_turn_3_against_tur
     run_ids = await page.eval_on_selector_all(".pf-run-row",
                                               "rows => rows.map(r => r.dataset.runId)")
     assert len(run_ids) == 14
-    events = [await page.evaluate(EVENTS, run_id) for run_id in run_ids]
+    events = [await stored_events(page, run_id) for run_id in run_ids]
     assert [e[0]["message"] for e in events] == list(REFERENCE_TURNS)
     # The replay opens at the end of the session; the scrubber spans every event of every turn.
     assert await page.get_attribute("#pf-session", "data-turn") == "14"
@@ -187,7 +185,7 @@ async def test_a_saved_nested_run_scrubbed_across_a_join_shows_the_write_only_af
 ) -> None:
     run_id = await start_run(page, "ResearchFlow", "research tide pools")
     await page.wait_for_selector("#pf-run[data-status=finished]", timeout=60_000)
-    events = await page.evaluate(EVENTS, run_id)
+    events = await stored_events(page, run_id)
     # The planner's (path 0) own barrier: its finders' writes reach its view at that join.
     fork = next(e for e in events if e["type"] == "barrier.forked" and e["path"] == "0")
     join = next(e for e in events
@@ -266,7 +264,7 @@ async def test_a_session_page_at_its_end_follows_the_session_s_next_turns(page: 
         " && document.querySelector('#pf-session').dataset.loaded === '1'", timeout=30_000)
     run_ids = await page.eval_on_selector_all(".pf-run-row",
                                               "rows => rows.map(r => r.dataset.runId)")
-    events = await page.evaluate(EVENTS, run_ids[1])
+    events = await stored_events(page, run_ids[1])
     # However far the turn had come when the page reloaded, it ends with all of it.
     await page.wait_for_function(
         "n => document.querySelector('#pf-session-events').textContent === `${n} of ${n}`",
