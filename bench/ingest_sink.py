@@ -145,17 +145,17 @@ def measure(url: str, token: str = "bench", *, outer: int = 10, inner: int = 100
     def on() -> tuple[float, float]:
         sink = DashboardSink(url, token)
         start = time.perf_counter()
-        t = anyio.run(one_turn, config, [sink])
+        t = anyio.run(one_turn, config, _sinks(sink))
         assert sink.close(timeout=60), "the sink could not deliver everything"
         assert sink.dropped == 0
         return t, time.perf_counter() - start
 
     def memory() -> tuple[float, float]:
-        t = anyio.run(one_turn, config, [MemorySink()])
+        t = anyio.run(one_turn, config, _sinks(MemorySink()))
         return t, t
 
     def built() -> tuple[float, float]:
-        t = anyio.run(one_turn, config, [_Discard()])
+        t = anyio.run(one_turn, config, _sinks(_Discard()))
         return t, t
 
     variants: dict[str, Callable[[], tuple[float, float]]] = {
@@ -171,6 +171,10 @@ def measure(url: str, token: str = "bench", *, outer: int = 10, inner: int = 100
                 if name == "on":
                     samples["on+flush"].append(total)
     return samples
+
+
+def _sinks(*sinks: EventSink) -> list[EventSink]:
+    return list(sinks)
 
 
 def ratio(samples: dict[str, list[float]], top: str, bottom: str = "off") -> float:
