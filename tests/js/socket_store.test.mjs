@@ -169,8 +169,16 @@ test("the run store applies batches incrementally and pins replay views", () => 
   const pinned = store.view();
   assert.deepStrictEqual(pinned.state, { A: { x: 1 } });
   assert.equal(store.view(), pinned, "cached while the seq stays");
+  // A step moves the same replay fold (undo, not a fold from event 0) to the right state.
+  store.set({ seq: 1 });
+  assert.equal(store.view(), pinned, "one replay fold, moved");
+  assert.deepStrictEqual(store.view().state, {});
+  assert.equal(store.view().lastSeq, 1);
+  store.set({ seq: 2 });
+  assert.deepStrictEqual(store.view().state, { A: { x: 1 } });
   store.set({ seq: null });
   assert.equal(store.view(), store.get().run);
+  assert.deepStrictEqual(store.view().state, { A: { x: 2 } }, "the live fold is untouched");
 });
 
 test("format helpers: hashes round-trip, values are text", () => {

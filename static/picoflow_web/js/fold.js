@@ -75,6 +75,59 @@ export function fold(events, upto = null) {
 }
 
 /**
+ * The undo log `applyEvent` writes to while a replay cursor folds (null: none). Flat, one
+ * record per change with its kind last (see `fold_undo.js`), so a log of 400,000 events
+ * stays a few arrays, not millions of small objects.
+ * @type {any[] | null}
+ */
+let log = null;
+
+/** Kinds of undo records: what `undoTo` in `fold_undo.js` restores. */
+export const UNDO = { PROP: 1, LENGTH: 2, ENTRY: 3, FIELD: 4, RUN: 5 };
+
+/** Before `obj[key]` changes. @param {any} obj @param {string} key */
+function keep(obj, key) {
+  if (log) log.push(obj, key, obj[key], UNDO.PROP);
+}
+
+/** Before `items` grows (the fold's arrays only ever grow). @param {any[]} items */
+function keepLength(items) {
+  if (log) log.push(items, items.length, UNDO.LENGTH);
+}
+
+/** Before `map.set(key, ...)`. @param {Map<any, any>} map @param {any} key */
+function keepEntry(map, key) {
+  if (log) log.push(map, key, map.has(key), map.get(key), UNDO.ENTRY);
+}
+
+/** Before own property `key` of `obj` is set or deleted. @param {any} obj @param {string} key */
+function keepField(obj, key) {
+  if (log) log.push(obj, key, Object.prototype.hasOwnProperty.call(obj, key), obj[key], UNDO.FIELD);
+}
+
+/**
+ * Before an event is applied: what every applied event may change in the run (its
+ * events, seq, version, end offset and anomalies), in one record.
+ * @param {Run} run
+ */
+function keepRun(run) {
+  if (log) log.push(run, run.endOffset, run.anomalies.length, UNDO.RUN);
+}
+
+/**
+ * `applyEvent`, writing how to undo it onto `undo` (see `fold_undo.js`).
+ * @param {Run} run @param {any} event @param {any[]} undo
+ */
+export function applyEventUndoable(run, event, undo) {
+  log = undo;
+  try {
+    return applyEvent(run, event);
+  } finally {
+    log = null;
+  }
+}
+
+/**
  * Apply a batch of events; returns how many were new.
  * @param {Run} run @param {any[]} events
  */
@@ -91,6 +144,7 @@ export function applyEvents(run, events) {
  */
 export function applyEvent(run, event) {
   if (!event || typeof event.seq !== "number" || event.seq <= run.lastSeq) return false;
+  keepRun(run);
   if (event.seq !== run.lastSeq + 1 && run.lastSeq >= 0) {
     run.anomalies.push({ seq: event.seq, message: `events ${run.lastSeq + 1}..${event.seq - 1} missing` });
   }
@@ -103,12 +157,16 @@ export function applyEvent(run, event) {
   }
   const path = event.path || "";
   const inv = run.invocations.get(path);
-  if (inv) inv.seqs.push(event.seq);
+  if (inv) {
+    keepLength(inv.seqs);
+    inv.seqs.push(event.seq);
+  }
   if (typeof event.offset === "number" && event.offset > run.endOffset && event.type !== "run.interrupted") {
     run.endOffset = event.offset;
   }
   switch (event.type) {
     case "turn.started":
+      for (const key of ["runId", "sessionId", "flow", "message", "startedAt"]) keep(run, key);
       run.runId = event.run_id;
       run.sessionId = event.session_id;
       run.flow = event.flow;
@@ -116,18 +174,22 @@ export function applyEvent(run, event) {
       run.startedAt = event.time ?? null;
       break;
     case "session.loaded":
+      for (const key of ["sessionId", "state", "cursor", "tokens"]) keep(run, key);
       run.sessionId = event.session_id;
       run.state = copyState(event.steps || {});
       run.cursor = event.current_step ?? null;
       run.tokens = { ...(event.tokens || {}) };
       break;
     case "step.entered":
+      keepLength(run.trail);
       run.trail.push({ step: event.step, how: event.how, level: event.level, path, seq: event.seq });
       if (path === "" && inv && (event.how === "start" || event.how === "goto" || !inv.step)) {
+        keep(inv, "step");
         inv.step = event.step;
       }
       break;
     case "cursor.moved":
+      keep(run, "cursor");
       run.cursor = event.to_step;
       break;
     case "state.replaced":
@@ -137,10 +199,13 @@ export function applyEvent(run, event) {
       const value = event.type === "state.contributed" ? contributed(run, inv, event)
         : event.type === "state.replaced" ? event.value : null;
       if (!event.draft) {
+        keepField(run.state, event.step);
         setField(run.state, event.step, event.field, value, deleted);
       } else if (inv) {
         /** @type {Change} */
         const change = { seq: event.seq, step: event.step, field: event.field, value, deleted, kind: "draft", barrier: null };
+        keepLength(inv.changes);
+        keepLength(inv.drafts);
         inv.changes.push(change);
         inv.drafts.push(change);
       } else {
@@ -170,21 +235,29 @@ export function applyEvent(run, event) {
         undo: new Map(), applied: new Map(), discardedAt: new Map(),
         counts: { queued: requests.length, running: 0, fulfilled: 0, rejected: 0 },
       };
+      keepEntry(run.barriers, event.barrier);
       run.barriers.set(event.barrier, barrier);
-      if (inv) inv.barriers.push(event.barrier);
+      if (inv) {
+        keepLength(inv.barriers);
+        inv.barriers.push(event.barrier);
+      }
       for (const request of requests) {
         if (run.invocations.has(request.path)) anomaly(run, event, `barrier ${event.barrier} reuses path ${request.path}`);
         const child = newInvocation(request.path, request.step, request.key, request.index, event.barrier);
         child.params = request.params ?? null;
         child.userMessage = request.user_message ?? null;
+        keepEntry(run.invocations, request.path);
         run.invocations.set(request.path, child);
       }
+      keep(run, "branchCount");
       run.branchCount += requests.length;
       break;
     }
     case "branch.started":
       if (inv) {
         setStatus(run, inv, "running");
+        keep(inv, "started");
+        keep(inv, "startedSeq");
         inv.started = event.offset;
         inv.startedSeq = event.seq;
       } else anomaly(run, event, `unknown branch ${path}`);
@@ -192,6 +265,7 @@ export function applyEvent(run, event) {
     case "branch.fulfilled":
       if (inv) {
         setStatus(run, inv, "fulfilled");
+        for (const key of ["finished", "finishedSeq", "output"]) keep(inv, key);
         inv.finished = event.offset;
         inv.finishedSeq = event.seq;
         inv.output = event.output;
@@ -200,6 +274,7 @@ export function applyEvent(run, event) {
     case "branch.rejected":
       if (inv) {
         setStatus(run, inv, "rejected");
+        for (const key of ["finished", "finishedSeq", "error", "cancelled"]) keep(inv, key);
         inv.finished = event.offset;
         inv.finishedSeq = event.seq;
         inv.error = event.error;
@@ -208,6 +283,7 @@ export function applyEvent(run, event) {
       break;
     case "branch.direct_result":
       if (inv) {
+        for (const key of ["output", "directResult", "hasDirectResult"]) keep(inv, key);
         inv.output = event.value;
         inv.directResult = { tool: event.tool, value: event.value, seq: event.seq };
         inv.hasDirectResult = true;
@@ -216,6 +292,7 @@ export function applyEvent(run, event) {
     case "join.reduced": {
       const barrier = barrierOf(run, event);
       if (barrier) {
+        keepLength(barrier.reductions);
         barrier.reductions.push({
           step: event.step, field: event.field, channel: event.channel,
           inputs: event.inputs, completion_order: event.completion_order, result: event.result,
@@ -227,6 +304,7 @@ export function applyEvent(run, event) {
     case "join.published": {
       const barrier = barrierOf(run, event);
       if (!barrier) break;
+      for (const key of ["outcome", "joinedAt", "joinedSeq", "target", "published", "discarded", "applied", "discardedAt"]) keep(barrier, key);
       barrier.outcome = "published";
       barrier.joinedAt = event.offset;
       barrier.joinedSeq = event.seq;
@@ -238,10 +316,14 @@ export function applyEvent(run, event) {
       for (const item of barrier.published) {
         if (event.target === "canonical") {
           const fields = run.state[item.step] || {};
-          barrier.undo.set(undoKey(item.step, item.field), [
+          const key = undoKey(item.step, item.field);
+          keepEntry(barrier.undo, key);
+          barrier.undo.set(key, [
             Object.prototype.hasOwnProperty.call(fields, item.field), fields[item.field] ?? null]);
+          keepField(run.state, item.step);
           setField(run.state, item.step, item.field, item.value, item.deleted);
         } else if (inv) {
+          keepLength(inv.changes);
           inv.changes.push({
             seq: event.seq, step: item.step, field: item.field, value: item.value,
             deleted: item.deleted, kind: "join", barrier: barrier.id,
@@ -253,17 +335,22 @@ export function applyEvent(run, event) {
     case "join.invalidated": {
       const barrier = barrierOf(run, event);
       if (!barrier) break;
+      for (const key of ["outcome", "joinedAt", "joinedSeq", "error", "provenance"]) keep(barrier, key);
       barrier.outcome = "invalidated";
       barrier.joinedAt = event.offset;
       barrier.joinedSeq = event.seq;
       barrier.error = event.error;
       barrier.provenance = [...(event.provenance || [])];
+      keepLength(run.conflicts);
       run.conflicts.push(event.barrier);
       break;
     }
     case "checkpoint.saved": {
       const barrier = barrierOf(run, event);
-      if (barrier) barrier.checkpointRevision = event.revision;
+      if (barrier) {
+        keep(barrier, "checkpointRevision");
+        barrier.checkpointRevision = event.revision;
+      }
       break;
     }
     case "checkpoint.failed": {
@@ -271,17 +358,22 @@ export function applyEvent(run, event) {
       if (!barrier) break;
       for (const [key, [present, value]] of barrier.undo) {
         const [step, name] = splitUndoKey(key);
+        keepField(run.state, step);
         setField(run.state, step, name, value, !present);
       }
+      for (const key of ["outcome", "error", "checkpointFailed"]) keep(barrier, key);
       barrier.outcome = "invalidated";
       barrier.error = event.error;
       barrier.checkpointFailed = true;
+      keepLength(run.conflicts);
       run.conflicts.push(event.barrier);
       break;
     }
     case "cancel.requested": {
       const barrier = barrierOf(run, event);
       if (barrier) {
+        keep(barrier, "cancelReason");
+        keep(barrier, "cancel");
         barrier.cancelReason = event.reason;
         barrier.cancel = { seq: event.seq, running: [], queued: [], closed: [] };
       }
@@ -290,25 +382,34 @@ export function applyEvent(run, event) {
     case "cancel.propagated": {
       const barrier = barrierOf(run, event);
       if (!barrier) break;
+      keep(barrier, "cancel");
       barrier.cancel = { ...(barrier.cancel || { seq: event.seq, closed: [] }), running: event.running || [], queued: event.queued || [] };
       for (const p of event.running || []) {
         const told = run.invocations.get(p);
-        if (told) told.cancelTold = true;
+        if (told) {
+          keep(told, "cancelTold");
+          told.cancelTold = true;
+        }
       }
       break;
     }
     case "cancel.grace_expired": {
       const barrier = barrierOf(run, event);
       if (!barrier) break;
+      keep(barrier, "cancel");
       barrier.cancel = { ...(barrier.cancel || { seq: event.seq, running: [], queued: [] }), closed: event.closed || [] };
       for (const p of event.closed || []) {
         const closed = run.invocations.get(p);
-        if (closed) closed.lostRights = true;
+        if (closed) {
+          keep(closed, "lostRights");
+          closed.lostRights = true;
+        }
       }
       break;
     }
     case "model.started":
       if (inv) {
+        keepLength(inv.models);
         inv.models.push({
           call: event.call, attempt: event.attempt, step: event.step, seq: event.seq,
           offset: event.offset, model: event.model, messages: event.messages || [], tools: event.tools || [],
@@ -317,36 +418,50 @@ export function applyEvent(run, event) {
       }
       break;
     case "model.finished":
+      keep(run, "tokens");
       run.tokens = {
         input_tokens: (run.tokens.input_tokens || 0) + event.input_tokens,
         output_tokens: (run.tokens.output_tokens || 0) + event.output_tokens,
         total_tokens: (run.tokens.total_tokens || 0) + event.total_tokens,
       };
       if (inv) {
+        keep(inv, "tokens");
         inv.tokens += event.total_tokens;
         const call = findModelCall(inv, event);
-        if (call) call.finished = event;
+        if (call) {
+          keep(call, "finished");
+          call.finished = event;
+        }
       }
       break;
     case "model.failed":
       if (inv) {
         const call = findModelCall(inv, event);
-        if (call) call.failed = event;
+        if (call) {
+          keep(call, "failed");
+          call.failed = event;
+        }
       }
       break;
     case "tool.started":
       if (inv) {
+        keepLength(inv.tools);
         inv.tools.push({ callId: event.call_id, name: event.name, step: event.step, args: event.args, seq: event.seq, finished: null });
       }
       break;
     case "tool.finished":
       if (inv) {
         const call = findLast(inv.tools, (t) => t.callId === event.call_id && !t.finished);
-        if (call) call.finished = event;
-        else inv.tools.push({ callId: event.call_id, name: event.name, step: event.step, args: null, seq: event.seq, finished: event });
+        keepLength(inv.tools);
+        if (call) {
+          keep(call, "finished");
+          call.finished = event;
+        } else inv.tools.push({ callId: event.call_id, name: event.name, step: event.step, args: null, seq: event.seq, finished: event });
       }
       break;
     case "turn.finished":
+      keep(run, "status");
+      keep(run, "reply");
       run.status = "finished";
       run.reply = {
         success: event.success, completed: event.completed,
@@ -354,14 +469,19 @@ export function applyEvent(run, event) {
       };
       break;
     case "turn.failed":
+      keep(run, "status");
+      keep(run, "error");
       run.status = "failed";
       run.error = event.error;
       break;
     case "turn.cancelled":
+      keep(run, "status");
+      keep(run, "cancellation");
       run.status = "cancelled";
       run.cancellation = { seq: event.seq, reason: event.reason, requested_by: event.requested_by ?? null, revision: event.revision ?? null };
       break;
     case "sink.overflowed":
+      keepLength(run.overflows);
       run.overflows.push({ seq: event.seq, sink: event.sink, first: event.first_seq, last: event.last_seq });
       break;
     case "run.interrupted":
@@ -369,10 +489,22 @@ export function applyEvent(run, event) {
         anomaly(run, event, `run.interrupted after turn.${run.status}`);
         break;
       }
+      keep(run, "status");
+      keep(run, "interruption");
       run.status = "interrupted";
       run.interruption = { seq: event.seq, reason: event.reason, silent_for: event.silent_for };
-      for (const [p, running] of run.invocations) if (p && running.status === "running") running.interrupted = true;
-      for (const b of run.barriers.values()) if (b.outcome === "open") b.interrupted = true;
+      for (const [p, running] of run.invocations) {
+        if (p && running.status === "running") {
+          keep(running, "interrupted");
+          running.interrupted = true;
+        }
+      }
+      for (const b of run.barriers.values()) {
+        if (b.outcome === "open") {
+          keep(b, "interrupted");
+          b.interrupted = true;
+        }
+      }
       break;
     default:
       break;
@@ -414,9 +546,12 @@ function barrierOf(run, event) {
 function setStatus(run, inv, status) {
   const barrier = inv.barrier === null ? undefined : run.barriers.get(inv.barrier);
   if (barrier) {
+    keep(barrier.counts, inv.status);
+    keep(barrier.counts, status);
     barrier.counts[inv.status] -= 1;
     barrier.counts[status] += 1;
   }
+  keep(inv, "status");
   inv.status = status;
 }
 

@@ -126,15 +126,16 @@ export async function mountSessionPage(root) {
     const previous = turn > 0 ? stores[turn - 1].get().run : null;
     const loadedHere = view.events.some((e) => e.type === "session.loaded");
     const revision = revisionOf(view.events);
+    // The view is one fold moved from position to position: keep copies, not its parts
+    // (state is copy-on-write per step, so a shallow copy is a snapshot).
     return {
-      state: stateAtPosition(view, previous ? previous.state : {}),
+      state: { ...stateAtPosition(view, previous ? previous.state : {}) },
       cursor: loadedHere ? view.cursor : previous ? previous.cursor : null,
       tokens: loadedHere || !previous ? view.tokens : previous.tokens,
       revision: revision ?? (previous ? revisionOf(previous.events) : null),
       conversation: conversationOf(view.events) ?? (turn > 0 ? factsAt(timeline.endOf(turn - 1)).conversation : null),
       message: view.message,
       reply: view.reply ? view.reply.message : null,
-      events: view.events,
     };
   };
 

@@ -7,10 +7,11 @@
  *   and `touch`es between two frames cause ONE call of each subscriber, in the next frame.
  * - `createRunStore`: a store whose state holds a run model; `applyBatch(events)` folds a
  *   live batch in incrementally, and `view()` is the model the page draws: the live one,
- *   or the fold stopped at the pinned seq (replay scrubber), cached per seq.
+ *   or the replay cursor's fold moved to the pinned seq (`fold_undo.js`).
  */
 
-import { applyEvents, createRun, fold } from "./fold.js";
+import { applyEvents, createRun } from "./fold.js";
+import { createCursor } from "./fold_undo.js";
 
 /**
  * @template S
@@ -100,8 +101,10 @@ export function createRunStore(options = {}) {
     received: 0,
   };
   const store = createStore(initial, options);
-  /** @type {{seq: number, version: number, run: import("./fold.js").Run} | null} */
-  let pinned = null;
+  /** The replay fold, moved to the pinned seq (created at the first pin). */
+  let cursor = /** @type {ReturnType<typeof createCursor> | null} */ (null);
+  /** The live fold the cursor reads. */
+  let cursorOf = /** @type {import("./fold.js").Run | null} */ (null);
 
   return {
     ...store,
@@ -116,15 +119,20 @@ export function createRunStore(options = {}) {
       store.set({ receivedAt: now(), received: state.received + events.length });
       return applied;
     },
-    /** The model to draw: live, or stopped at the pinned seq. */
+    /**
+     * The model to draw: live, or stopped at the pinned seq. A pinned view is one fold
+     * moved from seq to seq (a step costs the events stepped over): it is valid until the
+     * next call at another seq, so keep copies of its parts, not the parts.
+     */
     view() {
       const state = store.get();
       const live = state.run;
       if (state.seq === null || state.seq >= live.lastSeq) return live;
-      if (!pinned || pinned.seq !== state.seq || pinned.version > live.version) {
-        pinned = { seq: state.seq, version: live.version, run: fold(live.events, state.seq) };
+      if (!cursor || cursorOf !== live) {
+        cursor = createCursor(live);
+        cursorOf = live;
       }
-      return pinned.run;
+      return cursor.moveTo(state.seq);
     },
     /** Seconds since the run started, by the local clock since the last batch (live runs). */
     nowOffset() {
