@@ -81,3 +81,27 @@ export const cancelRunUrl = (runId) => `/api/runs/${encodeURIComponent(runId)}/c
 export const importUrl = (copy) => `/api/import${copy ? "?copy=1" : ""}`;
 /** @param {string} runId @param {number} after */
 export const runSocketUrl = (runId, after) => wsUrl(`/ws/runs/${encodeURIComponent(runId)}/?after=${after}`);
+
+/**
+ * Every stored event of run `runId` after seq `after`, page by page, handed to `onPage`
+ * in order. The next page is requested before `onPage` folds the current one (a page
+ * names its last seq), so the server and the network work while the page folds.
+ * @param {string} runId @param {number} after @param {number} limit
+ * @param {(events: any[]) => void} onPage
+ */
+export async function loadStoredEvents(runId, after, limit, onPage) {
+  let next = requestJson(eventsUrl(runId, after, limit));
+  for (;;) {
+    const data = await next;
+    const events = Array.isArray(data.events) ? data.events : [];
+    const full = events.length >= limit && typeof data.last_seq === "number";
+    if (full) next = requestJson(eventsUrl(runId, data.last_seq, limit));
+    try {
+      if (events.length) onPage(events);
+    } catch (error) {
+      if (full) next.catch(() => {}); // nobody waits for it any more
+      throw error;
+    }
+    if (!full) return;
+  }
+}

@@ -28,7 +28,7 @@
  * seq n it says what the run had done by event n.
  */
 
-import { eventsUrl, requestJson, runApiUrl, runSocketUrl, sessionPageUrl } from "./api.js";
+import { eventsUrl, loadStoredEvents, requestJson, runApiUrl, runSocketUrl, sessionPageUrl } from "./api.js";
 import { readJsonScript, setAttr, setText } from "./dom.js";
 import { describeEvent, formatDuration, formatHash, interruptionText, parseHash, runStatusKind } from "./format.js";
 import { bindKeys } from "./keys_ui.js";
@@ -117,12 +117,7 @@ export function mountRunPage(root) {
   // resumes after the last of them and follows the run live.
   const catchUp = async () => {
     store.set({ conn: { state: "connecting", mode: "http", reason: "loading" } });
-    for (;;) {
-      const data = await requestJson(eventsUrl(runId, store.get().run.lastSeq, PAGE));
-      const events = Array.isArray(data.events) ? data.events : [];
-      if (events.length) store.applyBatch(events);
-      if (events.length < PAGE) return;
-    }
+    await loadStoredEvents(runId, store.get().run.lastSeq, PAGE, (events) => store.applyBatch(events));
   };
   catchUp().catch(() => {}).finally(() => feed.start());
 

@@ -23,7 +23,7 @@
  * (elsewhere it offers to).
  */
 
-import { eventsUrl, requestJson, runSocketUrl, wsUrl } from "./api.js";
+import { loadStoredEvents, runSocketUrl, wsUrl } from "./api.js";
 import { append, badge, h, jsonBlock, on, setAttr, setText } from "./dom.js";
 import { diffCounts, diffState, differencePlace } from "./diff.js";
 import { describeEvent, preview, runStatusKind } from "./format.js";
@@ -142,12 +142,8 @@ export async function mountSessionPage(root) {
   // -- loading ------------------------------------------------------------------------------
   const load = async () => {
     for (let t = 0; t < runIds.length; t += 1) {
-      for (;;) {
-        const data = await requestJson(eventsUrl(runIds[t], stores[t].get().run.lastSeq, PAGE));
-        const events = Array.isArray(data.events) ? data.events : [];
-        if (events.length) stores[t].applyBatch(events);
-        if (events.length < PAGE) break;
-      }
+      const store = stores[t];
+      await loadStoredEvents(runIds[t], store.get().run.lastSeq, PAGE, (events) => store.applyBatch(events));
       setText(els.seqLabel, `loading events: turn ${t + 1} of ${runIds.length}`);
     }
     timeline = createTimeline(stores.map((s, i) => ({ runId: runIds[i], events: s.get().run.events })));
