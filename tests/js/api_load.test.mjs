@@ -50,3 +50,13 @@ test("an empty run makes one request", async () => {
   assert.deepStrictEqual(seen, []);
   assert.deepStrictEqual(log, ["request after=-1"]);
 });
+
+test("a smaller first page draws sooner; the rest come at the full size", async () => {
+  const log = [];
+  globalThis.fetch = fakeServer(8, log);
+  const seen = [];
+  await loadStoredEvents("r", -1, 3, (events) => seen.push(events.length), 1);
+  assert.deepStrictEqual(seen, [1, 3, 3, 1]);
+  assert.deepStrictEqual(log.filter((l) => l.startsWith("request")), [
+    "request after=-1", "request after=0", "request after=3", "request after=6"]);
+});

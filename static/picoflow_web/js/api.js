@@ -85,16 +85,19 @@ export const runSocketUrl = (runId, after) => wsUrl(`/ws/runs/${encodeURICompone
 /**
  * Every stored event of run `runId` after seq `after`, page by page, handed to `onPage`
  * in order. The next page is requested before `onPage` folds the current one (a page
- * names its last seq), so the server and the network work while the page folds.
+ * names its last seq), so the server and the network work while the page folds. The
+ * first page is smaller (`first` events), so a big run draws its start sooner.
  * @param {string} runId @param {number} after @param {number} limit
- * @param {(events: any[]) => void} onPage
+ * @param {(events: any[]) => void} onPage @param {number} [first]
  */
-export async function loadStoredEvents(runId, after, limit, onPage) {
-  let next = requestJson(eventsUrl(runId, after, limit));
+export async function loadStoredEvents(runId, after, limit, onPage, first = limit) {
+  let asked = Math.min(first, limit);
+  let next = requestJson(eventsUrl(runId, after, asked));
   for (;;) {
     const data = await next;
     const events = Array.isArray(data.events) ? data.events : [];
-    const full = events.length >= limit && typeof data.last_seq === "number";
+    const full = events.length >= asked && typeof data.last_seq === "number";
+    asked = limit;
     if (full) next = requestJson(eventsUrl(runId, data.last_seq, limit));
     try {
       if (events.length) onPage(events);

@@ -39,6 +39,8 @@ import { ENDING_EVENTS, isEnded, mergeSummary, runStatus } from "./stopping.js";
 import { createRunStore } from "./store.js";
 
 const PAGE = 5000;
+/** The first page of a stored run: small, so the page draws before the rest arrives. */
+const FIRST_PAGE = 500;
 const LIVE_TICK_MS = 250;
 
 /** @param {string} id */
@@ -117,7 +119,7 @@ export function mountRunPage(root) {
   // resumes after the last of them and follows the run live.
   const catchUp = async () => {
     store.set({ conn: { state: "connecting", mode: "http", reason: "loading" } });
-    await loadStoredEvents(runId, store.get().run.lastSeq, PAGE, (events) => store.applyBatch(events));
+    await loadStoredEvents(runId, store.get().run.lastSeq, PAGE, (events) => store.applyBatch(events), FIRST_PAGE);
   };
   catchUp().catch(() => {}).finally(() => feed.start());
 
