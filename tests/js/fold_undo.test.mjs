@@ -112,3 +112,18 @@ test("anomalies, gaps and events after an interruption undo like any other event
   for (let seq = 7; seq >= -1; seq -= 1) check(cursor, events, seq, "hand-made back");
   for (let seq = -1; seq <= 7; seq += 1) check(cursor, events, seq, "hand-made forward");
 });
+
+test("a jump forward past the window keeps only undo records it can use", () => {
+  const events = parseJsonl(readFileSync(join(GOLDEN, "nested_fanout.jsonl"), "utf8"));
+  const live = liveOf(events);
+  const last = events.at(-1).seq;
+  const cursor = createCursor(live, { window: 3 });
+  cursor.moveTo(2);
+  cursor.moveTo(last); // far past the window: the early records are useless now
+  assert.equal(cursor.size.undoable, 3);
+  const folds = cursor.size.folds;
+  for (let seq = last - 1; seq >= last - 3; seq -= 1) check(cursor, events, seq, "back within the window");
+  assert.equal(cursor.size.folds, folds, "steps within the window undo");
+  check(cursor, events, last - 4, "one past the window");
+  assert.equal(cursor.size.folds, folds + 1, "past the window it folds afresh");
+});

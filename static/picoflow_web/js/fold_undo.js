@@ -50,9 +50,13 @@ export function createCursor(source, options = {}) {
 
   const forward = (/** @type {number} */ target) => {
     const events = source.events;
-    for (const stop = Math.max(applied, target - window); applied < stop; applied += 1) {
-      applyEvent(run, events[applied]);
-      floor = applied + 1;
+    const stop = Math.max(applied, target - window);
+    if (applied < stop) {
+      // Events folded without a log cannot be undone, nor can anything before them.
+      log = [];
+      marks = [];
+      for (; applied < stop; applied += 1) applyEvent(run, events[applied]);
+      floor = applied;
     }
     for (; applied < target; applied += 1) {
       marks.push(log.length);
