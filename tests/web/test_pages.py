@@ -1,6 +1,11 @@
 """Pages through Django's test client: login required, then rendered."""
 
+import re
+from pathlib import Path
+from typing import Any
+
 import pytest
+from django.contrib.staticfiles import finders
 from django.contrib.auth import get_user_model
 from django.test import Client
 
@@ -98,3 +103,47 @@ def test_the_session_picker_says_how_each_session_stands(user_client: Client) ->
     assert "HotelFlow · s-failed (last turn failed)" in body
     assert "HotelFlow · s-new (open)" in body
     assert "(running)" not in body
+
+
+def _preloads(body: str) -> list[str]:
+    return re.findall(r'<link rel="modulepreload" href="([^"]+)">', body)
+
+
+def test_pages_preload_their_whole_module_graph_once(user_client: Client) -> None:
+    """Every module a page's entry reaches is preloaded, however deep (fold_undo.js is three
+    imports below run_ui.js), each once, under the URL its importers resolve to."""
+    from picoflow_web.models import Run
+
+    run = Run.objects.create(id="r-preload", flow="HotelFlow", session_id="s-preload",
+                             status="finished")
+    pages = {f"/runs/{run.id}/": {"fold_undo.js", "labels.js", "cascade.js", "store.js"},
+             "/": {"runs_filter.js", "config_form.js", "api.js"}}
+    for path, deep in pages.items():
+        links = _preloads(user_client.get(path).content.decode())
+        assert len(links) == len(set(links)), f"{path}: a module preloaded twice"
+        names = {link.rsplit("/", 1)[-1] for link in links}
+        assert deep <= names, f"{path}: missing {deep - names}"
+        assert all(link.startswith("/static/picoflow_web/js/") for link in links)
+        # No entry module among them: it is the page's own script tag.
+        assert not names & {"run_ui.js", "runs_ui.js", "import_ui.js"}
+        for link in links:
+            assert finders.find(link.removeprefix("/static/")), f"{link} is no static file"
+
+
+def test_the_module_graph_follows_imports_and_re_exports_and_skips_what_is_missing(
+        tmp_path: Path, settings: Any) -> None:
+    from picoflow_web.templatetags.picoflow_modules import module_graph
+
+    js = tmp_path / "app"
+    js.mkdir()
+    (js / "entry.js").write_text(
+        'import { a } from "./a.js";\nimport "./side.js";\nexport { b } from "./lib/b.js";\n'
+        '// import { no } from "./commented.js" is a comment, not an import\n'
+        'const later = () => import("./lazy.js");\n')
+    (js / "a.js").write_text('import { b } from "./lib/b.js";\nimport { gone } from "./gone.js";\n')
+    (js / "side.js").write_text("")
+    (js / "lib").mkdir()
+    (js / "lib" / "b.js").write_text('import { a } from "../a.js";\n')  # a cycle
+    settings.STATICFILES_DIRS = [str(tmp_path)]
+    assert module_graph("app/entry.js") == ["app/a.js", "app/side.js", "app/lib/b.js",
+                                            "app/gone.js"]
