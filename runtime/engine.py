@@ -24,6 +24,7 @@ from pydantic import BaseModel, ValidationError
 
 from . import events as ev
 from .barrier import CancelToken
+from .concurrent import COORDINATOR_KEY, RESERVED_KEYS
 from .errors import (
     ConfigValidationError,
     FlowDefinitionError,
@@ -106,6 +107,8 @@ class FlowEngine:
         sinks: Iterable[EventSink] = (),
         ship_to_dashboard: bool = True,
         max_invocations: int | None = None,
+        self_url: str | None = None,
+        self_token: str | None = None,
     ) -> None:
         if max_invocations is not None and (
                 isinstance(max_invocations, bool) or not isinstance(max_invocations, int)
@@ -114,6 +117,9 @@ class FlowEngine:
                 f"FlowEngine(max_invocations=...) must be a positive integer or None, not "
                 f"{max_invocations!r}.")
         self.max_invocations = max_invocations
+        self.self_url, self.self_token = self_url, self_token
+        """Where ``concurrent_steps()`` sends children (default: ``PICOFLOW_SELF_URL`` and
+        ``PICOFLOW_SELF_TOKEN``)."""
         """The engine-wide cap on branches per turn (None: each flow's own limit)."""
         self.store: SessionStore = store or MemorySessionStore()
         self._flows: dict[str, type[Flow]] = {}
@@ -287,7 +293,15 @@ class FlowEngine:
         if cancel is not None and cancel.cancelled:
             return self._stopped(turn, cancel, flow.session_id, turn.require_doc().revision)
         try:
-            text = await run_step(turn, message)
+            text: str | None
+            if _coordinating(config):
+                text = await flow.spawn_steps()
+                if not isinstance(text, str):
+                    raise FlowDefinitionError(
+                        f"Flow '{flow.id}'.spawn_steps() must return the reply text, not "
+                        f"{type(text).__name__}.")
+            else:
+                text = await run_step(turn, message)
             if cancel is not None and cancel.cancelled:
                 return self._stopped(turn, cancel, flow.session_id, turn.require_doc().revision)
             assert text is not None  # only a stopped turn's step has no reply
@@ -452,6 +466,9 @@ def _checked_input(
     schema = flow.config_schema()
     if schema is None or config is None:
         return config
+    # The framework's own keys (coordinator mode, its depth guard) are no flow's schema's.
+    reserved = {k: config[k] for k in RESERVED_KEYS if k in config}
+    config = {k: v for k, v in config.items() if k not in reserved}
     try:
         parsed = schema.model_validate(config)
     except ValidationError as exc:
@@ -460,7 +477,12 @@ def _checked_input(
         listed = "; ".join(f"{e['field'] or 'config'}: {e['message']}" for e in errors)
         raise ConfigValidationError(f"Config of flow '{flow.id}' is not valid: {listed}.",
                                     extra={"errors": errors}) from None
-    return parsed.model_dump(mode="json", exclude_unset=True)
+    return {**parsed.model_dump(mode="json", exclude_unset=True), **reserved}
+
+
+def _coordinating(config: dict[str, Any] | None) -> bool:
+    """Whether the request asks for coordinator mode (``config._concurrent`` truthy)."""
+    return isinstance(config, dict) and bool(config.get(COORDINATOR_KEY))
 
 
 _UNTOUCHED = (SessionConflictError, SessionFlowMismatchError, SessionFlowInvariantError)

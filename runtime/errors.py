@@ -39,6 +39,9 @@ Every error the runtime raises on purpose derives from :class:`PicoFlowError`::
     │     ├─ BranchTimeoutError          the branch ran past its timeout
     │     ├─ BranchCancelledError        cancelled (queued, told, or past the grace period)
     │     └─ BranchBudgetError           the barrier's token budget ran out
+    ├─ ConcurrentError                  about a concurrent_steps() coordinator batch
+    │  ├─ ConcurrentConfigError          no self URL or token, bad batch size or callbacks
+    │  └─ ConcurrentDepthError           a child would fan out past the depth guard
     ├─ ToolArgumentsError               tool arguments failed validation (sent back to the
     │                                   model as a tool error, never raised out of a turn)
     ├─ StateValueError (ValueError)     a state or context value is not plain JSON
@@ -334,3 +337,24 @@ class BranchBudgetError(BranchCancelledError):
     """The barrier's token budget ran out; the branch was cancelled."""
 
     code = "branch_budget"
+
+
+class ConcurrentError(PicoFlowError):
+    """About a ``Flow.concurrent_steps()`` coordinator batch (children's failures are data,
+    in the replies it hands back, never raised)."""
+
+    code = "concurrent_error"
+
+
+class ConcurrentConfigError(ConcurrentError, FlowDefinitionError):
+    """``concurrent_steps()`` cannot send anything: no self URL or token, a batch size
+    below 1, callbacks that are not callable, or a child config that is not a JSON object."""
+
+    code = "concurrent_config"
+
+
+class ConcurrentDepthError(ConcurrentError):
+    """A coordinator's children would be coordinators past the depth guard (recursive
+    fan-out)."""
+
+    code = "concurrent_depth"

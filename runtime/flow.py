@@ -12,13 +12,14 @@ test pins the list). The engine's side of a turn lives on its
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from pydantic import BaseModel
 
 from . import events as ev
 from .barrier import ParallelConfig, current_view
+from .concurrent import ChildReply, ConcurrentResult, run_concurrent
 from .errors import ExecutionFrameError, FlowDefinitionError
 from .jsonutil import deep_merge, get_path, json_copy
 from .messages import Message
@@ -31,6 +32,8 @@ from .turn import frames, turn_of
 
 if TYPE_CHECKING:
     from .engine import FlowEngine
+
+T = TypeVar("T")
 
 
 class Flow:
@@ -302,3 +305,37 @@ class Flow:
         if frames.get():
             raise ExecutionFrameError("A child execution frame cannot save the session.")
         await turn_of(self).checkpoint(reason)
+
+    # -- coordinator mode ------------------------------------------------------------------
+
+    async def spawn_steps(self) -> str:
+        """The coordinator's body: a turn whose request config has a truthy ``_concurrent``
+        runs this instead of the current step, and its reply is what this returns.
+        Override it to call :meth:`concurrent_steps`; the default refuses."""
+        raise FlowDefinitionError(
+            f"Flow '{self.id}' was asked to coordinate (config _concurrent) but defines no "
+            "spawn_steps().")
+
+    async def concurrent_steps(
+        self, items: Sequence[T], *, batch_size: int,
+        on_config: Callable[[T], Mapping[str, Any]],
+        on_response: Callable[[T, ChildReply], Awaitable[None] | None] | None = None,
+        timeout: float = 300.0, retries: int = 2, backoff: float = 0.5,
+        flow_name: str | None = None, max_depth: int = 2,
+    ) -> ConcurrentResult:
+        """Send each item as an independent flow request to the app's own ``/ai/run``, in
+        batches of ``batch_size`` (one batch after another, a batch's items at once).
+
+        ``on_config(item)`` builds each child's config; ``on_response(item, reply)`` gets
+        each child's :class:`~runtime.concurrent.ChildReply` as it ends, failures
+        included (``reply.status`` says how it ended). ``timeout`` bounds one child's
+        request (seconds); ``retries`` resends only what is safe to resend (no
+        connection, 429, 503), after ``backoff`` seconds doubling; ``flow_name`` is the
+        children's flow (default: this one). The app's URL and token come from
+        ``PICOFLOW_SELF_URL`` and ``PICOFLOW_SELF_TOKEN`` (or the engine's ``self_url``
+        and ``self_token``). See :mod:`runtime.concurrent`.
+        """
+        return await run_concurrent(
+            self, items, batch_size=batch_size, on_config=on_config, on_response=on_response,
+            timeout=timeout, retries=retries, backoff=backoff, flow_name=flow_name,
+            max_depth=max_depth)

@@ -42,6 +42,11 @@ class HTTPTransportError(Exception):
     reply that is not HTTP. The message is safe to show (it never holds the request)."""
 
 
+class HTTPConnectError(HTTPTransportError):
+    """No connection could be opened (refused, unreachable, bad name): nothing was sent, so
+    the request is safe to send again."""
+
+
 class HTTPTimeout(HTTPTransportError):
     """Connecting, or one read of the reply, took longer than the timeout."""
 
@@ -254,7 +259,7 @@ class ConnectionPool:
         except TimeoutError:
             raise HTTPTimeout(f"connecting took more than {timeout:g}s") from None
         except OSError as exc:
-            raise HTTPTransportError(_describe(exc)) from None
+            raise HTTPConnectError(_describe(exc)) from None
         raw = stream.extra(anyio.abc.SocketAttribute.raw_socket, None)
         if raw is not None and raw.family in (socket.AF_INET, socket.AF_INET6):
             raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

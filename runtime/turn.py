@@ -113,6 +113,12 @@ class Turn:
         self._selection: ModelSelection | None = None
         self._channels: dict[str, Mapping[str, Channel]] = {}
         self._model_limiter: anyio.CapacityLimiter | None = None
+        self._concurrent_groups = 0
+
+    def next_concurrent_group(self) -> int:
+        """A number for the turn's next ``concurrent_steps()`` call (its events' group)."""
+        self._concurrent_groups += 1
+        return self._concurrent_groups - 1
 
     def attach(self, engine: FlowEngine, bus: EventBus | None) -> None:
         """Bind the engine running the turn and its event bus."""

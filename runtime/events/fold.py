@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import schema as ev
+from .concurrent_fold import ConcurrentGroup, apply_concurrent
 from .folded import FoldReduceError, reduce_one
 
 State = dict[str, dict[str, Any]]
@@ -176,6 +177,8 @@ class RunModel:
     """``{seq, reason, silent_for}`` of the ``run.interrupted`` that ended the run."""
     cancellation: dict[str, Any] | None = None
     """``{seq, reason, requested_by, revision}`` of the ``turn.cancelled`` that ended it."""
+    concurrent: list[ConcurrentGroup] = field(default_factory=list)
+    """A coordinator's ``concurrent_steps()`` calls, their batches and children."""
 
 
 def new_run() -> RunModel:
@@ -360,6 +363,10 @@ def _apply(run: RunModel, event: ev.Event) -> None:
             run.status = "cancelled"
             run.cancellation = {"seq": event.seq, "reason": event.reason,
                                 "requested_by": event.requested_by, "revision": event.revision}
+        case ev.ConcurrentBatchStarted() | ev.ConcurrentChildStarted() \
+                | ev.ConcurrentChildFinished() | ev.ConcurrentBatchFinished():
+            apply_concurrent(run.concurrent, event,
+                             lambda message: _anomaly(run, event, message))
         case ev.SinkOverflowed():
             run.overflows.append(Overflow(event.seq, event.sink, event.first_seq,
                                           event.last_seq))

@@ -50,6 +50,12 @@ Event types, ``<subject>.<past verb>``:
 ``cancel.grace_expired``   which branches lost publication rights
 ``checkpoint.saved``       the root-join checkpoint saved: revision
 ``checkpoint.failed``      the checkpoint failed and the join was rolled back
+``concurrent.batch_started``   a ``concurrent_steps()`` batch began: its items, the
+                           children's flow, timeout and retries
+``concurrent.child_started``   a child request was sent: the child's run and session ids,
+                           the attempt
+``concurrent.child_finished``  a child ended: status, duration, attempts, reply or error
+``concurrent.batch_finished``  every child of the batch ended: how many were fulfilled
 ``sink.overflowed``        a sink shed load: which sequence numbers it dropped
 ``run.interrupted``        the run's executor stopped reporting before its turn ended:
                            why it was declared, after how long a silence (and, for a run
@@ -522,6 +528,82 @@ class SinkOverflowed(_Event):
     dropped: int
 
 
+ChildStatus = Literal["fulfilled", "failed", "refused", "timed_out", "unreachable",
+                      "malformed", "error"]
+"""How a ``concurrent_steps()`` child ended: ``fulfilled`` (its turn succeeded), ``failed``
+(its turn ran and failed), ``refused`` (the app refused the request: token, scope, input,
+or still busy after the retries), ``timed_out`` (no reply in time; it may have run),
+``unreachable`` (no connection, after the retries), ``malformed`` (a reply that is not the
+contract's), ``error`` (the coordinator's ``on_config`` raised, or the app failed with a 5xx
+or dropped the connection after the request was sent)."""
+
+
+class ConcurrentBatchStarted(_Event):
+    """A ``concurrent_steps()`` batch began: its items are sent at once."""
+
+    type: Literal["concurrent.batch_started"] = "concurrent.batch_started"
+    group: str
+    """Which ``concurrent_steps()`` call of the turn (``c0``, ``c1``, ...)."""
+    batch: int = Field(ge=0)
+    batches: int = Field(ge=1)
+    items: list[int]
+    """The item indices of this batch, in order."""
+    flow: str
+    """The children's flow."""
+    batch_size: int = Field(ge=1)
+    timeout: float
+    retries: int = Field(ge=0)
+
+
+class ConcurrentChildStarted(_Event):
+    """One child request was sent (again, for a retry: ``attempt`` counts)."""
+
+    type: Literal["concurrent.child_started"] = "concurrent.child_started"
+    group: str
+    batch: int = Field(ge=0)
+    item: int = Field(ge=0)
+    child_run_id: str
+    """The child's run id, chosen by the coordinator (the app refuses a second run of it)."""
+    child_session_id: str
+    """The child's new session."""
+    flow: str
+    attempt: int = Field(ge=1)
+
+
+class ConcurrentChildFinished(_Event):
+    """One child ended, however: its status, reply or error, time and attempts."""
+
+    type: Literal["concurrent.child_finished"] = "concurrent.child_finished"
+    group: str
+    batch: int = Field(ge=0)
+    item: int = Field(ge=0)
+    child_run_id: str
+    child_session_id: str
+    status: ChildStatus
+    duration: float = Field(ge=0)
+    """Seconds from the first attempt to the end."""
+    attempts: int = Field(ge=0)
+    """Requests sent (0: ``on_config`` raised before any)."""
+    http_status: int | None = None
+    completed: bool | None = None
+    """The child's reply said its session completed (None without a reply)."""
+    reply: Any = None
+    """The child's reply message (may be truncated), None without a reply."""
+    error: ErrorInfo | None = None
+
+
+class ConcurrentBatchFinished(_Event):
+    """Every child of the batch ended."""
+
+    type: Literal["concurrent.batch_finished"] = "concurrent.batch_finished"
+    group: str
+    batch: int = Field(ge=0)
+    fulfilled: int = Field(ge=0)
+    failed: int = Field(ge=0)
+    """Children of the batch that did not end fulfilled."""
+    duration: float = Field(ge=0)
+
+
 class RunInterrupted(_Event):
     """The run's executor stopped reporting (killed, lost) before its turn ended.
 
@@ -548,8 +630,9 @@ Event = Annotated[
     | ToolFinished | StateReplaced | StateRemoved | StateContributed | BarrierForked
     | BranchStarted | BranchFulfilled | BranchRejected | BranchDirectResult | JoinReduced
     | JoinPublished | JoinInvalidated | CancelRequested | CancelPropagated
-    | CancelGraceExpired | CheckpointSaved | CheckpointFailed | SinkOverflowed
-    | RunInterrupted,
+    | CancelGraceExpired | CheckpointSaved | CheckpointFailed | ConcurrentBatchStarted
+    | ConcurrentChildStarted | ConcurrentChildFinished | ConcurrentBatchFinished
+    | SinkOverflowed | RunInterrupted,
     Field(discriminator="type"),
 ]
 """Any event."""

@@ -19,7 +19,7 @@ from .fold import RunModel, barrier_publication_of, comparable, fold, publicatio
 from .sinks import read_jsonl
 
 _ENVELOPE = {"v", "run_id", "session_id", "seq", "time", "offset", "path", "type"}
-_NOISY = {"messages", "latency"}
+_NOISY = {"messages", "latency", "duration"}
 
 
 def _short(value: Any, limit: int = 120) -> str:
@@ -60,6 +60,12 @@ def dump_trace(events: Sequence[ev.Event]) -> str:
             dropped = f" [discarded: {fate.reason}]" if fate and fate.state == "discarded" else ""
             lines.append(f"{indent}  [{inv.index}] {inv.step} key={inv.key} path={path} "
                          f"{inv.status} {detail}{dropped}")
+    for call in run.concurrent:
+        lines.append(f"  concurrent {call.group} -> {call.flow}: {len(call.batch_list)} of "
+                     f"{call.batches} batches of {call.batch_size}")
+        for child in sorted(call.children.values(), key=lambda c: c.item):
+            lines.append(f"    [{child.item}] batch {child.batch} {child.status} "
+                         f"run={child.run_id} attempts={child.attempts}")
     lines.append(f"state {_short(comparable(run.state), 2000)}")
     lines += [f"anomaly at {a.seq}: {a.message}" for a in run.anomalies]
     return "\n".join(lines) + "\n"

@@ -24,6 +24,7 @@ if str(ROOT) not in sys.path:  # run as a script: the checkout is not on sys.pat
     sys.path.insert(0, str(ROOT))
 
 from runtime import events as ev  # noqa: E402
+from runtime.events.concurrent_fold import export_groups  # noqa: E402
 from runtime.events import (  # noqa: E402
     RunModel,
     barrier_publication_of,
@@ -39,7 +40,7 @@ GOLDEN_DIR = Path(__file__).resolve().parent
 SNAPSHOT_TYPES = frozenset({
     "barrier.forked", "branch.fulfilled", "branch.rejected", "join.published",
     "join.invalidated", "checkpoint.saved", "checkpoint.failed", "cancel.requested",
-    "run.interrupted",
+    "run.interrupted", "concurrent.batch_finished",
 })
 """Event types after which the export records a snapshot of the fold stopped there."""
 
@@ -122,7 +123,7 @@ def export_run(events: list[ev.Event], stops: list[int] | None = None) -> dict[s
 
     ``stops`` are the seqs to snapshot the fold at (default: after every event of the
     :data:`SNAPSHOT_TYPES` and at the middle event). ``anomalies``, ``overflows``,
-    ``interruption`` and ``cancellation`` (and a branch's or barrier's ``interrupted`` flag)
+    ``interruption``, ``cancellation`` and ``concurrent`` (and a branch's or barrier's ``interrupted`` flag)
     are listed only when the fold recorded any, so the exports of runs that have none keep
     their shape.
     """
@@ -140,6 +141,8 @@ def export_run(events: list[ev.Event], stops: list[int] | None = None) -> dict[s
         extra["interruption"] = run.interruption
     if run.cancellation is not None:
         extra["cancellation"] = run.cancellation
+    if run.concurrent:
+        extra["concurrent"] = export_groups(run.concurrent)
     return {**extra,
         "run_id": run.run_id, "session_id": run.session_id, "flow": run.flow,
         "status": run.status, "reply": run.reply, "error": run.error, "cursor": run.cursor,

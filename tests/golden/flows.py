@@ -15,6 +15,9 @@
 * :class:`ArchiveFlow` (golden ``cancelled``) — a root-join checkpoint saves, then a nested
   fan-out is stopped through the turn's cancel token (the dashboard's Stop button) while
   some scanners run and others are queued; the next turn continues from the checkpoint.
+* :class:`CoordinatorFlow` (golden ``coordinator``) — coordinator mode: five items sent as
+  independent child requests in batches of two to a stand-in of the app's ``/ai/run``;
+  children that answer, fail, are refused, and are retried after a 503.
 
 Each ``xxx_flow(latency)`` returns ``(flow_class, model)`` like the demo factories;
 :func:`outage_store` and :func:`overflow_sinks` make the store and the extra sinks a
@@ -50,7 +53,9 @@ from runtime import (
     stay,
     tool,
 )
+from runtime.concurrent import ChildReply
 from runtime.events import BoundedSink, CallbackSink, Event, EventSink
+from tests.self_app import SelfApp, start_self_app
 
 
 class GoldenFlow(Flow):
@@ -399,3 +404,64 @@ class ArchiveFlow(GoldenFlow):
 def archive_flow(latency: float) -> tuple[type[GoldenFlow], None]:
     """:class:`ArchiveFlow` (logic steps only: no model)."""
     return _scaled(ArchiveFlow, latency), None
+
+
+# -- coordinator -----------------------------------------------------------------------------
+
+
+_SELF_APP: SelfApp | None = None
+
+
+def self_app_url() -> str:
+    """The URL of the process's stand-in for the app's own /ai/run (started once): the
+    ``coordinator`` golden's children answer in a fixed order (item ``i`` of a batch after
+    ``2 + 2 i`` time units of :data:`GOLDEN_UNIT`), with a fixed outcome per item."""
+    global _SELF_APP
+    if _SELF_APP is None:
+        _SELF_APP, _ = start_self_app()  # serves as long as the process runs
+        _SELF_APP.behaviour = {2: ["fail"], 3: ["401"], 4: ["503", "ok"]}
+        _SELF_APP.delay = {i: GOLDEN_UNIT * (2 + 2 * (i % 2)) for i in range(5)}
+    return _SELF_APP.url
+
+
+GOLDEN_UNIT = 0.05
+"""The coordinator golden's time unit (the stand-in answers by it)."""
+
+
+class Dispatch(LogicStep):
+    """Not reached: the coordinator's turns run ``spawn_steps()``."""
+
+    async def run_logic(self) -> Routable:
+        return "Ask with config _concurrent to coordinate."
+
+
+class CoordinatorFlow(GoldenFlow):
+    """Sends five survey questions as independent child requests, two at a time: two
+    answer, one child's turn fails, one is refused (its token), one is retried after a
+    503 and answers."""
+
+    def define_steps(self) -> list[Step]:
+        return [Dispatch(self)]
+
+    async def spawn_steps(self) -> str:
+        answers: dict[int, str] = {}
+
+        def keep(item: int, reply: ChildReply) -> None:
+            answers[item] = reply.message if reply.ok and reply.message else reply.status
+
+        result = await self.concurrent_steps(
+            list(range(5)), batch_size=2, on_config=lambda item: {"question": f"q{item}"},
+            on_response=keep, timeout=30.0, retries=1, backoff=GOLDEN_UNIT,
+            flow_name="Survey")
+        self.save_step_state(Dispatch, {"answers": {str(k): v for k, v in sorted(answers.items())}})
+        return f"{len(result.fulfilled)} of {len(result.replies)} children answered"
+
+
+def coordinator_flow(latency: float) -> tuple[type[GoldenFlow], None]:
+    """:class:`CoordinatorFlow` (no model: its work is its children's)."""
+    return _scaled(CoordinatorFlow, latency), None
+
+
+def coordinator_engine() -> dict[str, Any]:
+    """What the coordinator golden's engine needs: the stand-in app and a token."""
+    return {"self_url": self_app_url(), "self_token": "pf_golden"}

@@ -61,6 +61,8 @@ from tests.golden.flows import (
     ProcessKilled,
     archive_flow,
     catalogue_flow,
+    coordinator_engine,
+    coordinator_flow,
     killed_research_flow,
     outage_flow,
     outage_store,
@@ -142,6 +144,8 @@ class Golden:
     end with the ``run.interrupted`` the recording appends, and have no reply."""
     stops: dict[int, Stop] = field(default_factory=dict)
     """Turns (from 1) the recording stops through their cancel token."""
+    engine: Callable[[], dict[str, Any]] | None = None
+    """More arguments of its ``FlowEngine`` (a coordinator's self URL and token)."""
 
     @property
     def session_id(self) -> str:
@@ -186,6 +190,8 @@ GOLDENS: tuple[Golden, ...] = (
            interrupted=frozenset({1})),
     Golden("cancelled", archive_flow, ("Digitise the archive", "What is left?"),
            stops={1: Stop(*STOP_AFTER, "Stop pressed in the dashboard", "ada")}),
+    Golden("coordinator", coordinator_flow, ("Survey the teams",), {"_concurrent": True},
+           engine=coordinator_engine),
 )
 """Every golden: the demos', then those of ``tests/golden/flows.py``."""
 BY_NAME = {golden.name: golden for golden in GOLDENS}
@@ -243,7 +249,8 @@ async def record(golden: Golden) -> Recorded:
     extra = golden.sinks() if golden.sinks else []
     watch = _Watch()  # last: it reacts after every other sink has the event
     engine = FlowEngine(flows=[recording(flow, views)], model_override=model,
-                        sinks=[sink, *extra, watch], store=golden.store() if golden.store else None)
+                        sinks=[sink, *extra, watch], store=golden.store() if golden.store else None,
+                        **(golden.engine() if golden.engine else {}))
     recorded = Recorded(events=sink.events, views=views)
     session_id = golden.session_id
     for turn, message in enumerate(golden.turns, 1):

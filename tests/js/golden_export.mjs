@@ -1,5 +1,6 @@
 // The browser fold's answers in the shape of tests/golden/export_fold.py, so the two
 // folds can be compared with one deep equality per golden.
+import { exportGroups } from "../../static/picoflow_web/js/fold_concurrent.js";
 import { barrierPublicationOf, comparable, fold, publicationOf, viewAt } from "../../static/picoflow_web/js/fold.js";
 
 const pick = (obj, keys) => Object.fromEntries(keys.map((k) => [k, obj[k]]));
@@ -79,6 +80,7 @@ export function exportModel(run, events, stops) {
   if (run.overflows.length) extra.overflows = run.overflows.map((o) => pick(o, ["seq", "sink", "first", "last"]));
   if (run.interruption) extra.interruption = pick(run.interruption, ["seq", "reason", "silent_for"]);
   if (run.cancellation) extra.cancellation = pick(run.cancellation, ["seq", "reason", "requested_by", "revision"]);
+  if (run.concurrent.length) extra.concurrent = exportGroups(run.concurrent);
   return {
     ...extra,
     run_id: run.runId, session_id: run.sessionId, flow: run.flow, status: run.status,

@@ -27,7 +27,7 @@ FLOW_HOOKS = {
     "config_model", "define_steps", "initial_step", "define_tools", "init",
     "on_restore_session_doc", "call_timeout", "config_parallel_execution",
     "should_retry_model_error", "on_model_error", "on_model_blocked",
-    "config_schema", "example_messages", "needs_message", "model_providers",
+    "config_schema", "example_messages", "needs_message", "model_providers", "spawn_steps",
 }
 FLOW_HELPERS = {
     "id", "max_model_calls_per_turn", "retry_delay",
@@ -36,7 +36,7 @@ FLOW_HELPERS = {
     "require_executing_step", "goto", "read_step_state", "get_step_state", "save_step_state",
     "save_transient_step_state", "get_memory", "model_selection", "session_id", "run_status",
     "sequence", "tokens", "get_session_doc", "mark_completed", "warn", "log",
-    "require_engine", "save_session",
+    "require_engine", "save_session", "concurrent_steps",
 }
 STEP_HOOKS = {
     "get_prompt", "define_tools", "use_tools", "output_schema", "is_logic", "is_end",

@@ -41,6 +41,8 @@
 import {
   copyState, createRun, newInvocation, pathDepth, setField, snapshot, splitUndoKey, undoKey,
 } from "./fold_model.js";
+import { applyConcurrent } from "./fold_concurrent.js";
+import { keep, keepEntry, keepField, keepLength, keepRun, logging } from "./fold_log.js";
 import { reduceOne } from "./fold_reduce.js";
 import { fieldBefore } from "./fold_views.js";
 
@@ -50,6 +52,7 @@ export { STATUSES, comparable, createRun, parentPath } from "./fold_model.js";
 export { baseAt, fieldBefore, published, reachesCanonical, viewAt } from "./fold_views.js";
 export { barrierPublicationOf, publicationOf } from "./fold_publication.js";
 export { parseJsonl, runsOf } from "./fold_io.js";
+export { UNDO } from "./fold_log.js";
 
 /** @typedef {import("./fold_model.js").State} State */
 /** @typedef {import("./fold_model.js").Change} Change */
@@ -75,56 +78,11 @@ export function fold(events, upto = null) {
 }
 
 /**
- * The undo log `applyEvent` writes to while a replay cursor folds (null: none). Flat, one
- * record per change with its kind last (see `fold_undo.js`), so a log of 400,000 events
- * stays a few arrays, not millions of small objects.
- * @type {any[] | null}
- */
-let log = null;
-
-/** Kinds of undo records: what `undoTo` in `fold_undo.js` restores. */
-export const UNDO = { PROP: 1, LENGTH: 2, ENTRY: 3, FIELD: 4, RUN: 5 };
-
-/** Before `obj[key]` changes. @param {any} obj @param {string} key */
-function keep(obj, key) {
-  if (log) log.push(obj, key, obj[key], UNDO.PROP);
-}
-
-/** Before `items` grows (the fold's arrays only ever grow). @param {any[]} items */
-function keepLength(items) {
-  if (log) log.push(items, items.length, UNDO.LENGTH);
-}
-
-/** Before `map.set(key, ...)`. @param {Map<any, any>} map @param {any} key */
-function keepEntry(map, key) {
-  if (log) log.push(map, key, map.has(key), map.get(key), UNDO.ENTRY);
-}
-
-/** Before own property `key` of `obj` is set or deleted. @param {any} obj @param {string} key */
-function keepField(obj, key) {
-  if (log) log.push(obj, key, Object.prototype.hasOwnProperty.call(obj, key), obj[key], UNDO.FIELD);
-}
-
-/**
- * Before an event is applied: what every applied event may change in the run (its
- * events, seq, version, end offset and anomalies), in one record.
- * @param {Run} run
- */
-function keepRun(run) {
-  if (log) log.push(run, run.endOffset, run.anomalies.length, UNDO.RUN);
-}
-
-/**
  * `applyEvent`, writing how to undo it onto `undo` (see `fold_undo.js`).
  * @param {Run} run @param {any} event @param {any[]} undo
  */
 export function applyEventUndoable(run, event, undo) {
-  log = undo;
-  try {
-    return applyEvent(run, event);
-  } finally {
-    log = null;
-  }
+  return logging(undo, () => applyEvent(run, event));
 }
 
 /**
@@ -479,6 +437,12 @@ export function applyEvent(run, event) {
       keep(run, "cancellation");
       run.status = "cancelled";
       run.cancellation = { seq: event.seq, reason: event.reason, requested_by: event.requested_by ?? null, revision: event.revision ?? null };
+      break;
+    case "concurrent.batch_started":
+    case "concurrent.child_started":
+    case "concurrent.child_finished":
+    case "concurrent.batch_finished":
+      applyConcurrent(run.concurrent, event, (message) => anomaly(run, event, message));
       break;
     case "sink.overflowed":
       keepLength(run.overflows);

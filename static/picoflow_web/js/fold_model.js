@@ -130,6 +130,8 @@ export function createRun() {
     /** @type {{seq: number, reason: string, requested_by: string | null, revision: number | null} | null} the turn.cancelled that ended it */
     cancellation: null,
     branchCount: 0,
+    /** @type {import("./fold_concurrent.js").ConcurrentGroup[]} a coordinator's concurrent_steps() calls */
+    concurrent: [],
     /** bumped by every applied event (renderers compare it) */
     version: 0,
   };

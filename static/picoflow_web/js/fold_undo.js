@@ -17,7 +17,8 @@
  * a jump back longer than the way from event 0. A move never costs more than a fresh fold.
  */
 
-import { UNDO, applyEvent, applyEventUndoable, createRun } from "./fold.js";
+import { applyEvent, applyEventUndoable, createRun } from "./fold.js";
+import { UNDO } from "./fold_log.js";
 
 /** @typedef {import("./fold.js").Run} Run */
 

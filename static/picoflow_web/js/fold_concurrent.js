@@ -1,0 +1,174 @@
+// @ts-check
+/**
+ * The fold of a coordinator's `concurrent.*` events into `run.concurrent`: its
+ * `concurrent_steps()` calls (groups), their batches and children. Pure (no DOM); the
+ * same rules as `runtime/events/concurrent_fold.py`, checked by the `coordinator` golden.
+ *
+ * - `concurrent.batch_started` opens a call at its first batch, records the batch, and
+ *   lists its items as children `queued`;
+ * - `concurrent.child_started` makes a child `running` with its run and session ids and
+ *   the attempt; `concurrent.child_finished` gives it its end (status, attempts, HTTP
+ *   status, reply or error, duration); `concurrent.batch_finished` closes the batch;
+ * - an event for a call, batch or item no earlier event announced is an anomaly.
+ *
+ * Every change goes through `fold_log.js`, so the replay cursor can undo it.
+ */
+
+import { keep, keepEntry, keepLength } from "./fold_log.js";
+
+/**
+ * @typedef {object} ConcurrentBatch
+ * @property {number} batch
+ * @property {number[]} items
+ * @property {number} startedSeq
+ * @property {number} startedAt
+ * @property {number | null} finishedSeq
+ * @property {number | null} finishedAt
+ * @property {number | null} fulfilled
+ * @property {number | null} failed
+ */
+/**
+ * @typedef {object} ConcurrentChild
+ * @property {number} item
+ * @property {number} batch
+ * @property {string} status  queued, running, or how it ended
+ * @property {string | null} runId
+ * @property {string | null} sessionId
+ * @property {number} attempts
+ * @property {number | null} startedSeq
+ * @property {number | null} startedAt
+ * @property {number | null} finishedSeq
+ * @property {number | null} finishedAt
+ * @property {number | null} duration
+ * @property {number | null} httpStatus
+ * @property {boolean | null} completed
+ * @property {any} reply
+ * @property {any} error
+ */
+/**
+ * @typedef {object} ConcurrentGroup
+ * @property {string} group
+ * @property {string} flow
+ * @property {number} batches
+ * @property {number} batchSize
+ * @property {number} timeout
+ * @property {number} retries
+ * @property {string} caller
+ * @property {ConcurrentBatch[]} batchList
+ * @property {Map<number, ConcurrentChild>} children
+ */
+
+/** How a child ended badly, as statuses go (everything but queued, running, fulfilled). */
+export const CHILD_FAILURES = ["failed", "refused", "timed_out", "unreachable", "malformed", "error"];
+
+/**
+ * Apply one `concurrent.*` event to the run's calls; `anomaly` hears what it cannot place.
+ * @param {ConcurrentGroup[]} groups @param {any} event @param {(message: string) => void} anomaly
+ */
+export function applyConcurrent(groups, event, anomaly) {
+  let found = groups.find((g) => g.group === event.group);
+  if (event.type === "concurrent.batch_started") {
+    if (!found) {
+      found = {
+        group: event.group, flow: event.flow, batches: event.batches, batchSize: event.batch_size,
+        timeout: event.timeout, retries: event.retries, caller: event.path || "",
+        batchList: [], children: new Map(),
+      };
+      keepLength(groups);
+      groups.push(found);
+    }
+    if (found.batchList.some((b) => b.batch === event.batch)) {
+      anomaly(`concurrent batch ${event.group}/${event.batch} started again`);
+      return;
+    }
+    keepLength(found.batchList);
+    found.batchList.push({
+      batch: event.batch, items: [...(event.items || [])], startedSeq: event.seq, startedAt: event.offset,
+      finishedSeq: null, finishedAt: null, fulfilled: null, failed: null,
+    });
+    for (const item of event.items || []) {
+      if (found.children.has(item)) {
+        anomaly(`concurrent item ${event.group}/${item} in two batches`);
+        continue;
+      }
+      keepEntry(found.children, item);
+      found.children.set(item, {
+        item, batch: event.batch, status: "queued", runId: null, sessionId: null, attempts: 0,
+        startedSeq: null, startedAt: null, finishedSeq: null, finishedAt: null, duration: null,
+        httpStatus: null, completed: null, reply: null, error: null,
+      });
+    }
+    return;
+  }
+  if (!found) {
+    anomaly(`${event.type} for unknown concurrent call ${event.group}`);
+    return;
+  }
+  if (event.type === "concurrent.batch_finished") {
+    const batch = found.batchList.find((b) => b.batch === event.batch);
+    if (!batch) {
+      anomaly(`${event.type} for unknown batch ${event.group}/${event.batch}`);
+      return;
+    }
+    for (const key of ["finishedSeq", "finishedAt", "fulfilled", "failed"]) keep(batch, key);
+    batch.finishedSeq = event.seq;
+    batch.finishedAt = event.offset;
+    batch.fulfilled = event.fulfilled;
+    batch.failed = event.failed;
+    return;
+  }
+  const child = found.children.get(event.item);
+  if (!child || child.batch !== event.batch) {
+    anomaly(`${event.type} for unknown item ${event.group}/${event.item}`);
+    return;
+  }
+  keep(child, "runId");
+  keep(child, "sessionId");
+  child.runId = event.child_run_id;
+  child.sessionId = event.child_session_id;
+  if (event.type === "concurrent.child_started") {
+    keep(child, "status");
+    keep(child, "attempts");
+    child.status = "running";
+    child.attempts = event.attempt;
+    if (child.startedSeq === null) {
+      keep(child, "startedSeq");
+      keep(child, "startedAt");
+      child.startedSeq = event.seq;
+      child.startedAt = event.offset;
+    }
+    return;
+  }
+  for (const key of ["status", "attempts", "duration", "finishedSeq", "finishedAt", "httpStatus", "completed", "reply", "error"]) keep(child, key);
+  child.status = event.status;
+  child.attempts = event.attempts;
+  child.duration = event.duration;
+  child.finishedSeq = event.seq;
+  child.finishedAt = event.offset;
+  child.httpStatus = event.http_status ?? null;
+  child.completed = event.completed ?? null;
+  child.reply = event.reply ?? null;
+  child.error = event.error ?? null;
+}
+
+/**
+ * The calls as plain JSON, as `runtime/events/concurrent_fold.py` exports them (children in
+ * item order).
+ * @param {ConcurrentGroup[]} groups
+ */
+export function exportGroups(groups) {
+  return groups.map((g) => ({
+    group: g.group, flow: g.flow, batches: g.batches, batch_size: g.batchSize,
+    timeout: g.timeout, retries: g.retries, caller: g.caller,
+    batch_list: g.batchList.map((b) => ({
+      batch: b.batch, items: b.items, started_seq: b.startedSeq, finished_seq: b.finishedSeq,
+      fulfilled: b.fulfilled, failed: b.failed,
+    })),
+    children: [...g.children.values()].sort((a, b) => a.item - b.item).map((c) => ({
+      item: c.item, batch: c.batch, status: c.status, run_id: c.runId, session_id: c.sessionId,
+      attempts: c.attempts, started_seq: c.startedSeq, finished_seq: c.finishedSeq,
+      http_status: c.httpStatus, completed: c.completed, reply: c.reply,
+      error_code: c.error ? c.error.code ?? null : null,
+    })),
+  }));
+}
