@@ -269,14 +269,16 @@ async def ai_run(request: HttpRequest) -> HttpResponse:
     """
     ask = parse_body(request, bodies.AiRun)
     session_id = _blank(ask.session) or request.headers.get("Chat-Session-Id")
-    _, reply = await services.run_execute(
+    run, reply = await services.run_execute(
         flow=ask.flowName, message=_blank(ask.message), session_id=session_id,
         config=ask.config, user=request.api_user,  # type: ignore[attr-defined]
         grant=_access(request), project=_blank(ask.project),
+        run_id=_blank(request.headers.get("PicoFlow-Run-Id")),
+        coordinator=_coordinator(request),
     )
     body = bodies.AiReply(success=reply.success, completed=reply.completed,
                           message=reply.message, session=reply.session_id,
-                          contentType=reply.content_type,
+                          contentType=reply.content_type, run=run.id,
                           error_code=None if reply.success else reply.error_code)
     if reply.success and reply.content_type != "text/plain":
         response: HttpResponse = HttpResponse(reply.message, content_type=reply.content_type)
@@ -286,7 +288,24 @@ async def ai_run(request: HttpRequest) -> HttpResponse:
         response = answer(body, status)
     response["CHAT_SESSION_ID"] = reply.session_id
     response["Chat-Session-Id"] = reply.session_id
+    response["PicoFlow-Run-Id"] = run.id
     return response
+
+
+def _coordinator(request: HttpRequest) -> dict[str, Any] | None:
+    """Which coordinator's child a request is (``concurrent_steps()`` says so in its
+    headers), for the child's run page to link back; None for any other request."""
+    run_id = request.headers.get("PicoFlow-Coordinator-Run", "")
+    if not services.RUN_ID.fullmatch(run_id):
+        return None
+
+    def number(name: str) -> int | None:
+        value = request.headers.get(name, "")
+        return int(value) if value.isdigit() and len(value) < 10 else None
+
+    group = request.headers.get("PicoFlow-Coordinator-Group", "")
+    return {"run_id": run_id, "group": group[:32], "batch": number("PicoFlow-Coordinator-Batch"),
+            "item": number("PicoFlow-Coordinator-Item")}
 
 
 @api_view("GET")

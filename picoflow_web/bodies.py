@@ -129,9 +129,11 @@ class AiReply(_Open):
     message: str
     session: str
     contentType: str
+    run: str | None = None
+    """The turn's run id (its page is ``/runs/<run>/``)."""
     error_code: str | None = None
 
-    OMITTED_WHEN_NONE = ("error_code",)
+    OMITTED_WHEN_NONE = ("error_code", "run")
 
 
 class AiEnd(_Open):

@@ -190,8 +190,13 @@ class Run(models.Model):
             return {**self.origin, "label": label}
         if self.in_worker:
             worker = self.worker or None
-            return {"kind": "worker", "worker": worker,
-                    "label": f"worker {worker}" if worker else "worker (waiting for one)"}
+            info: dict[str, object] = {
+                "kind": "worker", "worker": worker,
+                "label": f"worker {worker}" if worker else "worker (waiting for one)"}
+            if isinstance(self.origin.get("coordinator"), dict):
+                # A concurrent_steps() child: which coordinator run, batch and item sent it.
+                info["coordinator"] = self.origin["coordinator"]
+            return info
         if not self.is_remote:
             return {"kind": "server", "label": "server"}
         host, pid = self.origin.get("host") or "unknown host", self.origin.get("pid")

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import uuid
 from typing import Any
 
+from django.db import IntegrityError
 from django.utils import timezone
 
 from picoflow_web import app_settings, groups, selectors
@@ -108,10 +110,15 @@ def _check(flow: str, message: str | None, session_id: str | None,
         raise InputError(str(exc), exc.code) from None
 
 
+RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+"""A run id a client may choose (a coordinator names its children's runs)."""
+
+
 async def run_start(
     *, flow: str, message: str | None, session_id: str | None = None,
     config: dict[str, Any] | None = None, user: Any = None, grant: Access | None = None,
-    project: str | None = None,
+    project: str | None = None, run_id: str | None = None,
+    coordinator: dict[str, Any] | None = None,
 ) -> Run:
     """Queue a turn for a worker and return at once; the run page follows it live.
 
@@ -127,11 +134,22 @@ async def run_start(
     if in_project == DEFAULT_PROJECT:  # made on first use (a fresh or flushed database)
         await Project.objects.aget_or_create(name=DEFAULT_PROJECT)
     authenticated = user is not None and getattr(user, "is_authenticated", False)
-    run = await Run.objects.acreate(
-        id=uuid.uuid4().hex, flow=flow, message=message or "", session_id=session_id or "",
-        project_id=in_project,
-        config=config, status=Run.Status.QUEUED, origin={"kind": "worker"},
-        started_by=user if authenticated else None)
+    if run_id is not None and not RUN_ID.fullmatch(run_id):
+        raise InputError("A run id is 1 to 64 letters, digits, '.', '_' or '-'.",
+                         error_code="bad_run_id")
+    origin: dict[str, Any] = {"kind": "worker"}
+    if coordinator:
+        origin["coordinator"] = coordinator
+    try:
+        run = await Run.objects.acreate(
+            id=run_id or uuid.uuid4().hex, flow=flow, message=message or "",
+            session_id=session_id or "", project_id=in_project,
+            config=config, status=Run.Status.QUEUED, origin=origin,
+            started_by=user if authenticated else None)
+    except IntegrityError:
+        # A resent request of a coordinator's child: it must never run twice.
+        raise InputError(f"Run {run_id!r} exists already; it is not started again.",
+                         code="run_exists", status=409, error_code="run_exists") from None
     await run_broadcast(run)
     from picoflow_web.tasks import execute_run  # the task module needs the app registry
 
@@ -149,11 +167,13 @@ async def run_start(
 async def run_execute(
     *, flow: str, message: str | None, session_id: str | None = None,
     config: dict[str, Any] | None = None, user: Any = None, grant: Access | None = None,
-    project: str | None = None,
+    project: str | None = None, run_id: str | None = None,
+    coordinator: dict[str, Any] | None = None,
 ) -> tuple[Run, RunReply]:
     """Queue a turn and wait for its end (``POST /ai/run`` answers with the reply)."""
     run = await run_start(flow=flow, message=message, session_id=session_id, config=config,
-                          user=user, grant=grant, project=project)
+                          user=user, grant=grant, project=project, run_id=run_id,
+                          coordinator=coordinator)
     return await run_wait(run.id)
 
 

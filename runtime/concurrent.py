@@ -134,6 +134,12 @@ class _Call(Generic[T]):
     target: _Target
     depth: int
     max_depth: int
+    token: str | Callable[[T], str | None] | None = None
+    """Another token than the self token, for every item or per item (None: the default)."""
+
+    def token_for(self, item: T) -> str:
+        chosen = self.token(item) if callable(self.token) else self.token
+        return chosen or self.target.token
 
 
 async def run_concurrent(
@@ -142,6 +148,7 @@ async def run_concurrent(
     on_response: Callable[[T, ChildReply], Awaitable[None] | None] | None = None,
     timeout: float = 300.0, retries: int = 2, backoff: float = 0.5,
     flow_name: str | None = None, max_depth: int = 2,
+    token: str | Callable[[T], str | None] | None = None,
 ) -> ConcurrentResult:
     """What :meth:`runtime.Flow.concurrent_steps` does (see the module docstring)."""
     from .turn import turn_of
@@ -163,8 +170,8 @@ async def run_concurrent(
         flow=flow, group=f"c{turn.next_concurrent_group()}", items=list(items),
         batch_size=batch_size, on_config=on_config, on_response=on_response,
         timeout=float(timeout), retries=retries, backoff=backoff,
-        child_flow=flow_name or flow.id, target=_target(flow), depth=depth,
-        max_depth=max_depth)
+        child_flow=flow_name or flow.id, target=_target(flow, token is not None), depth=depth,
+        max_depth=max_depth, token=token)
     replies: list[ChildReply | None] = [None] * len(call.items)
     try:
         await _batches(call, turn, replies)
@@ -195,7 +202,7 @@ async def _batches(call: _Call[T], turn: Any, replies: list[ChildReply | None]) 
                   duration=time.monotonic() - started)
 
 
-def _target(flow: Flow) -> _Target:
+def _target(flow: Flow, own_token: bool = False) -> _Target:
     engine = flow.require_engine()
     url = engine.self_url or os.environ.get(SELF_URL_ENV, "")
     token = engine.self_token or os.environ.get(SELF_TOKEN_ENV, "")
@@ -206,7 +213,7 @@ def _target(flow: Flow) -> _Target:
     parts = urllib.parse.urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ConcurrentConfigError(f"{SELF_URL_ENV} must be an http(s) URL, not {url!r}.")
-    if not token:
+    if not token and not own_token:
         raise ConcurrentConfigError(
             f"concurrent_steps() needs a token with the run scope: set {SELF_TOKEN_ENV} (or "
             "FlowEngine(self_token=...)).")
@@ -281,7 +288,8 @@ async def _send(call: _Call[T], turn: Any, batch: int, index: int, config: dict[
                        "session": session_id}).encode()
     coordinator = turn.bus.run_id if turn.bus is not None else ""
     headers = {
-        "Authorization": f"Bearer {call.target.token}", "Content-Type": "application/json",
+        "Authorization": f"Bearer {call.token_for(call.items[index])}",
+        "Content-Type": "application/json",
         "Accept": "application/json", "PicoFlow-Run-Id": run_id,
         "PicoFlow-Coordinator-Run": coordinator, "PicoFlow-Coordinator-Item": str(index),
         "PicoFlow-Coordinator-Batch": str(batch), "PicoFlow-Coordinator-Group": call.group,

@@ -322,6 +322,7 @@ class Flow:
         on_response: Callable[[T, ChildReply], Awaitable[None] | None] | None = None,
         timeout: float = 300.0, retries: int = 2, backoff: float = 0.5,
         flow_name: str | None = None, max_depth: int = 2,
+        token: str | Callable[[T], str | None] | None = None,
     ) -> ConcurrentResult:
         """Send each item as an independent flow request to the app's own ``/ai/run``, in
         batches of ``batch_size`` (one batch after another, a batch's items at once).
@@ -333,9 +334,11 @@ class Flow:
         connection, 429, 503), after ``backoff`` seconds doubling; ``flow_name`` is the
         children's flow (default: this one). The app's URL and token come from
         ``PICOFLOW_SELF_URL`` and ``PICOFLOW_SELF_TOKEN`` (or the engine's ``self_url``
-        and ``self_token``). See :mod:`runtime.concurrent`.
+        and ``self_token``); ``token`` is another token, or a function of the item giving
+        one (None: the default). ``max_depth`` bounds chains of coordinators. See
+        :mod:`runtime.concurrent`.
         """
         return await run_concurrent(
             self, items, batch_size=batch_size, on_config=on_config, on_response=on_response,
             timeout=timeout, retries=retries, backoff=backoff, flow_name=flow_name,
-            max_depth=max_depth)
+            max_depth=max_depth, token=token)

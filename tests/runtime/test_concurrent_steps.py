@@ -224,3 +224,12 @@ async def test_bad_arguments_are_refused_clearly() -> None:
         reply = await engine.run("Bad", None, config={"_concurrent": True})
         assert not reply.success and reply.error_code == ConcurrentConfigError.code, options
 
+
+
+async def test_a_token_per_item_goes_with_that_items_request_only() -> None:
+    Survey.items = [0, 1, 2]
+    Survey.options = {"token": lambda item: "pf_other" if item == 1 else None}
+    with self_app() as app:
+        await _coordinate(app)
+    tokens = {r["item"]: r["headers"]["Authorization"] for r in app.requests}
+    assert tokens == {0: "Bearer pf_test", 1: "Bearer pf_other", 2: "Bearer pf_test"}

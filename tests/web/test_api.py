@@ -185,7 +185,8 @@ async def test_ai_run_plays_hotel_turns_and_continues_the_session() -> None:
                             **auth)
     assert first.status_code == 200, first.content
     body = first.json()
-    assert set(body) == {"success", "completed", "message", "session", "contentType"}
+    assert set(body) == {"success", "completed", "message", "session", "contentType", "run"}
+    assert first["PicoFlow-Run-Id"] == body["run"]
     assert body["success"] is True and body["completed"] is False
     assert body["contentType"] == "text/plain"
     assert "hotel" in body["message"].lower()
@@ -205,6 +206,7 @@ async def test_ai_run_plays_hotel_turns_and_continues_the_session() -> None:
     session = detail.json()["session"]
     assert session["flow"] == "HotelFlow"
     assert [r["message"] for r in session["runs"]] == ["Hi", "yes"]
+    assert [r["id"] for r in session["runs"]] == [body["run"], again["run"]]
     assert all(r["status"] == "finished" for r in session["runs"])
     memory = session["doc"]["flow"]["memory"]
     human = [m["content"] for step in memory.values() for m in step["messages"]
@@ -445,3 +447,36 @@ def test_ai_session_continues_over_daphne_with_the_session_body_field(daphne: An
     ended = HttpSession(server.base_url).post(
         "/ai/end", json_body={"session": session_id}, headers=bearer(token))
     assert ended.status == 200, ended.body
+
+
+async def test_a_coordinators_child_keeps_its_chosen_run_id_and_never_runs_twice() -> None:
+    """What concurrent_steps() sends: the child's run id and session, and whose child it is.
+    The child runs under that id and links back; the same id again is refused (409) and
+    runs nothing; a malformed id is refused (400)."""
+    user = await amake_user()
+    client = token_client()
+    auth = bearer(await atoken(user))
+    headers = {"PicoFlow-Run-Id": "coord-1-c0-3", "PicoFlow-Coordinator-Run": "coord-1",
+               "PicoFlow-Coordinator-Group": "c0", "PicoFlow-Coordinator-Batch": "1",
+               "PicoFlow-Coordinator-Item": "3"}
+    body = {"flowName": "HotelFlow", "message": "Hi", "session": "coord-1-c0-3-s"}
+    first = await post_json(client, "/ai/run", body, **auth, **headers)
+    assert first.status_code == 200, first.content
+    assert first.json()["run"] == "coord-1-c0-3" and first["PicoFlow-Run-Id"] == "coord-1-c0-3"
+    assert first.json()["session"] == "coord-1-c0-3-s"
+    run = await Run.objects.aget(id="coord-1-c0-3")
+    assert run.origin["coordinator"] == {"run_id": "coord-1", "group": "c0", "batch": 1,
+                                         "item": 3}
+    summary = run.summary()
+    assert summary["origin"]["coordinator"]["run_id"] == "coord-1"
+    events = await EventRecord.objects.filter(run_id=run.id).acount()
+
+    again = await post_json(client, "/ai/run", body, **auth, **headers)
+    assert again.status_code == 409, again.content
+    assert again.json()["code"] == "run_exists"
+    assert await Run.objects.filter(id__startswith="coord-1").acount() == 1
+    assert await EventRecord.objects.filter(run_id=run.id).acount() == events
+
+    bad = await post_json(client, "/ai/run", body,
+                          **auth, **{"PicoFlow-Run-Id": "../etc/passwd"})
+    assert bad.status_code == 400 and bad.json()["error_code"] == "bad_run_id"
