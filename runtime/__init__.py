@@ -21,6 +21,7 @@ from .barrier import (
     StepChannels,
     direct_result,
 )
+from .concurrent import ChildReply, ConcurrentResult
 from .engine import FlowEngine, FlowInfo, RunReply
 from .errors import (
     BarrierInvalidError,
@@ -28,6 +29,9 @@ from .errors import (
     BranchCancelledError,
     BranchError,
     BranchTimeoutError,
+    ConcurrentConfigError,
+    ConcurrentDepthError,
+    ConcurrentError,
     ConfigValidationError,
     ExecutionFrameError,
     FlowDefinitionError,
@@ -82,6 +86,11 @@ __all__ = [
     "BranchTimeoutError",
     "CancelToken",
     "Channel",
+    "ChildReply",
+    "ConcurrentConfigError",
+    "ConcurrentDepthError",
+    "ConcurrentError",
+    "ConcurrentResult",
     "ConfigValidationError",
     "ContributionMeta",
     "DirectResult",
