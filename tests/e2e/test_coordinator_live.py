@@ -16,10 +16,11 @@ from typing import Any
 
 import pytest
 
+from tests.e2e.browsing import logged_in_page, shot
 from tests.livedaphne import REPO_ROOT, LiveDaphne, live_daphne, run_manage
 from tests.webhelpers import HttpSession
 
-pytestmark = [pytest.mark.browser]
+pytestmark = [pytest.mark.browser, pytest.mark.anyio]
 
 WORKERS = 4
 """The coordinator holds one worker while it waits; its children need the others."""
@@ -70,7 +71,7 @@ def wait_ended(live: LiveDaphne, token: str, run_id: str, within: float = 60) ->
         time.sleep(0.2)
 
 
-def test_a_coordinator_of_twenty_children_reports_each_and_runs_none_twice(
+async def test_a_coordinator_of_twenty_children_reports_each_and_runs_none_twice(
         server: tuple[LiveDaphne, str]) -> None:
     live, token = server
     ask = {"flowName": "Census", "message": "count", "config": {"_concurrent": True}}
@@ -118,3 +119,46 @@ def test_a_coordinator_of_twenty_children_reports_each_and_runs_none_twice(
         assert len(started) == 1, f"child {item} ran {len(started)} times"
     attempts = [e for e in events if e["type"] == "concurrent.child_started"]
     assert len(attempts) == 20, "a child that may have run is never sent again"
+
+
+async def test_the_coordinators_page_fills_its_batches_live_and_opens_a_child(
+        server: tuple[LiveDaphne, str]) -> None:
+    """Started with a pause per child, so the page sees a batch running before it ends."""
+    live, token = server
+    password = (live.data_dir / "admin_password").read_text().strip()
+    async with logged_in_page(live.base_url, password) as page:
+        status, body = call(live, token, "POST", "/api/runs", {
+            "flow": "Census", "message": "count",
+            "config": {"_concurrent": True, "pause": 2.0, "districts": 15, "sleep": -1,
+                       "timeout": 30}})
+        assert status == 201, body
+        coordinator = body["run"]["id"]
+        await page.goto(f"/runs/{coordinator}/")
+        panel = page.locator("#pf-children")
+        # Live: a batch running (its children too) while a later one is not there yet.
+        running = panel.locator(".pf-children-batch[data-state=running]")
+        await running.first.wait_for(timeout=60_000)
+        await panel.locator(".pf-child-running").first.wait_for(timeout=60_000)
+        seen_batches = await panel.locator(".pf-children-batch").count()
+        assert seen_batches < 3, "the page showed every batch before they ran"
+        await shot(page, "coordinator-live")
+        # The end: three batches done, the failures marked (7 failed, 13 refused).
+        await panel.locator(".pf-children-batch[data-state=done]").nth(2).wait_for(
+            timeout=120_000)
+        failed = await panel.locator(".pf-child[data-failed]").evaluate_all(
+            "els => els.map(e => [e.dataset.item, e.dataset.status])")
+        assert failed == [["7", "failed"], ["13", "refused"]]
+        refused = panel.locator(".pf-child[data-item='13']")
+        assert await refused.evaluate("e => e.tagName") == "SPAN"  # no run to open
+        assert "HTTP 401" in (await refused.get_attribute("title") or "")
+        headline = await panel.locator(".pf-children-headline").text_content()
+        assert headline == ("Tally \u00d7 15 in batches of 5 (batch 3 of 3): 13 of 15 fulfilled, "
+                            "2 failed")
+        await shot(page, "coordinator-done")
+        # A click opens the child's run, which links back to its coordinator.
+        await panel.locator(".pf-child[data-item='4']").click()
+        await page.wait_for_url(f"**/runs/{coordinator}-c0-4/")
+        back = page.locator("#pf-coordinator")
+        assert await back.get_attribute("href") == f"/runs/{coordinator}/"
+        assert await page.locator("#pf-coordinator-item").text_content() == "item 4, batch 1"
+        await page.locator("#pf-run-status", has_text="finished").wait_for(timeout=30_000)

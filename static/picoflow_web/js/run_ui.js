@@ -28,6 +28,7 @@
  * seq n it says what the run had done by event n.
  */
 
+import { createCoordinatorPanel } from "./concurrent_ui.js";
 import { eventsUrl, loadStoredEvents, requestJson, runApiUrl, runSocketUrl, sessionPageUrl } from "./api.js";
 import { readJsonScript, setAttr, setText } from "./dom.js";
 import { describeEvent, formatDuration, formatHash, interruptionText, parseHash, runStatusKind } from "./format.js";
@@ -62,6 +63,7 @@ export function mountRunPage(root) {
     scrubber: byId("pf-scrubber"),
   };
   const stop = createStopControl({ runId, store });
+  const children = createCoordinatorPanel(byId("pf-children"));
   /** @param {number | null} seq */
   const pin = (seq) => {
     const last = store.get().run.lastSeq;
@@ -180,6 +182,7 @@ export function mountRunPage(root) {
     els.reply.classList.toggle("pf-reply-interrupted", status === "interrupted");
     els.reply.classList.toggle("pf-reply-cancelled", status === "cancelled");
     stop.render();
+    children.render(view);
     const sessionId = live.sessionId || s.summary?.session_id || "";
     if (sessionId) {
       els.session.hidden = false;

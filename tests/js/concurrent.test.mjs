@@ -1,0 +1,49 @@
+// The coordinator panel's words and links come from the folded concurrent.* events, at
+// any position: the coordinator golden read live, at the end, and stopped mid-batch.
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { test } from "node:test";
+import { fileURLToPath } from "node:url";
+
+import { coordinatorPanel } from "../../static/picoflow_web/js/concurrent.js";
+import { fold, parseJsonl } from "../../static/picoflow_web/js/fold.js";
+
+const GOLDEN = join(dirname(fileURLToPath(import.meta.url)), "..", "golden");
+const events = parseJsonl(readFileSync(join(GOLDEN, "coordinator.jsonl"), "utf8"));
+
+test("at the end: every batch done, failures marked, links only to children that ran", () => {
+  const [call] = coordinatorPanel(fold(events));
+  assert.equal(call.headline, "Survey × 5 in batches of 2 (batch 3 of 3): 3 of 5 fulfilled, 2 failed");
+  assert.deepStrictEqual(call.batches.map((b) => [b.state, b.label]), [
+    ["done", "batch 1: 2 fulfilled, 0 not"],
+    ["done", "batch 2: 0 fulfilled, 2 not"],
+    ["done", "batch 3: 1 fulfilled, 0 not"],
+  ]);
+  const chips = call.batches.flatMap((b) => b.children);
+  assert.deepStrictEqual(chips.map((c) => [c.item, c.status, c.failed]), [
+    [0, "fulfilled", false], [1, "fulfilled", false], [2, "failed", true], [3, "refused", true],
+    [4, "fulfilled", false],
+  ]);
+  // A refused request made no run: nothing to open.
+  assert.deepStrictEqual(chips.map((c) => c.href), [
+    "/runs/coordinator-1-c0-0/", "/runs/coordinator-1-c0-1/", "/runs/coordinator-1-c0-2/", null,
+    "/runs/coordinator-1-c0-4/",
+  ]);
+  assert.match(chips[3].title, /^item 3: refused · [\d.]+ s · HTTP 401 · the app refused the request \(401\)/);
+  assert.match(chips[4].title, /2 attempts/);
+});
+
+test("stopped mid-batch: the batch runs, its children are running, later ones not listed yet", () => {
+  const mid = events.find((e) => e.type === "concurrent.child_started" && e.item === 3).seq;
+  const [call] = coordinatorPanel(fold(events, mid));
+  assert.equal(call.headline, "Survey × 4 in batches of 2 (batch 2 of 3): 2 of 4 fulfilled, 2 running");
+  assert.deepStrictEqual(call.batches.map((b) => b.state), ["done", "running"]);
+  assert.deepStrictEqual(call.batches[1].children.map((c) => [c.status, c.failed]), [
+    ["running", false], ["running", false]]);
+});
+
+test("a run that coordinates nothing has no panel", () => {
+  const hotel = parseJsonl(readFileSync(join(GOLDEN, "hotel.jsonl"), "utf8"));
+  assert.deepStrictEqual(coordinatorPanel(fold(hotel.filter((e) => e.run_id === hotel[0].run_id))), []);
+});
