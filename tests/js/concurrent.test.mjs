@@ -7,6 +7,7 @@ import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 
 import { coordinatorPanel } from "../../static/picoflow_web/js/concurrent.js";
+import { describeEvent } from "../../static/picoflow_web/js/format.js";
 import { fold, parseJsonl } from "../../static/picoflow_web/js/fold.js";
 
 const GOLDEN = join(dirname(fileURLToPath(import.meta.url)), "..", "golden");
@@ -46,4 +47,15 @@ test("stopped mid-batch: the batch runs, its children are running, later ones no
 test("a run that coordinates nothing has no panel", () => {
   const hotel = parseJsonl(readFileSync(join(GOLDEN, "hotel.jsonl"), "utf8"));
   assert.deepStrictEqual(coordinatorPanel(fold(hotel.filter((e) => e.run_id === hotel[0].run_id))), []);
+});
+
+test("the scrubber's event lines say what each concurrent event did", () => {
+  const said = (type, item) => describeEvent(events.find((e) => e.type === type && (item === undefined || e.item === item)));
+  assert.equal(said("concurrent.batch_started"), "c0 batch 1 of 3: items 0, 1 → Survey");
+  assert.equal(said("concurrent.child_started", 0), "c0 item 0 → run coordinator-1-c0-0");
+  assert.equal(said("concurrent.child_finished", 0), "c0 item 0: fulfilled: done 0");
+  assert.match(said("concurrent.child_finished", 3), /^c0 item 3: refused \(the app refused the request \(401\)/);
+  assert.equal(said("concurrent.batch_finished"), "c0 batch 1: 2 fulfilled, 0 not");
+  const retry = events.filter((e) => e.type === "concurrent.child_started" && e.item === 4)[1];
+  assert.equal(describeEvent(retry), "c0 item 4 → run coordinator-1-c0-4 (attempt 2)");
 });
