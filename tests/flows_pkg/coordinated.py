@@ -4,7 +4,7 @@ serves them (the tests' own, not demos).
 ``Census`` coordinates: twenty districts in batches of five, each sent as an independent
 ``Tally`` request through the app's own ``/ai/run``. By its config, one district's child
 fails (``fail``), one runs past the coordinator's timeout (``sleep``) and one is sent with
-a wrong token (``wrong_token``); ``pause`` slows every child down so a browser can watch
+a wrong token (``refused``); ``pause`` slows every child down so a browser can watch
 the batches fill. ``Tally`` is the child: logic only, no model.
 """
 
@@ -48,8 +48,9 @@ class CensusConfig(BaseModel):
     """The district whose child fails (-1: none)."""
     sleep: int = 11
     """The district whose child runs past the timeout (-1: none)."""
-    wrong_token: int = 13
-    """The district sent with a wrong token (-1: none)."""
+    refused: int = 13
+    """The district sent with a wrong token (-1: none). (Not named after tokens: the
+    dashboard redacts config keys that look like secrets.)"""
     timeout: float = 4.0
     pause: float = 0.0
 
@@ -87,7 +88,7 @@ class Census(Flow):
             list(range(config.districts)), batch_size=config.batch_size, on_config=on_config,
             on_response=on_response, timeout=config.timeout, retries=1, backoff=0.2,
             flow_name="Tally",
-            token=lambda item: "pf_wrong" if item == config.wrong_token else None)
+            token=lambda item: "pf_wrong" if item == config.refused else None)
         self.save_step_state(Plan, {"outcomes": {str(k): v for k, v in sorted(outcomes.items())}})
         return " ".join(f"{k}:{v}" for k, v in sorted(outcomes.items()))
 

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from runtime.events import parse_event
-from tests.livedaphne import LiveDaphne, build_env, live_daphne, run_manage
+from tests.livedaphne import REPO_ROOT, LiveDaphne, build_env, live_daphne, run_manage
 from tests.webhelpers import (
     PASSWORD,
     TERMINAL_EVENTS,
@@ -73,6 +73,9 @@ def pair() -> Iterator[Pair]:
             "PICOFLOW_SECRET_KEY": secrets.token_urlsafe(50),
             "PICOFLOW_DEMO_LATENCY": LATENCY,
             "PICOFLOW_LOG_LEVEL": "WARNING",
+            # The tests' coordinator and its children, beside the demos.
+            "PICOFLOW_FLOWS": "tests.flows_pkg.coordinated:flows",
+            "PYTHONPATH": str(REPO_ROOT),
         }
         manage_env = build_env(data / "manage", env)
         migrated = run_manage("migrate", "--noinput", env=manage_env)  # once, for both
@@ -101,8 +104,10 @@ def pair() -> Iterator[Pair]:
         assert token.startswith("pf_")
         # Two workers beside the two Daphnes, on the same database and Redis: they publish
         # their runs' events to Redis themselves, so browsers of A and B both hear them.
+        # A coordinator's children go through Daphne A (PICOFLOW_SELF_URL), wherever it runs.
         for worker in WORKERS:
-            a.start_worker(worker, env)
+            a.start_worker(worker, {**env, "PICOFLOW_SELF_URL": a.base_url,
+                                    "PICOFLOW_SELF_TOKEN": token})
         yield Pair(a, b, token, manage_env)
 
 
@@ -305,6 +310,31 @@ def test_ai_run_on_a_continues_its_session_on_b(pair: Pair) -> None:
     ended = HttpSession(pair.a.base_url).post(
         "/ai/end", headers={"Chat-Session-Id": session_id, **bearer(pair.token)})
     assert ended.status == 200 and ended.json()["success"] is True
+
+
+def test_a_coordinator_started_on_b_sends_its_children_through_a(pair: Pair) -> None:
+    """concurrent_steps() with SELF_URL at Daphne A, the coordinator asked for on B: the
+    children run on the workers once each, and both Daphnes show them linked to it."""
+    config = {"_concurrent": True, "districts": 6, "batch_size": 3, "fail": -1, "sleep": -1,
+              "refused": -1, "timeout": 60}
+    reply = HttpSession(pair.b.base_url).post(
+        "/ai/run", json_body={"flowName": "Census", "message": "count", "config": config},
+        headers=bearer(pair.token), timeout=180)
+    assert reply.status == 200, reply.body
+    body = reply.json()
+    assert body["message"] == " ".join(f"{i}:fulfilled" for i in range(6))
+    coordinator = body["run"]
+    events = stored_events(pair.a, pair.token, coordinator)
+    finished = [e for e in events if e["type"] == "concurrent.child_finished"]
+    assert sorted(e["item"] for e in finished) == list(range(6))
+    for event in finished:
+        child = run_summary(pair.b, pair.token, event["child_run_id"])
+        assert child["status"] == "finished"
+        assert child["origin"]["coordinator"]["run_id"] == coordinator
+        assert child["origin"]["worker"] in WORKERS
+        started = [e for e in stored_events(pair.a, pair.token, child["id"])
+                   if e["type"] == "turn.started"]
+        assert len(started) == 1
 
 
 def test_b_refuses_sockets_with_a_foreign_or_missing_origin(pair: Pair) -> None:
