@@ -621,7 +621,10 @@ def timing_flow(latency: float = DEFAULT_LATENCY) -> tuple[type[TimingFlow], Scr
 
 def demo_flows(latency: float = DEFAULT_LATENCY) -> list[tuple[type[Flow], ScriptedModel | None]]:
     """Every demo flow with its scripted model: the hotel flow, then the parallel demos."""
+    from picoflow_web.demos.coordinator import coordinator_flows
+
     return [(HotelFlow, hotel_model(latency=latency)), research_flow(latency),
             conflict_flow(latency), expense_flow(latency), bus_flow(latency),
             atomic_flow(latency), cancel_flow(latency),
-            timing_flow(latency), (FanOutFlow, None)]
+            timing_flow(latency), (FanOutFlow, None),
+            *((flow, None) for flow in coordinator_flows(latency))]

@@ -24,8 +24,9 @@ register = template.Library()
 
 # Static imports and re-exports of relative modules: `import ... from "./x.js"`,
 # `export { a } from "./x.js"`, `import "./x.js"`. Dynamic import() is not preloaded.
-_IMPORT = re.compile(r"""^\s*(?:import|export)\b[^"';]*?(?:\bfrom\s*)?["'](\.{1,2}/[^"']+\.js)["']""",
-                     re.MULTILINE)
+_IMPORT = re.compile(
+    r"""^\s*(?:import|export)\b[^"';]*?(?:\bfrom\s*)?["'](\.{1,2}/[^"']+\.js)["']""",
+    re.MULTILINE)
 
 
 def module_graph(entry: str) -> list[str]:

@@ -20,7 +20,7 @@ from tests.e2e.browsing import logged_in_page, shot
 from tests.livedaphne import REPO_ROOT, LiveDaphne, live_daphne, run_manage
 from tests.webhelpers import HttpSession
 
-pytestmark = [pytest.mark.browser, pytest.mark.anyio]
+pytestmark = [pytest.mark.browser]
 
 WORKERS = 4
 """The coordinator holds one worker while it waits; its children need the others."""
@@ -71,7 +71,7 @@ def wait_ended(live: LiveDaphne, token: str, run_id: str, within: float = 60) ->
         time.sleep(0.2)
 
 
-async def test_a_coordinator_of_twenty_children_reports_each_and_runs_none_twice(
+def test_a_coordinator_of_twenty_children_reports_each_and_runs_none_twice(
         server: tuple[LiveDaphne, str]) -> None:
     live, token = server
     ask = {"flowName": "Census", "message": "count", "config": {"_concurrent": True}}
@@ -121,6 +121,7 @@ async def test_a_coordinator_of_twenty_children_reports_each_and_runs_none_twice
     assert len(attempts) == 20, "a child that may have run is never sent again"
 
 
+@pytest.mark.anyio
 async def test_the_coordinators_page_fills_its_batches_live_and_opens_a_child(
         server: tuple[LiveDaphne, str]) -> None:
     """Started with a pause per child, so the page sees a batch running before it ends."""
@@ -162,3 +163,22 @@ async def test_the_coordinators_page_fills_its_batches_live_and_opens_a_child(
         assert await back.get_attribute("href") == f"/runs/{coordinator}/"
         assert await page.locator("#pf-coordinator-item").text_content() == "item 4, batch 1"
         await page.locator("#pf-run-status", has_text="finished").wait_for(timeout=30_000)
+
+
+def test_the_research_desk_demo_coordinates_from_the_start_form_config(
+        server: tuple[LiveDaphne, str]) -> None:
+    """The demo coordinator, started as the page starts a run (its own config fields)."""
+    live, token = server
+    status, body = call(live, token, "POST", "/api/runs", {
+        "flow": "ResearchDesk", "message": "Research the topic",
+        "config": {"topic": "kelp", "questions": 4, "batch_size": 2}})
+    assert status == 201, body
+    run = wait_ended(live, token, body["run"]["id"], within=120)
+    assert run["status"] == "finished", run
+    assert run["reply"]["message"].splitlines() == [
+        "4 of 4 questions answered.", "1. Notes on kelp: history?", "2. Notes on kelp: ecology?",
+        "3. Notes on kelp: economics?", "4. Notes on kelp: open questions?"]
+    status, flows = call(live, token, "GET", "/api/flows")
+    desk = next(f for f in flows["flows"] if f["id"] == "ResearchDesk")
+    assert set(desk["config_schema"]["properties"]) == {"topic", "questions", "batch_size",
+                                                        "timeout"}

@@ -24,7 +24,6 @@ if str(ROOT) not in sys.path:  # run as a script: the checkout is not on sys.pat
     sys.path.insert(0, str(ROOT))
 
 from runtime import events as ev  # noqa: E402
-from runtime.events.concurrent_fold import export_groups  # noqa: E402
 from runtime.events import (  # noqa: E402
     RunModel,
     barrier_publication_of,
@@ -35,6 +34,7 @@ from runtime.events import (  # noqa: E402
     runs_of,
     view_at,
 )
+from runtime.events.concurrent_fold import export_groups  # noqa: E402
 
 GOLDEN_DIR = Path(__file__).resolve().parent
 SNAPSHOT_TYPES = frozenset({
@@ -123,9 +123,9 @@ def export_run(events: list[ev.Event], stops: list[int] | None = None) -> dict[s
 
     ``stops`` are the seqs to snapshot the fold at (default: after every event of the
     :data:`SNAPSHOT_TYPES` and at the middle event). ``anomalies``, ``overflows``,
-    ``interruption``, ``cancellation`` and ``concurrent`` (and a branch's or barrier's ``interrupted`` flag)
-    are listed only when the fold recorded any, so the exports of runs that have none keep
-    their shape.
+    ``interruption``, ``cancellation`` and ``concurrent`` (and a branch's or barrier's
+    ``interrupted`` flag) are listed only when the fold recorded any, so the exports of
+    runs that have none keep their shape.
     """
     run = fold(events)
     finished = _finish_seqs(events)

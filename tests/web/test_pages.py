@@ -5,8 +5,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.contrib.staticfiles import finders
 from django.contrib.auth import get_user_model
+from django.contrib.staticfiles import finders
 from django.test import Client
 
 from picoflow_web.models import Membership, Project

@@ -47,6 +47,7 @@ class Command(BaseCommand):
             raise CommandError("--workers must be 0 or more.")
         relay_host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
         env = child_env(f"http://{relay_host}:{port}")
+        env.update(self_call_env(env))
         daphne = subprocess.Popen(
             [sys.executable, "-m", "daphne", "-b", host, "-p", str(port),
              "--websocket-max-message-size", "67108864", asgi_target()],
@@ -109,3 +110,34 @@ def child_env(relay_url: str) -> dict[str, str]:
     head = sys.path[0] if sys.path and sys.path[0] else os.getcwd()
     env["PYTHONPATH"] = os.pathsep.join(p for p in (head, env.get("PYTHONPATH", "")) if p)
     return env
+
+
+SELF_TOKEN_NAME = "serve: coordinators"
+"""The name of the run-scoped token ``serve`` issues for coordinators' child requests."""
+
+
+def self_call_env(env: dict[str, str]) -> dict[str, str]:
+    """What a coordinator (``concurrent_steps()``) needs to call this dashboard, unless the
+    environment says it already: ``PICOFLOW_SELF_URL`` (this server) and
+    ``PICOFLOW_SELF_TOKEN`` (a fresh ``run``-scoped token of the first superuser in the
+    default project; the one an earlier start issued is revoked). Nothing for the token
+    without a superuser."""
+    from django.contrib.auth import get_user_model
+    from django.utils import timezone
+
+    from picoflow_web.models import ApiToken
+
+    extra: dict[str, str] = {}
+    if not env.get("PICOFLOW_SELF_URL"):
+        extra["PICOFLOW_SELF_URL"] = env["PICOFLOW_RELAY_URL"]
+    if env.get("PICOFLOW_SELF_TOKEN"):
+        return extra
+    admin = get_user_model().objects.filter(is_superuser=True, is_active=True).order_by(
+        "pk").first()
+    if admin is None:
+        return extra
+    ApiToken.objects.filter(user=admin, name=SELF_TOKEN_NAME, revoked_at=None).update(
+        revoked_at=timezone.now())
+    _, raw = ApiToken.issue(admin, SELF_TOKEN_NAME, ("run",))
+    extra["PICOFLOW_SELF_TOKEN"] = raw
+    return extra
