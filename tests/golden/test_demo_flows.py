@@ -29,11 +29,15 @@ def test_the_registry_lists_every_demo_once_with_its_model() -> None:
     flows = demo_flows(0.005)
     ids = [flow.id for flow, _ in flows]
     assert ids == ["HotelFlow", "ResearchFlow", "ConflictFlow", "ExpenseFlow", "BusFlow",
-                   "AtomicFlow", "CancelFlow", "TimingFlow", "FanOutFlow"]
-    assert sorted(ids[:-1]) == sorted(GOLDEN_OF)
-    # FanOutFlow calls no model; every other demo comes with its scripted model.
-    assert all(isinstance(model, Model) for flow, model in flows if flow.id != "FanOutFlow")
-    assert all(flow.unit == 0.005 for flow, _ in flows if issubclass(flow, DemoFlow))
+                   "AtomicFlow", "CancelFlow", "TimingFlow", "FanOutFlow", "ResearchDesk",
+                   "Researcher"]
+    logic_only = {"FanOutFlow", "ResearchDesk", "Researcher"}
+    assert sorted(i for i in ids if i not in logic_only) == sorted(GOLDEN_OF)
+    # The logic-only demos call no model; every other demo comes with its scripted model.
+    assert all(isinstance(model, Model) for flow, model in flows if flow.id not in logic_only)
+    assert all(model is None for flow, model in flows if flow.id in logic_only)
+    assert all(flow.unit == 0.005 for flow, _ in flows
+               if issubclass(flow, DemoFlow) or flow.id in ("ResearchDesk", "Researcher"))
 
 
 def test_the_latency_scales_the_flow_and_its_limits() -> None:

@@ -33,6 +33,9 @@ test("at the end: every batch done, failures marked, links only to children that
   ]);
   assert.match(chips[3].title, /^item 3: refused · [\d.]+ s · HTTP 401 · the app refused the request \(401\)/);
   assert.match(chips[4].title, /2 attempts/);
+  // The chip says the item and, once it ended, how long it took.
+  const [finished] = events.filter((e) => e.type === "concurrent.child_finished" && e.item === 0);
+  assert.equal(chips[0].label, `#0 ${finished.duration.toFixed(1)} s`);
 });
 
 test("stopped mid-batch: the batch runs, its children are running, later ones not listed yet", () => {
@@ -40,8 +43,8 @@ test("stopped mid-batch: the batch runs, its children are running, later ones no
   const [call] = coordinatorPanel(fold(events, mid));
   assert.equal(call.headline, "Survey × 4 in batches of 2 (batch 2 of 3): 2 of 4 fulfilled, 2 running");
   assert.deepStrictEqual(call.batches.map((b) => b.state), ["done", "running"]);
-  assert.deepStrictEqual(call.batches[1].children.map((c) => [c.status, c.failed]), [
-    ["running", false], ["running", false]]);
+  assert.deepStrictEqual(call.batches[1].children.map((c) => [c.status, c.failed, c.label]), [
+    ["running", false, "#2"], ["running", false, "#3"]]);
 });
 
 test("a run that coordinates nothing has no panel", () => {

@@ -17,6 +17,7 @@ const NO_RUN = new Set(["queued", "refused", "unreachable"]);
  * @property {string} status
  * @property {boolean} failed  ended, and not fulfilled
  * @property {string | null} href  the child's run page, when the child was started
+ * @property {string} label  what the chip says: the item, and its time once it ended
  * @property {string} title
  */
 /**
@@ -72,5 +73,6 @@ function chip(child) {
   if (child.httpStatus !== null && child.httpStatus !== 200) bits.push(`HTTP ${child.httpStatus}`);
   if (failed && child.error && typeof child.error.message === "string") bits.push(child.error.message);
   const href = child.runId && !NO_RUN.has(child.status) ? `/runs/${encodeURIComponent(child.runId)}/` : null;
-  return { item: child.item, status: child.status, failed, href, title: bits.join(" · ") };
+  const label = child.duration !== null ? `#${child.item} ${child.duration.toFixed(1)} s` : `#${child.item}`;
+  return { item: child.item, status: child.status, failed, href, label, title: bits.join(" · ") };
 }

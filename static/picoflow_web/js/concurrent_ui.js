@@ -35,7 +35,7 @@ export function createCoordinatorPanel(container) {
           row.dataset.batch = String(batch.batch);
           append(row, h("span", "pf-children-label", batch.label));
           for (const child of batch.children) {
-            const el = h(child.href ? "a" : "span", `pf-child pf-child-${child.status}`, `#${child.item}`);
+            const el = h(child.href ? "a" : "span", `pf-child pf-child-${child.status}`, child.label);
             if (child.href && el instanceof HTMLAnchorElement) el.href = child.href;
             el.title = child.title;
             el.dataset.item = String(child.item);
