@@ -189,7 +189,7 @@ async def _batches(call: _Call[T], turn: Any, replies: list[ChildReply | None]) 
         indices = list(range(batch * batch_size, min(len(call.items), (batch + 1) * batch_size)))
         started = time.monotonic()
         turn.emit(ev.ConcurrentBatchStarted, group=call.group, batch=batch, batches=batches,
-                  items=indices, flow=call.child_flow, batch_size=batch_size,
+                  total=len(call.items), items=indices, flow=call.child_flow, batch_size=batch_size,
                   timeout=call.timeout, retries=retries)
         configs = {index: _child_config(call, index) for index in indices}
         async with anyio.create_task_group() as tg:

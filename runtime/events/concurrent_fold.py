@@ -61,6 +61,8 @@ class ConcurrentGroup:
     group: str
     flow: str
     batches: int
+    total: int
+    """Items of the call."""
     batch_size: int
     timeout: float
     retries: int
@@ -82,7 +84,7 @@ def apply_concurrent(groups: list[ConcurrentGroup], event: ConcurrentEvent,
     if isinstance(event, ev.ConcurrentBatchStarted):
         if found is None:
             found = ConcurrentGroup(
-                group=event.group, flow=event.flow, batches=event.batches,
+                group=event.group, flow=event.flow, batches=event.batches, total=event.total,
                 batch_size=event.batch_size, timeout=event.timeout, retries=event.retries,
                 caller=event.path)
             groups.append(found)
@@ -128,7 +130,8 @@ def apply_concurrent(groups: list[ConcurrentGroup], event: ConcurrentEvent,
 def export_groups(groups: list[ConcurrentGroup]) -> list[dict[str, Any]]:
     """The calls as plain JSON (children in item order), as both folds' exports give them."""
     return [{
-        "group": g.group, "flow": g.flow, "batches": g.batches, "batch_size": g.batch_size,
+        "group": g.group, "flow": g.flow, "batches": g.batches, "total": g.total,
+        "batch_size": g.batch_size,
         "timeout": g.timeout, "retries": g.retries, "caller": g.caller,
         "batch_list": [{
             "batch": b.batch, "items": b.items, "started_seq": b.started_seq,

@@ -546,6 +546,8 @@ class ConcurrentBatchStarted(_Event):
     """Which ``concurrent_steps()`` call of the turn (``c0``, ``c1``, ...)."""
     batch: int = Field(ge=0)
     batches: int = Field(ge=1)
+    total: int = Field(ge=1)
+    """Items of the whole call."""
     items: list[int]
     """The item indices of this batch, in order."""
     flow: str

@@ -41,7 +41,8 @@ test("at the end: every batch done, failures marked, links only to children that
 test("stopped mid-batch: the batch runs, its children are running, later ones not listed yet", () => {
   const mid = events.find((e) => e.type === "concurrent.child_started" && e.item === 3).seq;
   const [call] = coordinatorPanel(fold(events, mid));
-  assert.equal(call.headline, "Survey × 4 in batches of 2 (batch 2 of 3): 2 of 4 fulfilled, 2 running");
+  // The call's size is the events' (five items), not the children listed so far (four).
+  assert.equal(call.headline, "Survey × 5 in batches of 2 (batch 2 of 3): 2 of 5 fulfilled, 2 running");
   assert.deepStrictEqual(call.batches.map((b) => b.state), ["done", "running"]);
   assert.deepStrictEqual(call.batches[1].children.map((c) => [c.status, c.failed, c.label]), [
     ["running", false, "#2"], ["running", false, "#3"]]);
@@ -54,7 +55,7 @@ test("a run that coordinates nothing has no panel", () => {
 
 test("the scrubber's event lines say what each concurrent event did", () => {
   const said = (type, item) => describeEvent(events.find((e) => e.type === type && (item === undefined || e.item === item)));
-  assert.equal(said("concurrent.batch_started"), "c0 batch 1 of 3: items 0, 1 → Survey");
+  assert.equal(said("concurrent.batch_started"), "c0 batch 1 of 3: items 0, 1 of 5 → Survey");
   assert.equal(said("concurrent.child_started", 0), "c0 item 0 → run coordinator-1-c0-0");
   assert.equal(said("concurrent.child_finished", 0), "c0 item 0: fulfilled: done 0");
   assert.match(said("concurrent.child_finished", 3), /^c0 item 3: refused \(the app refused the request \(401\)/);

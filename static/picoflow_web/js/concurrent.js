@@ -44,7 +44,7 @@ export function coordinatorPanel(run) {
     const fulfilled = count((s) => s === "fulfilled");
     const failed = count((s) => CHILD_FAILURES.includes(s));
     const running = count((s) => s === "running");
-    const total = children.length;
+    const total = call.total;
     const seen = call.batchList.length;
     const parts = [
       `${fulfilled} of ${total} fulfilled`,

@@ -50,6 +50,7 @@ import { keep, keepEntry, keepLength } from "./fold_log.js";
  * @property {string} group
  * @property {string} flow
  * @property {number} batches
+ * @property {number} total  items of the call
  * @property {number} batchSize
  * @property {number} timeout
  * @property {number} retries
@@ -70,7 +71,7 @@ export function applyConcurrent(groups, event, anomaly) {
   if (event.type === "concurrent.batch_started") {
     if (!found) {
       found = {
-        group: event.group, flow: event.flow, batches: event.batches, batchSize: event.batch_size,
+        group: event.group, flow: event.flow, batches: event.batches, total: event.total, batchSize: event.batch_size,
         timeout: event.timeout, retries: event.retries, caller: event.path || "",
         batchList: [], children: new Map(),
       };
@@ -158,7 +159,7 @@ export function applyConcurrent(groups, event, anomaly) {
  */
 export function exportGroups(groups) {
   return groups.map((g) => ({
-    group: g.group, flow: g.flow, batches: g.batches, batch_size: g.batchSize,
+    group: g.group, flow: g.flow, batches: g.batches, total: g.total, batch_size: g.batchSize,
     timeout: g.timeout, retries: g.retries, caller: g.caller,
     batch_list: g.batchList.map((b) => ({
       batch: b.batch, items: b.items, started_seq: b.startedSeq, finished_seq: b.finishedSeq,

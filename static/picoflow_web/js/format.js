@@ -184,7 +184,7 @@ export function describeEvent(e) {
     case "cancel.grace_expired": return `${e.barrier}: closed ${(e.closed || []).join(", ")}`;
     case "checkpoint.saved": return `${e.barrier}: revision ${e.revision}`;
     case "checkpoint.failed": return `${e.barrier}: ${e.error?.message}`;
-    case "concurrent.batch_started": return `${e.group} batch ${e.batch + 1} of ${e.batches}: items ${(e.items || []).join(", ")} → ${e.flow}`;
+    case "concurrent.batch_started": return `${e.group} batch ${e.batch + 1} of ${e.batches}: items ${(e.items || []).join(", ")} of ${e.total} → ${e.flow}`;
     case "concurrent.child_started": return `${e.group} item ${e.item} → run ${e.child_run_id}${e.attempt > 1 ? ` (attempt ${e.attempt})` : ""}`;
     case "concurrent.child_finished": return `${e.group} item ${e.item}: ${String(e.status).replace("_", " ")}${e.error ? ` (${e.error.message})` : e.reply !== null && e.reply !== undefined ? `: ${preview(e.reply, 60, true)}` : ""}`;
     case "concurrent.batch_finished": return `${e.group} batch ${e.batch + 1}: ${e.fulfilled} fulfilled, ${e.failed} not`;
