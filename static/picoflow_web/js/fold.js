@@ -42,9 +42,19 @@ import {
   copyState, createRun, newInvocation, pathDepth, setField, snapshot, splitUndoKey, undoKey,
 } from "./fold_model.js";
 import { applyConcurrent } from "./fold_concurrent.js";
-import { keep, keepEntry, keepField, keepLength, keepRun, logging } from "./fold_log.js";
+import { keep, keepAll, keepEntry, keepField, keepLength, keepRun, logging } from "./fold_log.js";
 import { reduceOne } from "./fold_reduce.js";
 import { fieldBefore } from "./fold_views.js";
+
+/** What the events below change of an object, for the undo log (made once, not per event). */
+const TURN_STARTED_KEYS = ["runId", "sessionId", "flow", "message", "startedAt"];
+const SESSION_LOADED_KEYS = ["sessionId", "state", "cursor", "tokens"];
+const FULFILLED_KEYS = ["finished", "finishedSeq", "output"];
+const REJECTED_KEYS = ["finished", "finishedSeq", "error", "cancelled"];
+const DIRECT_RESULT_KEYS = ["output", "directResult", "hasDirectResult"];
+const PUBLISHED_KEYS = ["outcome", "joinedAt", "joinedSeq", "target", "published", "discarded", "applied", "discardedAt"];
+const INVALIDATED_KEYS = ["outcome", "joinedAt", "joinedSeq", "error", "provenance"];
+const CHECKPOINT_FAILED_KEYS = ["outcome", "error", "checkpointFailed"];
 
 // The fold's model, views and publications live in their own modules; this one stays the
 // door every importer uses.
@@ -124,7 +134,7 @@ export function applyEvent(run, event) {
   }
   switch (event.type) {
     case "turn.started":
-      for (const key of ["runId", "sessionId", "flow", "message", "startedAt"]) keep(run, key);
+      keepAll(run, TURN_STARTED_KEYS);
       run.runId = event.run_id;
       run.sessionId = event.session_id;
       run.flow = event.flow;
@@ -132,7 +142,7 @@ export function applyEvent(run, event) {
       run.startedAt = event.time ?? null;
       break;
     case "session.loaded":
-      for (const key of ["sessionId", "state", "cursor", "tokens"]) keep(run, key);
+      keepAll(run, SESSION_LOADED_KEYS);
       run.sessionId = event.session_id;
       run.state = copyState(event.steps || {});
       run.cursor = event.current_step ?? null;
@@ -223,7 +233,7 @@ export function applyEvent(run, event) {
     case "branch.fulfilled":
       if (inv) {
         setStatus(run, inv, "fulfilled");
-        for (const key of ["finished", "finishedSeq", "output"]) keep(inv, key);
+        keepAll(inv, FULFILLED_KEYS);
         inv.finished = event.offset;
         inv.finishedSeq = event.seq;
         inv.output = event.output;
@@ -232,7 +242,7 @@ export function applyEvent(run, event) {
     case "branch.rejected":
       if (inv) {
         setStatus(run, inv, "rejected");
-        for (const key of ["finished", "finishedSeq", "error", "cancelled"]) keep(inv, key);
+        keepAll(inv, REJECTED_KEYS);
         inv.finished = event.offset;
         inv.finishedSeq = event.seq;
         inv.error = event.error;
@@ -241,7 +251,7 @@ export function applyEvent(run, event) {
       break;
     case "branch.direct_result":
       if (inv) {
-        for (const key of ["output", "directResult", "hasDirectResult"]) keep(inv, key);
+        keepAll(inv, DIRECT_RESULT_KEYS);
         inv.output = event.value;
         inv.directResult = { tool: event.tool, value: event.value, seq: event.seq };
         inv.hasDirectResult = true;
@@ -262,7 +272,7 @@ export function applyEvent(run, event) {
     case "join.published": {
       const barrier = barrierOf(run, event);
       if (!barrier) break;
-      for (const key of ["outcome", "joinedAt", "joinedSeq", "target", "published", "discarded", "applied", "discardedAt"]) keep(barrier, key);
+      keepAll(barrier, PUBLISHED_KEYS);
       barrier.outcome = "published";
       barrier.joinedAt = event.offset;
       barrier.joinedSeq = event.seq;
@@ -293,7 +303,7 @@ export function applyEvent(run, event) {
     case "join.invalidated": {
       const barrier = barrierOf(run, event);
       if (!barrier) break;
-      for (const key of ["outcome", "joinedAt", "joinedSeq", "error", "provenance"]) keep(barrier, key);
+      keepAll(barrier, INVALIDATED_KEYS);
       barrier.outcome = "invalidated";
       barrier.joinedAt = event.offset;
       barrier.joinedSeq = event.seq;
@@ -319,7 +329,7 @@ export function applyEvent(run, event) {
         keepField(run.state, step);
         setField(run.state, step, name, value, !present);
       }
-      for (const key of ["outcome", "error", "checkpointFailed"]) keep(barrier, key);
+      keepAll(barrier, CHECKPOINT_FAILED_KEYS);
       barrier.outcome = "invalidated";
       barrier.error = event.error;
       barrier.checkpointFailed = true;

@@ -14,7 +14,11 @@
  * Every change goes through `fold_log.js`, so the replay cursor can undo it.
  */
 
-import { keep, keepEntry, keepLength } from "./fold_log.js";
+import { keep, keepAll, keepEntry, keepLength } from "./fold_log.js";
+
+/** What the events below change of an object, for the undo log (made once, not per event). */
+const BATCH_FINISHED_KEYS = ["finishedSeq", "finishedAt", "fulfilled", "failed"];
+const CHILD_FINISHED_KEYS = ["status", "attempts", "duration", "finishedSeq", "finishedAt", "httpStatus", "completed", "reply", "error"];
 
 /**
  * @typedef {object} ConcurrentBatch
@@ -111,7 +115,7 @@ export function applyConcurrent(groups, event, anomaly) {
       anomaly(`${event.type} for unknown batch ${event.group}/${event.batch}`);
       return;
     }
-    for (const key of ["finishedSeq", "finishedAt", "fulfilled", "failed"]) keep(batch, key);
+    keepAll(batch, BATCH_FINISHED_KEYS);
     batch.finishedSeq = event.seq;
     batch.finishedAt = event.offset;
     batch.fulfilled = event.fulfilled;
@@ -140,7 +144,7 @@ export function applyConcurrent(groups, event, anomaly) {
     }
     return;
   }
-  for (const key of ["status", "attempts", "duration", "finishedSeq", "finishedAt", "httpStatus", "completed", "reply", "error"]) keep(child, key);
+  keepAll(child, CHILD_FINISHED_KEYS);
   child.status = event.status;
   child.attempts = event.attempts;
   child.duration = event.duration;

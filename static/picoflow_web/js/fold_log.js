@@ -33,6 +33,12 @@ export function keep(obj, key) {
   if (log) log.push(obj, key, obj[key], UNDO.PROP);
 }
 
+/** Before several properties of `obj` change. @param {any} obj @param {readonly string[]} keys */
+export function keepAll(obj, keys) {
+  if (!log) return;
+  for (const key of keys) log.push(obj, key, obj[key], UNDO.PROP);
+}
+
 /** Before `items` grows (the fold's arrays only ever grow). @param {any[]} items */
 export function keepLength(items) {
   if (log) log.push(items, items.length, UNDO.LENGTH);
