@@ -63,3 +63,19 @@ test("the scrubber's event lines say what each concurrent event did", () => {
   const retry = events.filter((e) => e.type === "concurrent.child_started" && e.item === 4)[1];
   assert.equal(describeEvent(retry), "c0 item 4 → run coordinator-1-c0-4 (attempt 2)");
 });
+
+test("a child whose request was never sent (on_config raised) has no run to link to", () => {
+  const base = { run_id: "c", session_id: "s", time: 0, path: "", group: "c0", batch: 0 };
+  const made = [
+    { ...base, seq: 0, offset: 0, type: "turn.started", flow: "F", message: "go" },
+    { ...base, seq: 1, offset: 0.1, type: "concurrent.batch_started", batches: 1, total: 1, items: [0],
+      flow: "Child", batch_size: 1, timeout: 5, retries: 0 },
+    { ...base, seq: 2, offset: 0.2, type: "concurrent.child_finished", item: 0, child_run_id: "c-c0-0",
+      child_session_id: "c-c0-0-s", status: "error", duration: 0, attempts: 0, http_status: null,
+      completed: null, reply: null, error: { type: "ChildReply", code: "internal", message: "on_config raised ValueError: no", extra: {} } },
+  ];
+  const [chip] = coordinatorPanel(fold(made))[0].batches[0].children;
+  assert.equal(chip.status, "error");
+  assert.equal(chip.failed, true);
+  assert.equal(chip.href, null);
+});

@@ -72,7 +72,9 @@ function chip(child) {
   if (child.attempts > 1) bits.push(`${child.attempts} attempts`);
   if (child.httpStatus !== null && child.httpStatus !== 200) bits.push(`HTTP ${child.httpStatus}`);
   if (failed && child.error && typeof child.error.message === "string") bits.push(child.error.message);
-  const href = child.runId && !NO_RUN.has(child.status) ? `/runs/${encodeURIComponent(child.runId)}/` : null;
+  // Only a request that was sent can have made a run (on_config raising sends nothing).
+  const sent = child.attempts > 0 && !NO_RUN.has(child.status);
+  const href = child.runId && sent ? `/runs/${encodeURIComponent(child.runId)}/` : null;
   const label = child.duration !== null ? `#${child.item} ${child.duration.toFixed(1)} s` : `#${child.item}`;
   return { item: child.item, status: child.status, failed, href, label, title: bits.join(" · ") };
 }
