@@ -47,7 +47,8 @@ import json
 from django.contrib.auth import get_user_model
 from django.test import Client
 from picoflow_web.models import ApiToken
-user, _ = get_user_model().objects.get_or_create(username="bench")
+user, _ = get_user_model().objects.get_or_create(  # may use every project
+    username="bench", defaults={"is_superuser": True, "is_staff": True})
 client = Client()
 client.force_login(user)
 print(json.dumps({"cookie": "sessionid=" + client.cookies["sessionid"].value,

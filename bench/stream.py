@@ -6,18 +6,19 @@ Measured in the same run, against the same Daphne process and the same events:
   the N events of a finished turn in memory and pushes them with ``send_json``, in
   frames of the bridge's batch size (``RunRecorder.batch_events``). No store, no
   channel layer: the floor of Daphne + one websocket.
-* **ours**: a real turn of :class:`StreamBenchFlow` (a LogicStep fanning out no-op
-  branches; the events a branch adds are counted first) started with ``POST /ai/run``.
-  The bridge stores each batch (bulk insert) and broadcasts it (one ``group_send``), and
-  ``RunConsumer`` delivers it to a client on ``/ws/runs/<id>/``. The flow waits at a
-  gate until the client is connected; the clock runs from opening the gate to
-  receiving ``turn.finished``.
+* **ours**: a real turn of :class:`~bench.stream_flow.StreamBenchFlow` (a LogicStep
+  fanning out no-op branches; the events a branch adds are counted first) started with
+  ``POST /ai/run`` and executed by a ``manage.py db_worker``, as every run is. The worker
+  stores each batch (one bulk insert of the serialised lines) and relays it over its
+  websocket to Daphne, which broadcasts it (one ``group_send``); ``RunConsumer`` delivers
+  it to a client on ``/ws/runs/<id>/``. The flow waits at a gate (a file) until the client
+  is connected; the clock runs from opening the gate to receiving ``turn.finished``.
 
 Also printed for context: the same turn with no store and no socket (runtime alone).
 
-Daphne serves ``bench.stream:application`` (the real application plus the two bench
-routes) with its default settings. The client is this process (``websockets``, no
-receive limits).
+Daphne serves ``bench.stream:application`` (the real application plus the raw route) with
+its default settings; Daphne and the worker run with ``PICOFLOW_DEBUG=0``. The client is
+this process (``websockets``, no receive limits).
 
     .venv/bin/python bench/stream.py [--events 10000] [--reps 3]
         [--database-url postgres://...] [--redis-url unix:///...redis.sock]
@@ -45,52 +46,15 @@ from typing import Any
 REPO_ROOT = Path(__file__).resolve().parents[1]
 ORIGIN_HOST = "127.0.0.1"
 
-_GATES: dict[str, asyncio.Event] = {}
-"""Open gates of StreamBenchFlow turns, by name (in the Daphne process)."""
-
-
-def _gate(name: str) -> asyncio.Event:
-    return _GATES.setdefault(name, asyncio.Event())
+FLOWS = "bench.stream_flow:StreamBenchFlow"
+"""What the benchmark's Daphne and worker serve (``PICOFLOW_FLOWS``)."""
 
 
 # -- served by Daphne (bench.stream:application) -------------------------------------------
 
 
 def _flow_class() -> type[Any]:
-    """StreamBenchFlow, built on first use so that importing this module stays cheap."""
-    from runtime import Flow, LogicStep, ModelSelection, ParallelConfig, RunStepRequest
-
-    class Noop(LogicStep):
-        """A branch that does nothing."""
-
-        async def run_logic(self) -> Any:
-            return None
-
-    class Fan(LogicStep):
-        """Waits at its gate, then runs one barrier over the configured no-op branches."""
-
-        async def run_logic(self) -> Any:
-            gate = self.get_context("config.gate")
-            if gate:
-                await _gate(gate).wait()
-                _GATES.pop(gate, None)
-            branches = int(self.get_context("config.branches") or 0)
-            await self.run_steps([RunStepRequest(Noop, key=str(i)) for i in range(branches)])
-            return f"{branches} branches"
-
-    class StreamBenchFlow(Flow):
-        """Only logic steps: no model is called."""
-
-        id = "StreamBenchFlow"
-
-        def config_model(self) -> ModelSelection:
-            return ModelSelection(provider="none", name="none")
-
-        def define_steps(self) -> list[Any]:
-            return [Fan(self), Noop(self)]
-
-        def config_parallel_execution(self) -> ParallelConfig:
-            return ParallelConfig(max_invocations=1_000_000)
+    from bench.stream_flow import StreamBenchFlow
 
     return StreamBenchFlow
 
@@ -99,20 +63,13 @@ def _build_application() -> Any:
     from picoflow_web.asgi import django_asgi_app  # sets Django up first
 
     # isort: split
-    from channels.auth import AuthMiddlewareStack
     from channels.generic.websocket import AsyncJsonWebsocketConsumer
-    from channels.routing import ProtocolTypeRouter, URLRouter
-    from channels.security.websocket import AllowedHostsOriginValidator
     from django.urls import path
 
     from picoflow_web import selectors
+    from picoflow_web.asgi_stack import with_picoflow
     from picoflow_web.bridge import RunRecorder
-    from picoflow_web.engine import get_engine
-    from picoflow_web.routing import websocket_urlpatterns
 
-    engine = get_engine()
-    if "StreamBenchFlow" not in engine.get_flow_names():
-        engine.register_flow(_flow_class())
     batch_size = RunRecorder("size").batch_events
 
     class RawPushConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
@@ -138,24 +95,8 @@ def _build_application() -> Any:
                     await self.send_json(frame)
                 await self.send_json({"type": "done"})
 
-    class GateConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
-        """Opens a waiting StreamBenchFlow turn's gate when told to."""
-
-        async def connect(self) -> None:
-            await self.accept()
-
-        async def receive_json(self, content: Any, **kwargs: Any) -> None:
-            _gate(self.scope["url_route"]["kwargs"]["gate"]).set()
-
-    routes = [
-        *websocket_urlpatterns,
-        path("ws/bench/raw/", RawPushConsumer.as_asgi()),
-        path("ws/bench/gate/<str:gate>/", GateConsumer.as_asgi()),
-    ]
-    return ProtocolTypeRouter({
-        "http": django_asgi_app,
-        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(routes))),
-    })
+    # The real stack (browsers' routes, the workers' relay socket, the watchdog) plus ours.
+    return with_picoflow(django_asgi_app, [path("ws/bench/raw/", RawPushConsumer.as_asgi())])
 
 
 _APPLICATION: Any = None
@@ -180,8 +121,12 @@ def _env(data_dir: Path, args: argparse.Namespace) -> dict[str, str]:
         "DJANGO_SETTINGS_MODULE": "picoflow_web.settings",
         "PICOFLOW_DATA_DIR": str(data_dir),
         "DATABASE_URL": args.database_url or f"sqlite:///{data_dir / 'bench.sqlite3'}",
-        "PICOFLOW_DEBUG": "1",
+        "PICOFLOW_DEBUG": "0",
+        "PICOFLOW_ALLOWED_HOSTS": "127.0.0.1,localhost",
+        "PICOFLOW_SECURE_SSL_REDIRECT": "0",
         "PICOFLOW_LOG_LEVEL": "WARNING",
+        "PICOFLOW_FLOWS": FLOWS,
+        "PICOFLOW_DEMOS": "0",
         "PYTHONUNBUFFERED": "1",
     })
     if args.redis_url:
@@ -204,7 +149,8 @@ import json
 from django.contrib.auth import get_user_model
 from django.test import Client
 from picoflow_web.models import ApiToken
-user, _ = get_user_model().objects.get_or_create(username="bench")
+user, _ = get_user_model().objects.get_or_create(  # may use every project
+    username="bench", defaults={"is_superuser": True, "is_staff": True})
 client = Client()
 client.force_login(user)
 print(json.dumps({"cookie": "sessionid=" + client.cookies["sessionid"].value,
@@ -213,7 +159,8 @@ print(json.dumps({"cookie": "sessionid=" + client.cookies["sessionid"].value,
 
 
 class Server:
-    """Daphne on ``bench.stream:application``, listening on a socket bound here (--fd)."""
+    """Daphne on ``bench.stream:application``, listening on a socket bound here (--fd), and
+    one ``manage.py db_worker`` that executes the runs and relays their events to it."""
 
     def __init__(self, env: dict[str, str], log: Path, extra: tuple[str, ...] = ()) -> None:
         self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -230,6 +177,16 @@ class Server:
                 cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL, stdout=out,
                 stderr=subprocess.STDOUT, pass_fds=(self.listener.fileno(),))
         self.listener.close()
+        self._wait_healthy(env)
+        worker_log = log.with_name("worker.log")
+        with worker_log.open("wb") as out:
+            self.worker = subprocess.Popen(
+                [sys.executable, str(REPO_ROOT / "manage.py"), "db_worker",
+                 "--no-startup-delay", "--worker-id", "bench", "--interval", "0.05"],
+                cwd=REPO_ROOT, env={**env, "PICOFLOW_RELAY_URL": self.base},
+                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+
+    def _wait_healthy(self, env: dict[str, str]) -> None:
         deadline = time.monotonic() + 60
         while True:
             try:
@@ -239,16 +196,20 @@ class Server:
             except OSError:
                 pass
             if self.process.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"Daphne did not start:\n{log.read_text(errors='replace')}")
+                raise SystemExit(
+                    f"Daphne did not start:\n{self.log.read_text(errors='replace')}")
             time.sleep(0.1)
 
     def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        for process in (getattr(self, "worker", None), self.process):
+            if process is None:
+                continue
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
 
 
 def _post(url: str, body: dict[str, Any], token: str) -> dict[str, Any]:
@@ -270,12 +231,12 @@ async def _connect(server: Server, path: str, cookie: str) -> Any:
 async def run_ours(server: Server, cookie: str, token: str, branches: int,
                    rep: int) -> dict[str, Any]:
     """One bridged turn; returns its rate and the run id."""
-    gate = f"g{rep}-{time.monotonic_ns()}"
+    gate = server.log.with_name(f"gate-{rep}-{time.monotonic_ns()}")
     runs = await _connect(server, "/ws/runs/", cookie)
     turn = asyncio.create_task(asyncio.to_thread(
         _post, server.base + "/ai/run",
         {"flowName": "StreamBenchFlow", "message": "go",
-         "config": {"gate": gate, "branches": branches}}, token))
+         "config": {"gate": str(gate), "branches": branches}}, token))
     while True:
         summary = json.loads(await asyncio.wait_for(runs.recv(), 30))["run"]
         if summary["flow"] == "StreamBenchFlow" and summary["status"] == "running":
@@ -284,7 +245,6 @@ async def run_ours(server: Server, cookie: str, token: str, branches: int,
     await runs.close()
 
     feed = await _connect(server, f"/ws/runs/{run_id}/", cookie)
-    opener = await _connect(server, f"/ws/bench/gate/{gate}/", cookie)
     seen: list[int] = []
     while True:  # what the turn emitted before the gate: replayed, not timed
         try:
@@ -297,7 +257,7 @@ async def run_ours(server: Server, cookie: str, token: str, branches: int,
     frames: list[int] = []
     largest = 0
     start = time.perf_counter()
-    await opener.send(json.dumps({"open": True}))
+    gate.touch()
     while True:
         text = await asyncio.wait_for(feed.recv(), 120)
         message = json.loads(text)
@@ -310,7 +270,6 @@ async def run_ours(server: Server, cookie: str, token: str, branches: int,
             break
     elapsed = time.perf_counter() - start
     await feed.close()
-    await opener.close()
     reply = await turn
     if not reply.get("success"):
         raise SystemExit(f"bench turn failed: {reply}")

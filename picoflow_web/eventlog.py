@@ -37,9 +37,15 @@ def insert_events(run_id: str, events: Sequence[Event], texts: Sequence[str]) ->
     Raises :class:`django.db.IntegrityError` when a seq is taken (nothing of the batch is
     stored if the caller holds a transaction).
     """
-    rows = [(run_id, e.seq, e.type, e.path, text) for e, text in zip(events, texts, strict=True)]
+    insert_rows(run_id, [(e.seq, e.type, e.path, text)
+                         for e, text in zip(events, texts, strict=True)])
+
+
+def insert_rows(run_id: str, rows: Sequence[tuple[int, str, str, str]]) -> None:
+    """Store events of run ``run_id`` given as ``(seq, type, path, JSON text)``: the text is
+    stored as it is (it must be one valid JSON object). Raises as :func:`insert_events`."""
     with connection.cursor() as cursor:
-        cursor.executemany(_insert_sql(), rows)
+        cursor.executemany(_insert_sql(), [(run_id, *row) for row in rows])
 
 
 def read_texts(run_id: str, after: int, limit: int,
@@ -59,4 +65,4 @@ def read_texts(run_id: str, after: int, limit: int,
         return [(int(seq), str(text)) for seq, text in cursor.fetchall()]
 
 
-__all__ = ["insert_events", "read_texts"]
+__all__ = ["insert_events", "insert_rows", "read_texts"]

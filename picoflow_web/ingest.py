@@ -39,8 +39,10 @@ from django.utils import timezone
 from pydantic import ValidationError
 
 from picoflow_web import app_settings, groups, relay
+from picoflow_web.eventlog import insert_rows
 from picoflow_web.models import DEFAULT_PROJECT, EventRecord, Project, Run, StoredSession
-from picoflow_web.redact import redact
+from picoflow_web.redact import redact, redact_json
+from picoflow_web.relay_sender import RawJSON
 from runtime.events import (
     EVENT_TYPES,
     SCHEMA_VERSION,
@@ -76,6 +78,13 @@ class Line:
 
     number: int
     data: dict[str, Any]
+    text: str | None = None
+    """The event's JSON as it is stored and broadcast, when known: the line as it came (the
+    sender serialised it; nothing here encodes it again), or its redacted form. None: the
+    store encodes ``data``."""
+
+    def stored_text(self) -> str:
+        return self.text if self.text is not None else encode(self.data)
 
     @property
     def run_id(self) -> str:
@@ -124,8 +133,17 @@ def parse_lines(body: bytes, *, recorded: bool = False) -> list[Line]:
     for number, raw in enumerate(body.split(b"\n"), 1):
         if not raw.strip():
             continue
-        lines.append(Line(number, redact(_parse(number, raw, recorded=recorded))))
+        data, text = _parse(number, raw, recorded=recorded)
+        clean = redact_json(text)
+        # The same object back: nothing secret-looking in it, so it is stored as it came.
+        lines.append(Line(number, data, text) if clean is text
+                     else Line(number, redact(data), clean))
     return lines
+
+
+def encode(data: dict[str, Any]) -> str:
+    """An event's JSON for the store, compact, as the runtime writes it."""
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
 
 def _refuse(number: int, code: str, message: str, status: int = 400, **details: Any
@@ -133,7 +151,8 @@ def _refuse(number: int, code: str, message: str, status: int = 400, **details: 
     return IngestError(status, code, f"Line {number}: {message}", line=number, **details)
 
 
-def _parse(number: int, raw: bytes, *, recorded: bool = False) -> dict[str, Any]:
+def _parse(number: int, raw: bytes, *, recorded: bool = False) -> tuple[dict[str, Any], str]:
+    """A line's event and its text (checked, not yet redacted); raises for a bad one."""
     if len(raw) > MAX_LINE_BYTES:
         raise _refuse(number, "line_too_large",
                       f"{len(raw)} bytes is larger than the {MAX_LINE_BYTES} an event may be.",
@@ -174,13 +193,17 @@ def _parse(number: int, raw: bytes, *, recorded: bool = False) -> dict[str, Any]
         if len(data[name]) > MAX_ID_CHARS or (name == "run_id" and not data[name]):
             raise _refuse(number, "invalid_event",
                           f"{name} must be 1 to {MAX_ID_CHARS} characters.")
-    try:  # what the event store can hold: no lone surrogates, no NUL (PostgreSQL)
-        encoded = json.dumps(data, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError:
-        raise _refuse(number, "invalid_text", "text with a lone surrogate escape.") from None
-    if b"\\u0000" in encoded:
-        raise _refuse(number, "invalid_text", "text with a NUL character (\\u0000).")
-    return data
+    # What the event store can hold: no lone surrogates, no NUL (PostgreSQL). UTF-8 that
+    # decoded holds neither, so only a line with \u escapes can: only those are re-encoded.
+    if b"\\u" in raw:
+        try:
+            encoded = json.dumps(data, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise _refuse(number, "invalid_text", "text with a lone surrogate escape."
+                          ) from None
+        if b"\\u0000" in encoded:
+            raise _refuse(number, "invalid_text", "text with a NUL character (\\u0000).")
+    return data, text.strip()
 
 
 @dataclass
@@ -296,7 +319,8 @@ class Stored:
     """What a request (or a watchdog round) stored, for the reply and the broadcast."""
 
     reply: dict[str, dict[str, Any]] = field(default_factory=dict)
-    events: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    events: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
+    """By run: the stored events' seq and JSON text, in order (broadcast as that text)."""
     summaries: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -324,12 +348,10 @@ def store_lines(lines: list[Line], origin: Callable[[str], dict[str, Any]], user
                 continue
             if plan.fresh:
                 ended = _apply(run, [line.data for line in plan.fresh], now)
-                EventRecord.objects.bulk_create([
-                    EventRecord(run_id=run.id, seq=line.seq, type=line.type,
-                                path=line.data.get("path", "")[:400], payload=line.data)
-                    for line in plan.fresh
-                ])
-                out.events[run.id] = [line.data for line in plan.fresh]
+                rows = [(line.seq, line.type, str(line.data.get("path", ""))[:400],
+                         line.stored_text()) for line in plan.fresh]
+                insert_rows(run.id, rows)
+                out.events[run.id] = [(seq, text) for seq, _, _, text in rows]
                 if ended:
                     _session_record(run)
                 if created or ended:
@@ -430,8 +452,10 @@ def _session_record(run: Run) -> None:
 
 def messages_of(stored: Stored) -> list[relay.Message]:
     """What to tell browsers about what a request (or a watchdog round) stored."""
-    messages = [groups.events_message(run_id, chunk, chunk[0]["seq"],
-                                          chunk[-1]["seq"])
+    # As stored, as text: the run socket puts it into its frame without parsing it.
+    messages = [groups.events_message(
+                    run_id, RawJSON("[" + ",".join(text for _, text in chunk) + "]"),
+                    chunk[0][0], chunk[-1][0])
                 for run_id, events in stored.events.items()
                 for start in range(0, len(events), BROADCAST_EVENTS)
                 if (chunk := events[start:start + BROADCAST_EVENTS])]
@@ -494,31 +518,30 @@ def interrupt_silent_runs() -> Stored:
             if last is None:
                 continue
             silent = (timezone.now() - run.last_seen_at).total_seconds()
-            payload = store_interruption(
+            out.events[run_id] = [store_interruption(
                 run, last, silent_for=silent,
                 reason=f"No events or heartbeats for {timeout:g} s: the process running it "
-                       "stopped reporting.")
-            out.events[run_id] = [payload]
+                       "stopped reporting.")]
             out.summaries.append(run.summary())
     return out
 
 
 def store_interruption(run: Run, last: dict[str, Any], *, silent_for: float, reason: str,
-                       **extra: Any) -> dict[str, Any]:
+                       **extra: Any) -> tuple[int, str]:
     """Store ``run``'s ``run.interrupted`` after its ``last`` stored event and mark the run
-    interrupted (inside the caller's transaction, with ``run`` locked); the stored event.
-    ``extra`` are the event's optional fields (``worker``, ``revision``)."""
+    interrupted (inside the caller's transaction, with ``run`` locked); the stored event's
+    seq and JSON text. ``extra`` are the event's optional fields (``worker``,
+    ``revision``)."""
     event = interruption(last, now=time.time(), silent_for=round(max(0.0, silent_for), 3),
                          reason=reason, **extra)
-    payload: dict[str, Any] = json.loads(dump_event(event))
-    EventRecord.objects.create(run_id=run.id, seq=event.seq, type=event.type,
-                               path=event.path, payload=payload)
+    text = dump_event(event)
+    insert_rows(run.id, [(event.seq, event.type, event.path, text)])
     run.status, run.finished_at = Run.Status.INTERRUPTED, timezone.now()
     run.interruption = {"reason": event.reason, "silent_for": event.silent_for, **extra}
     run.event_count, run.last_seq = run.event_count + 1, event.seq
     run.save(update_fields=["status", "finished_at", "event_count", "last_seq",
                             "interruption"])
-    return payload
+    return event.seq, text
 
 
 async def interrupt_and_broadcast() -> int:
@@ -529,6 +552,6 @@ async def interrupt_and_broadcast() -> int:
 
 
 __all__ = ["IngestError", "Line", "Planned", "Planner", "Stored", "by_run", "check_first",
-           "continuing", "events_ingest", "interrupt_and_broadcast", "interrupt_silent_runs",
-           "messages_of", "parse_lines", "read_body", "runs_heartbeat", "store_interruption",
-           "store_lines"]
+           "continuing", "encode", "events_ingest", "interrupt_and_broadcast",
+           "interrupt_silent_runs", "messages_of", "parse_lines", "read_body", "runs_heartbeat",
+           "store_interruption", "store_lines"]

@@ -115,13 +115,12 @@ def expire() -> Stored:
                 id=run_id, status=Run.Status.RUNNING, lease_expires_at__lt=now).first()
             if run is None or run.lease_expires_at is None:
                 continue  # renewed or ended meanwhile
-            payload = store_interruption(
+            out.events[run_id] = [store_interruption(
                 run, _last_event(run), silent_for=_silent_for(run),
                 reason=f"Worker {run.worker or '?'} stopped renewing its lease on the run "
                        f"(it expired at {run.lease_expires_at.isoformat(timespec='seconds')}"
                        "): the worker was stopped or lost.",
-                worker=run.worker or None, revision=_saved_revision(run_id))
-            out.events[run_id] = [payload]
+                worker=run.worker or None, revision=_saved_revision(run_id))]
             out.summaries.append(run.summary())
     return out
 

@@ -2,9 +2,15 @@
 
 :class:`DashboardSink` is an :class:`~runtime.events.bus.EventSink` for runs that execute
 outside the web app (a script, a user's own service). ``handle`` only appends the event to
-a buffer under a lock; a daemon thread batches the buffer (by count and by age), serialises
-each event once (:func:`~runtime.events.sinks.event_json`) and POSTs the lines to the
-dashboard's ingest endpoint. Standard library HTTP only.
+a buffer under a lock, serialised at once (:func:`~runtime.events.sinks.event_json`, the
+one serialisation it gets); a daemon thread batches the buffer (by count and by age) and
+POSTs the lines to the dashboard's ingest endpoint. Standard library HTTP only.
+
+Why serialise in ``handle`` rather than in the thread: a buffered event kept as a model
+keeps its object graph alive for the garbage collector to walk until it is sent, and the
+thread's serialising competes for the interpreter lock with the run anyway. A line is bytes
+(nothing to walk), and the thread is left with joining lines and waiting on the socket, which
+releases the lock.
 
 The ingest contract, client side:
 
@@ -59,7 +65,7 @@ import urllib.parse
 import weakref
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from .schema import Event, SinkOverflowed
 from .sinks import event_json
@@ -69,6 +75,18 @@ logger = logging.getLogger("picoflow")
 _TERMINAL = frozenset({"turn.finished", "turn.failed"})
 _SPECIAL = frozenset({"turn.started", "turn.finished", "turn.failed", "sink.overflowed"})
 _LIVE: weakref.WeakSet[DashboardSink] = weakref.WeakSet()
+
+
+class _Line(NamedTuple):
+    """A buffered event: its run, its seq and its serialised line."""
+
+    run_id: str
+    seq: int
+    line: bytes
+
+
+def _line_of(event: Event) -> _Line:
+    return _Line(event.run_id, event.seq, event_json(event))
 
 
 class IngestRefused(Exception):
@@ -169,9 +187,7 @@ class DashboardSink:
         """Events lost (hard cap, refused lines, gaps that could not be repaired)."""
         self._lock = threading.Lock()
         self._cv = threading.Condition(self._lock)
-        self._queue: deque[Event] = deque()
-        self._lines: dict[tuple[str, int], bytes] = {}
-        """Serialised lines of events sent once and put back, by ``(run_id, seq)``."""
+        self._queue: deque[_Line] = deque()
         self._first_at = 0.0
         self._inflight = 0
         self._sending = False
@@ -184,7 +200,6 @@ class DashboardSink:
         self._closed = False
         self._closing = False
         self._stuck = False
-        self._requeued: set[tuple[str, int]] = set()
         self._abort = threading.Event()
         self._conn: http.client.HTTPConnection | None = None
         self._warned = False
@@ -211,7 +226,7 @@ class DashboardSink:
             if not queue:  # a new batch starts aging: the sender sets its clock by it
                 self._first_at = time.monotonic()
                 self._cv.notify()
-            queue.append(event)
+            queue.append(_Line(event.run_id, event.seq, event_json(event)))
             if len(queue) == self.batch_events:
                 self._cv.notify()
             return None
@@ -237,7 +252,7 @@ class DashboardSink:
         if not self._queue:
             self._first_at = time.monotonic()
             self._cv.notify()
-        self._queue.append(event)
+        self._queue.append(_line_of(event))
         if kind == "sink.overflowed" and getattr(event, "sink", None) == self.name:
             for cover in run.covers:
                 if cover.overflow == -1:
@@ -348,7 +363,7 @@ class DashboardSink:
         finally:
             self._close_connection()
 
-    def _next_batch(self) -> list[Event] | None:
+    def _next_batch(self) -> list[_Line] | None:
         """Under the lock: the events to send now, [] for a heartbeat, None after a wait."""
         self._report_ended_losses()
         now = time.monotonic()
@@ -372,13 +387,13 @@ class DashboardSink:
         self._cv.wait(max(0.001, min(waits)))
         return None
 
-    def _take(self) -> list[Event]:
+    def _take(self) -> list[_Line]:
         queue = self._queue
         if not self._held:
             count = min(self.batch_events, len(queue))
             batch = [queue.popleft() for _ in range(count)]
         else:
-            batch, kept = [], deque[Event]()
+            batch, kept = [], deque[_Line]()
             owed: dict[str, int] = {}
             for event in queue:
                 run = self._runs.get(event.run_id)
@@ -423,7 +438,7 @@ class DashboardSink:
                     break
             if not self._queue:
                 self._first_at = time.monotonic()
-            self._queue.append(overflow)
+            self._queue.append(_line_of(overflow))
 
     def _lose(self, run_id: str, first: int, last: int, count: int) -> None:
         """Under the lock: events of a run are gone for good; report them."""
@@ -442,10 +457,9 @@ class DashboardSink:
         for cover in run.covers:
             cover.first = min(cover.first, first) if cover.overflow == -1 else cover.first
 
-    def _requeue(self, events: list[Event]) -> None:
-        """Under the lock: put unsent events back in front, in order (their lines kept)."""
+    def _requeue(self, events: list[_Line]) -> None:
+        """Under the lock: put unsent events back in front, in order."""
         live = [e for e in events if e.run_id not in self._dead]
-        self._requeued.update((e.run_id, e.seq) for e in live)
         if live:
             if not self._queue:
                 self._first_at = time.monotonic()
@@ -458,48 +472,29 @@ class DashboardSink:
         if run is not None:
             self._held -= sum(1 for _ in run.covers)
         self._queue = deque(e for e in self._queue if e.run_id != run_id)
-        for key in [k for k in self._lines if k[0] == run_id]:
-            del self._lines[key]
 
     # -- HTTP -----------------------------------------------------------------------------
 
-    def _send(self, taken: list[Event]) -> None:
+    def _send(self, taken: list[_Line]) -> None:
         batch = taken
-        cache = self._lines
-        if cache:  # only events sent once and put back have a line already
-            with self._lock:
-                cached = [cache.pop((e.run_id, e.seq), b"") for e in batch]
-            lines = every = [line or event_json(e)
-                             for line, e in zip(cached, batch, strict=True)]
-        else:
-            lines = every = [event_json(e) for e in batch]
         size, cut = 0, len(batch)
-        for index, line in enumerate(lines):
-            size += len(line) + 1
+        for index, item in enumerate(batch):
+            size += len(item.line) + 1
             if size > self.batch_bytes and index > 0:
                 cut = index
                 break
-        try:
-            if cut < len(batch):
-                with self._lock:
-                    if not self._held:  # a gap's events travel with its report: no cut
-                        self._requeue(batch[cut:])  # sent next, lines kept
-                        batch, lines = batch[:cut], lines[:cut]
-                        self._inflight = cut
-            self._send_lines(batch, lines)
-        finally:
-            with self._lock:  # a requeued event keeps its line for the next request
-                if self._requeued:
-                    for event, line in zip(taken, every, strict=True):
-                        key = (event.run_id, event.seq)
-                        if key in self._requeued:
-                            cache[key] = line
-                    self._requeued.clear()
+        if cut < len(batch):
+            with self._lock:
+                if not self._held:  # a gap's events travel with its report: no cut
+                    self._requeue(batch[cut:])  # sent next
+                    batch = batch[:cut]
+                    self._inflight = cut
+        self._send_lines(batch)
 
-    def _send_lines(self, batch: list[Event], lines: list[bytes]) -> None:
+    def _send_lines(self, batch: list[_Line]) -> None:
         attempt = 0
         while batch:
-            body = b"\n".join(lines) + b"\n"
+            body = b"\n".join([item.line for item in batch]) + b"\n"
             try:
                 status, headers, reply = self._post("/api/ingest", body,
                                                      "application/x-ndjson")
@@ -528,8 +523,7 @@ class DashboardSink:
                                run_id)
                 with self._cv:
                     self._kill(run_id)
-                kept = [(e, x) for e, x in zip(batch, lines, strict=True) if e.run_id != run_id]
-                batch, lines = [e for e, _ in kept], [x for _, x in kept]
+                batch = [e for e in batch if e.run_id != run_id]
                 continue
             if status == 409 and reply.get("code") == "seq_gap":
                 with self._cv:
@@ -542,7 +536,7 @@ class DashboardSink:
                 self._refused_batch(batch, reply)
             return
 
-    def _accepted(self, batch: list[Event], reply: dict[str, Any]) -> None:
+    def _accepted(self, batch: list[_Line], reply: dict[str, Any]) -> None:
         runs = reply.get("runs") if isinstance(reply.get("runs"), dict) else {}
         now = time.monotonic()
         # Per run, not per event, and outside the lock: the batch is the sender's own, and
@@ -576,7 +570,7 @@ class DashboardSink:
             if unacked:
                 self._requeue(unacked)
 
-    def _repair_gap(self, batch: list[Event], reply: dict[str, Any]) -> None:
+    def _repair_gap(self, batch: list[_Line], reply: dict[str, Any]) -> None:
         run_id = str(reply.get("run_id", ""))
         expected = reply.get("expected_seq")
         mine = [e.seq for e in batch if e.run_id == run_id] + [
@@ -591,7 +585,7 @@ class DashboardSink:
             self._lose(run_id, expected, following - 1, following - expected)
         self._requeue(keep)
 
-    def _refused_batch(self, batch: list[Event], reply: dict[str, Any]) -> None:
+    def _refused_batch(self, batch: list[_Line], reply: dict[str, Any]) -> None:
         line = reply.get("line")
         if isinstance(line, int) and 1 <= line <= len(batch):
             bad = batch[line - 1]
@@ -614,15 +608,13 @@ class DashboardSink:
             self._disabled = f"HTTP {status}"
             self.dropped += len(self._queue)
             self._queue.clear()
-            self._lines.clear()
             self._runs.clear()
 
-    def _give_up(self, batch: list[Event]) -> None:
+    def _give_up(self, batch: list[_Line]) -> None:
         """Closing ran out of time: what is left is lost (nobody can report it)."""
         with self._cv:
             self.dropped += len(batch) + len(self._queue)
             self._queue.clear()
-            self._lines.clear()
 
     def _wait_retry(self, attempt: int, retry_after: str | None) -> bool:
         if self._failing_since is None:

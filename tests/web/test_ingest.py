@@ -20,8 +20,10 @@ from django.test import AsyncClient, override_settings
 from django.utils import timezone
 
 from picoflow_web import ingest, selectors
+from picoflow_web.eventlog import read_texts
 from picoflow_web.groups import run_group
 from picoflow_web.models import ApiToken, EventRecord, Run
+from picoflow_web.redact import MARKER
 from picoflow_web.store import DjangoSessionStore
 from runtime import FlowEngine, SessionStoreError
 from runtime.events import MemorySink, dump_event
@@ -256,7 +258,12 @@ async def test_stored_events_are_broadcast_to_the_runs_group_after_they_are_stor
             assert message["type"] == "run.events"
             # Persist before broadcast: every event a watcher hears of is stored already.
             assert len(await stored("remote-1")) == len(lines)
-            received.extend(message["events"])
+            # The events travel as the text that was stored, never parsed on the way.
+            assert isinstance(message["events"], str)
+            batch = json.loads(message["events"])
+            assert (message["first"], message["upto"]) == (len(received),
+                                                           len(received) + len(batch) - 1)
+            received.extend(batch)
     assert received == [json.loads(line) for line in lines]
 
 
@@ -402,3 +409,29 @@ async def test_an_ingested_run_s_duration_is_its_greatest_offset() -> None:
     await post(AsyncClient(), await ingest_token(), body_of(lines))
     offsets = [json.loads(line)["offset"] for line in lines]
     assert (await Run.objects.aget(id="remote-timed")).summary()["duration"] == max(offsets)
+
+
+async def test_a_line_is_stored_as_the_text_it_came_as_and_a_secret_in_one_redacted() -> None:
+    """Serialised once, by the process that sent it: the dashboard stores (and broadcasts)
+    the line's own text, except where redaction had to change it."""
+    lines = await recorded_turn()
+    loaded = next(i for i, line in enumerate(lines) if '"session.loaded"' in line)
+    data = json.loads(lines[loaded])
+    data["context"] = {"api_key": "sk-live-1", "region": "eu"}
+    lines[loaded] = json.dumps(data, separators=(",", ":"))
+    layer = get_channel_layer()
+    channel = await layer.new_channel()
+    await layer.group_add(run_group("remote-1"), channel)
+    response = await post(AsyncClient(), await ingest_token(), body_of(lines))
+    assert response.status_code == 200, response.content
+    texts = await sync_to_async(read_texts)("remote-1", -1, len(lines) + 1)
+    assert [seq for seq, _ in texts] == list(range(len(lines)))
+    assert [text for i, (_, text) in enumerate(texts) if i != loaded] == [
+        line for i, line in enumerate(lines) if i != loaded]
+    assert "sk-live-1" not in texts[loaded][1]
+    assert json.loads(texts[loaded][1])["context"] == {"api_key": MARKER, "region": "eu"}
+    broadcast = ""
+    with anyio.fail_after(10):
+        while broadcast.count('"seq":') < len(lines):
+            broadcast += (await layer.receive(channel))["events"]
+    assert "sk-live-1" not in broadcast and MARKER in broadcast

@@ -13,6 +13,7 @@ import json
 import uuid
 from datetime import timedelta
 from typing import Any
+from unittest.mock import ANY
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -309,7 +310,8 @@ async def test_an_expired_lease_interrupts_the_run_once_and_for_good() -> None:
     assert last["seq"] == payloads[-1]["seq"] + 1
     assert last["worker"] == "w-dead"
     assert last["revision"] == SAVED_REVISION
-    assert last == stored.events[dead.id][0]
+    assert stored.events[dead.id] == [(last["seq"], ANY)]  # what is broadcast: the text
+    assert json.loads(stored.events[dead.id][0][1]) == last
     assert run.event_count == len(events)
 
     # Once: a second round finds nothing, and stores nothing more.
@@ -356,7 +358,9 @@ async def test_a_run_lost_mid_turn_stores_nothing_after_its_interruption() -> No
         await lapse(run.id)
         stored = await sync_to_async(leases.expire)()
         assert list(stored.events) == [run.id]
-        interrupted = stored.events[run.id][0]
+        seq, text = stored.events[run.id][0]
+        interrupted = json.loads(text)
+        assert interrupted["seq"] == seq
     finally:
         ended = await wait_run_done(run.id)
     assert ended.status == Run.Status.INTERRUPTED
