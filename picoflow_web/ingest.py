@@ -39,13 +39,15 @@ from django.utils import timezone
 from pydantic import ValidationError
 
 from picoflow_web import app_settings, groups, relay
-from picoflow_web.eventlog import insert_rows
+from picoflow_web.eventlog import insert_rows, read_texts
 from picoflow_web.models import DEFAULT_PROJECT, EventRecord, Project, Run, StoredSession
-from picoflow_web.redact import redact, redact_json
+from picoflow_web.redact import may_hold_secret, redact
 from picoflow_web.relay_sender import RawJSON
 from runtime.events import (
     EVENT_TYPES,
     SCHEMA_VERSION,
+    SessionLoaded,
+    SessionSaved,
     dump_event,
     fold,
     interruption,
@@ -134,10 +136,10 @@ def parse_lines(body: bytes, *, recorded: bool = False) -> list[Line]:
         if not raw.strip():
             continue
         data, text = _parse(number, raw, recorded=recorded)
-        clean = redact_json(text)
-        # The same object back: nothing secret-looking in it, so it is stored as it came.
-        lines.append(Line(number, data, text) if clean is text
-                     else Line(number, redact(data), clean))
+        clean = redact(data) if may_hold_secret(text) else data
+        # The same object back: nothing to redact, so it is stored as it came; else the
+        # redacted event is encoded when stored.
+        lines.append(Line(number, data, text) if clean is data else Line(number, clean))
     return lines
 
 
@@ -428,19 +430,18 @@ def _session_record(run: Run) -> None:
     doc = existing[0] if existing is not None else None
     if doc is not None and not (isinstance(doc, dict) and doc.get("remote")):
         return  # a session this dashboard runs itself: its own document is the truth
-    payloads = list(EventRecord.objects.filter(run_id=run.id).order_by("seq").values_list(
-        "payload", flat=True))
-    model = fold(parse_event(payload) for payload in payloads)
-    loaded = next((p for p in payloads if p["type"] == "session.loaded"), {})
-    revision = max((p["revision"] for p in payloads if p["type"] == "session.saved"),
-                   default=0)
+    # The stored text, validated straight from JSON: no JSON field decoding it first.
+    events = [parse_event(text) for _, text in read_texts(run.id, -1, run.last_seq + 1)]
+    model = fold(events)
+    loaded = next((e for e in events if isinstance(e, SessionLoaded)), None)
+    revision = max((e.revision for e in events if isinstance(e, SessionSaved)), default=0)
     reply = run.reply or {}
     status = ("aborted" if run.status == Run.Status.FAILED
               else "completed" if reply.get("completed") else "running")
     record = {
         "id": run.session_id, "revision": revision, "run_status": status, "remote": True,
         "flow": {"name": run.flow, "current_step": model.cursor,
-                 "context": loaded.get("context", {}),
+                 "context": loaded.context if loaded is not None else {},
                  "steps": [{"name": name, "state": state}
                            for name, state in model.state.items()]},
         "tokens": model.tokens,

@@ -58,11 +58,17 @@ def redact_json(text: str, keys: tuple[str, ...] | None = None) -> str:
     when a secret-looking name appears in it at all: most events hold none, and stay the
     text they are, serialised once."""
     chosen = keys or secret_keys()
-    flat = _normal(text)
-    if not any(suffix in flat for suffix in _suffixes(chosen)):
+    if not may_hold_secret(text, chosen):
         return text
     found, copy = _redact(json.loads(text), chosen)
     return json.dumps(copy, ensure_ascii=False, separators=(",", ":")) if found else text
+
+
+def may_hold_secret(text: str, keys: tuple[str, ...] | None = None) -> bool:
+    """Whether a secret-looking name appears in ``text`` at all (False: :func:`redact` of
+    what it encodes would change nothing, so it need not be walked)."""
+    flat = _normal(text)
+    return any(suffix in flat for suffix in _suffixes(keys or secret_keys()))
 
 
 _FIELD_VALUES = ("value", "base", "result")
