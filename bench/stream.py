@@ -38,6 +38,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -170,6 +171,7 @@ class Server:
         self.base = f"http://{ORIGIN_HOST}:{self.port}"
         self.ws = f"ws://{ORIGIN_HOST}:{self.port}"
         self.log = log
+        self.env = env
         with log.open("wb") as out:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "daphne", "--fd", str(self.listener.fileno()), *extra,
@@ -280,6 +282,38 @@ async def run_ours(server: Server, cookie: str, token: str, branches: int,
             "frames": frames, "largest": largest, "run": run_id}
 
 
+async def run_alone(server: Server, cookie: str, branches: int, rep: int) -> dict[str, Any]:
+    """The bridge apart from the runtime: ``bench/stream_feed.py`` (a process configured as a
+    worker) feeds a recorded turn's events to a RunRecorder; its rate to this client."""
+    run_id = uuid.uuid4().hex
+    gate = server.log.with_name(f"feed-gate-{rep}-{time.monotonic_ns()}")
+    feeder = await asyncio.create_subprocess_exec(
+        sys.executable, str(REPO_ROOT / "bench" / "stream_feed.py"), run_id, str(branches),
+        str(gate), cwd=REPO_ROOT, env={**server.env, "PICOFLOW_RELAY_URL": server.base},
+        stdout=asyncio.subprocess.PIPE)
+    assert feeder.stdout is not None
+    ready = await asyncio.wait_for(feeder.stdout.readline(), 120)
+    if ready.strip() != b"ready":
+        raise SystemExit(f"the feeder did not start: {ready!r}")
+    feed = await _connect(server, f"/ws/runs/{run_id}/", cookie)
+    seen: list[int] = []
+    start = time.perf_counter()
+    gate.touch()
+    while True:
+        message = json.loads(await asyncio.wait_for(feed.recv(), 120))
+        if message["type"] != "events":
+            continue
+        seen.extend(e["seq"] for e in message["events"])
+        if message["events"][-1]["type"] in ("turn.finished", "turn.failed"):
+            break
+    elapsed = time.perf_counter() - start
+    await feed.close()
+    await asyncio.wait_for(feeder.wait(), 120)
+    if seen != list(range(len(seen))):
+        raise SystemExit(f"the fed stream had a gap or duplicate ({len(seen)} events)")
+    return {"rate": len(seen) / elapsed, "events": len(seen), "seconds": elapsed}
+
+
 async def run_raw(server: Server, cookie: str, run_id: str) -> dict[str, Any]:
     """The same run's events pushed by RawPushConsumer."""
     raw = await _connect(server, "/ws/bench/raw/", cookie)
@@ -337,21 +371,26 @@ async def events_per_branch() -> tuple[int, int]:
 async def bench(args: argparse.Namespace, server: Server, cookie: str, token: str) -> None:
     per, fixed = await events_per_branch()
     branches = max(1, (args.events - fixed) // per)
-    ours, raw, alone = [], [], []
+    ours, raw, alone, fed = [], [], [], []
     for rep in range(args.reps + 1):  # the first round warms up and is not counted
         o = await run_ours(server, cookie, token, branches, rep)
         r = await run_raw(server, cookie, o["run"])
+        f = await run_alone(server, cookie, branches, rep)
         a = await runtime_alone(branches)
         if rep:
             ours.append(o)
             raw.append(r)
+            fed.append(f)
             alone.append(a)
-            print(f"  rep {rep}: raw {r['rate']:,.0f}/s, bridge {o['rate']:,.0f}/s "
+            print(f"  rep {rep}: raw {r['rate']:,.0f}/s, bridge alone {f['rate']:,.0f}/s, "
+                  f"worker run {o['rate']:,.0f}/s "
                   f"({o['events']} events in {o['seconds']:.2f}s, {len(o['frames'])} frames), "
                   f"runtime alone {a:,.0f}/s", flush=True)
     raw_rates = [r["rate"] for r in raw]
     our_rates = [o["rate"] for o in ours]
+    fed_rates = [f["rate"] for f in fed]
     ratios = [o / r for o, r in zip(our_rates, raw_rates, strict=True)]
+    fed_ratios = [f / r for f, r in zip(fed_rates, raw_rates, strict=True)]
     frames = [f for o in ours for f in o["frames"]]
     layer = "RedisPubSubChannelLayer" if args.redis_url else "InMemoryChannelLayer"
     database = "PostgreSQL" if args.database_url else "SQLite"
@@ -359,10 +398,14 @@ async def bench(args: argparse.Namespace, server: Server, cookie: str, token: st
     print(f"stream benchmark: {ours[0]['total']} events per turn ({branches} no-op branches), "
           f"one client, {args.reps} reps (median [min-max]); {database}, {layer}")
     print(f"  raw Daphne push (send_json, {raw[0]['batch']}/frame)    {_spread(raw_rates)}")
-    print(f"  bridge: store + group_send + RunConsumer   {_spread(our_rates)}")
+    print(f"  bridge alone: fed recorded events          {_spread(fed_rates)}")
+    print(f"  worker run: runtime + bridge               {_spread(our_rates)}")
     print(f"  runtime alone (no store, no socket)        {_spread(alone)}")
-    print(f"ratio bridge / raw push: {statistics.median(ratios):.3f} "
-          f"[{min(ratios):.3f}-{max(ratios):.3f}]")
+    print(f"ratio bridge alone / raw push: {statistics.median(fed_ratios):.3f} "
+          f"[{min(fed_ratios):.3f}-{max(fed_ratios):.3f}]  (stored + delivered, apart from "
+          "the runtime)")
+    print(f"ratio worker run / raw push:   {statistics.median(ratios):.3f} "
+          f"[{min(ratios):.3f}-{max(ratios):.3f}]  (a real run, the runtime included)")
     largest = max(o["largest"] for o in ours)
     print(f"bridge frames: {len(frames) // len(ours)} per turn, mean "
           f"{statistics.mean(frames):.0f} and max {max(frames)} events per frame; "

@@ -20,6 +20,9 @@ import json
 from functools import lru_cache
 from typing import Any
 
+from django.core.signals import setting_changed
+from django.dispatch import receiver
+
 from picoflow_web import app_settings
 
 MARKER = "[redacted]"
@@ -34,15 +37,42 @@ def _suffixes(keys: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(sorted({_normal(k) for k in keys if k.strip()}))
 
 
+_KEYS: tuple[str, ...] | None = None
+
+
 def secret_keys() -> tuple[str, ...]:
     """The configured key names (``PICOFLOW_REDACT_KEYS``)."""
-    return tuple(app_settings.get("REDACT_KEYS"))
+    global _KEYS
+    # Read once: it is asked for every event a worker stores, and reading a setting costs
+    # more than the check it feeds. A changed setting (tests) forgets it, below.
+    if _KEYS is None:
+        _KEYS = tuple(app_settings.get("REDACT_KEYS"))
+    return _KEYS
+
+
+@receiver(setting_changed)
+def _forget_keys(*, setting: str, **_: Any) -> None:
+    global _KEYS
+    if setting in ("PICOFLOW", "PICOFLOW_REDACT_KEYS"):
+        _KEYS = None
 
 
 def is_secret(key: str, keys: tuple[str, ...] | None = None) -> bool:
     """Whether a value under ``key`` is a secret."""
+    suffixes = _suffixes(keys or secret_keys())
+    # The same few names repeat in every event (a fork's requests: thousands of times);
+    # only short ones are remembered, so a hostile stream of huge keys cannot fill memory.
+    return _key_is_secret(key, suffixes) if len(key) <= 64 else _ends_with(key, suffixes)
+
+
+@lru_cache(maxsize=4096)
+def _key_is_secret(key: str, suffixes: tuple[str, ...]) -> bool:
+    return _ends_with(key, suffixes)
+
+
+def _ends_with(key: str, suffixes: tuple[str, ...]) -> bool:
     normal = _normal(key)
-    return any(normal.endswith(suffix) for suffix in _suffixes(keys or secret_keys()))
+    return any(normal.endswith(suffix) for suffix in suffixes)
 
 
 def redact(value: Any, keys: tuple[str, ...] | None = None) -> Any:
@@ -65,10 +95,17 @@ def redact_json(text: str, keys: tuple[str, ...] | None = None) -> str:
 
 
 def may_hold_secret(text: str, keys: tuple[str, ...] | None = None) -> bool:
-    """Whether a secret-looking name appears in ``text`` at all (False: :func:`redact` of
-    what it encodes would change nothing, so it need not be walked)."""
+    """Whether a secret-looking name may appear in the JSON ``text`` (False: :func:`redact`
+    of what it encodes would change nothing, so it need not be walked).
+
+    A name is a JSON string, so a secret-looking one ends in ``<suffix>"``: ``tokens``,
+    ``max_tokens`` or ``token_budget`` (in every fork) do not, and their events stay on the
+    fast path. A ``\\u`` escape could spell a name the text does not show: walked.
+    """
+    if "\\u" in text:
+        return True
     flat = _normal(text)
-    return any(suffix in flat for suffix in _suffixes(keys or secret_keys()))
+    return any(suffix + '"' in flat for suffix in _suffixes(keys or secret_keys()))
 
 
 _FIELD_VALUES = ("value", "base", "result")
@@ -97,4 +134,4 @@ def _redact(value: Any, keys: tuple[str, ...]) -> tuple[bool, Any]:
     return False, value
 
 
-__all__ = ["MARKER", "is_secret", "redact", "redact_json", "secret_keys"]
+__all__ = ["MARKER", "is_secret", "may_hold_secret", "redact", "redact_json", "secret_keys"]

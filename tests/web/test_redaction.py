@@ -12,7 +12,7 @@ from django.test import AsyncClient, override_settings
 from picoflow_web import ingest
 from picoflow_web.engine import get_engine
 from picoflow_web.models import EventRecord, Run, StoredSession
-from picoflow_web.redact import MARKER, is_secret, redact, redact_json
+from picoflow_web.redact import MARKER, is_secret, may_hold_secret, redact, redact_json
 from runtime import Flow, LogicStep, ModelSelection, Step
 from tests.webhelpers import amake_user, atoken, bearer, wait_run_done
 
@@ -113,3 +113,29 @@ def test_an_event_text_is_redacted_and_a_clean_one_left_as_it_is() -> None:
     # A secret-looking word in a value is not a key: the text stays as it is.
     mention = json.dumps({"type": "step.entered", "text": "reset my password"})
     assert redact_json(mention) == mention
+
+
+def test_a_key_spelled_with_an_escape_is_redacted_all_the_same() -> None:
+    text = '{"type":"x","context":{"api_ke\\u0079":"sk-1","region":"eu"}}'
+    assert json.loads(text)["context"]["api_key"] == "sk-1"
+    assert json.loads(redact_json(text))["context"] == {"api_key": MARKER, "region": "eu"}
+
+
+def test_names_that_only_contain_a_secret_word_keep_an_event_on_the_fast_path() -> None:
+    """``tokens`` (usage) and ``token_budget`` (every fork) are no secrets: such an event is
+    not walked, and its text is kept as it is."""
+    clean = '{"tokens":{"total_tokens":3},"token_budget":null,"max_tokens":9}'
+    assert not may_hold_secret(clean)
+    assert redact_json(clean) is clean
+    for text in ('{"access_token":"t"}', '{"field":"password","value":"p"}',
+                 '{"headers":{"Authorization":"Bearer x"}}', '{"X-Api-Key":"k"}'):
+        assert may_hold_secret(text), text
+        assert MARKER in redact_json(text), text
+
+
+def test_a_changed_setting_is_seen_at_once() -> None:
+    text = '{"region":"eu"}'
+    assert redact_json(text) is text
+    with override_settings(PICOFLOW_REDACT_KEYS=("region",)):
+        assert json.loads(redact_json(text)) == {"region": MARKER}
+    assert redact_json(text) is text
