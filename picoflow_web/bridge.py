@@ -3,12 +3,13 @@
 :class:`RunRecorder` is a runtime event sink. ``handle`` (called synchronously by the
 runtime's bus) only appends to a buffer, so it never stalls a branch or a join. Its pump
 task takes the buffer in batches — once ``batch_events`` events wait, or ``batch_seconds``
-after the first of them arrived, so a lone event is not held back by a fixed tick — **stores
-each batch, then publishes it** to the run's channel group as one message
-(:mod:`picoflow_web.relay`: from a worker, across processes). Persist before broadcast: a
-browser only ever hears of an event that a reload or a reconnect can read back, so
-resuming from the last sequence number is gap-free. One group message per batch, not per
-event, because ``group_send`` per event is an order of magnitude slower.
+after the first of them arrived, so a lone event is not held back by a fixed tick; a
+backlog is taken whole, up to ``store_events`` — **stores each batch, then publishes it** to
+the run's channel group in messages of ``batch_events`` (:mod:`picoflow_web.relay`: from a
+worker, across processes). Persist before broadcast: a browser only ever hears of an event
+that a reload or a reconnect can read back, so resuming from the last sequence number is
+gap-free. One group message per batch, not per event, because ``group_send`` per event is
+an order of magnitude slower.
 
 Memory is bounded: with more than ``max_buffered`` events waiting to be stored the sink
 says it is congested, and the run waits at its next await point (a branch start, a model
@@ -55,10 +56,11 @@ class RunRecorder:
 
     def __init__(self, run_id: str, *, batch_events: int = 200,
                  batch_seconds: float = 0.01, max_buffered: int = 20_000,
-                 lease_seconds: float | None = None) -> None:
+                 lease_seconds: float | None = None, store_events: int = 2_000) -> None:
         self.run_id = run_id
         self.lease_seconds = lease_seconds
         self.batch_events = batch_events
+        self.store_events = max(batch_events, store_events)
         self.batch_seconds = batch_seconds
         self.max_buffered = max_buffered
         self._buffer: list[Event] = []
@@ -111,18 +113,24 @@ class RunRecorder:
                 self._full.clear()
                 with contextlib.suppress(TimeoutError):  # a timeout just means "flush now"
                     await asyncio.wait_for(self._full.wait(), self.batch_seconds)
-            batch = self._buffer[: self.batch_events]
-            del self._buffer[: self.batch_events]
+            # A backlog is stored in one transaction (up to store_events): a commit and
+            # the run's counters per batch cost as much as a hundred rows. Browsers still
+            # get messages of batch_events.
+            take = min(max(self.batch_events, len(self._buffer)), self.store_events)
+            batch = self._buffer[:take]
+            del self._buffer[:take]
             if batch and not self.ended:
                 try:
                     # Serialised once (and redacted): this text is stored and relayed as
                     # it is.
                     texts = [redact_json(dump_event(e)) for e in batch]
                     if await self._store(batch, texts):
-                        events = RawJSON("[" + ",".join(texts) + "]")
-                        await relay.publish([groups.events_message(self.run_id, events,
-                                                                   batch[0].seq,
-                                                                   batch[-1].seq)])
+                        size = self.batch_events
+                        await relay.publish([
+                            groups.events_message(
+                                self.run_id, RawJSON("[" + ",".join(texts[i:i + size]) + "]"),
+                                batch[i].seq, batch[min(i + size, len(batch)) - 1].seq)
+                            for i in range(0, len(batch), size)])
                     else:
                         self.ended = True
                         logger.warning("Run %s is not running any more (declared interrupted?)"

@@ -105,7 +105,15 @@ def may_hold_secret(text: str, keys: tuple[str, ...] | None = None) -> bool:
     if "\\u" in text:
         return True
     flat = _normal(text)
-    return any(suffix + '"' in flat for suffix in _suffixes(keys or secret_keys()))
+    for ending in _endings(_suffixes(keys or secret_keys())):  # noqa: SIM110 - hot path
+        if ending in flat:
+            return True
+    return False
+
+
+@lru_cache(maxsize=8)
+def _endings(suffixes: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(suffix + '"' for suffix in suffixes)
 
 
 _FIELD_VALUES = ("value", "base", "result")

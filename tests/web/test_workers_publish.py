@@ -298,6 +298,37 @@ async def test_a_recorder_with_a_full_buffer_is_congested_until_the_store_caught
     assert (await Run.objects.aget(id=run.id)).event_count == 20
 
 
+async def test_a_backlog_is_stored_in_one_transaction_and_told_in_batches(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    run = await stored_run(0)
+    recorder = RunRecorder(run.id, batch_events=4, store_events=12)
+    stores: list[list[int]] = []
+    store = recorder._store_sync
+
+    def counting(batch: list[Any], texts: list[str]) -> bool:
+        stores.append([e.seq for e in batch])
+        return store(batch, texts)
+
+    monkeypatch.setattr(recorder, "_store_sync", counting)
+    told: list[tuple[int, int, list[int]]] = []
+
+    async def publish(messages: list[Any]) -> None:
+        for _, message in messages:
+            told.append((message["first"], message["upto"],
+                         [e["seq"] for e in json.loads(message["events"])]))
+
+    monkeypatch.setattr(relay, "publish", publish)
+    bus = EventBus([recorder], run_id=run.id)
+    for _ in range(14):  # a backlog, as a run that outpaces the store leaves
+        bus.emit(StepEntered, step="Burst", level=1, how="child")
+    recorder.start()
+    await recorder.close()
+    assert stores == [list(range(12)), [12, 13]]
+    assert told == [(0, 3, [0, 1, 2, 3]), (4, 7, [4, 5, 6, 7]), (8, 11, [8, 9, 10, 11]),
+                    (12, 13, [12, 13])]
+    assert (await Run.objects.aget(id=run.id)).event_count == 14
+
+
 # -- the engine-wide branch cap ---------------------------------------------------------------
 
 
