@@ -103,40 +103,62 @@ class RunRecorder:
             await self._task
 
     async def _pump(self) -> None:
-        while True:
-            if not self._buffer:
-                if self._closing:
-                    return
-                self._arrived.clear()
-                await self._arrived.wait()
-            if len(self._buffer) < self.batch_events and not self._closing:
-                self._full.clear()
-                with contextlib.suppress(TimeoutError):  # a timeout just means "flush now"
-                    await asyncio.wait_for(self._full.wait(), self.batch_seconds)
-            # A backlog is stored in one transaction (up to store_events): a commit and
-            # the run's counters per batch cost as much as a hundred rows. Browsers still
-            # get messages of batch_events.
-            take = min(max(self.batch_events, len(self._buffer)), self.store_events)
-            batch = self._buffer[:take]
-            del self._buffer[:take]
-            if batch and not self.ended:
+        # One batch is stored (in a thread) while the next is serialised here: the two
+        # overlap, and batches are still stored and published in order.
+        committing: asyncio.Task[None] | None = None
+        try:
+            while True:
+                if not self._buffer:
+                    if self._closing:
+                        return
+                    self._arrived.clear()
+                    await self._arrived.wait()
+                if len(self._buffer) < self.batch_events and not self._closing:
+                    self._full.clear()
+                    with contextlib.suppress(TimeoutError):  # a timeout: "flush now"
+                        await asyncio.wait_for(self._full.wait(), self.batch_seconds)
+                # A backlog is stored in one transaction (up to store_events): a commit
+                # and the run's counters per batch cost as much as a hundred rows.
+                # Browsers still get messages of batch_events.
+                take = min(max(self.batch_events, len(self._buffer)), self.store_events)
+                batch = self._buffer[:take]
+                del self._buffer[:take]
+                if not batch or self.ended:
+                    continue
                 try:
                     # Serialised once (and redacted): this text is stored and relayed as
                     # it is.
                     texts = [redact_json(dump_event(e)) for e in batch]
-                    if await self._store(batch, texts):
-                        size = self.batch_events
-                        await relay.publish([
-                            groups.events_message(
-                                self.run_id, RawJSON("[" + ",".join(texts[i:i + size]) + "]"),
-                                batch[i].seq, batch[min(i + size, len(batch)) - 1].seq)
-                            for i in range(0, len(batch), size)])
-                    else:
-                        self.ended = True
-                        logger.warning("Run %s is not running any more (declared interrupted?)"
-                                       ": its later events are not stored", self.run_id)
                 except Exception:  # keep pumping; the run itself must not die of it
-                    logger.exception("Storing events of run %s failed", self.run_id)
+                    logger.exception("Serialising events of run %s failed", self.run_id)
+                    continue
+                if committing is not None:
+                    await committing
+                committing = asyncio.get_running_loop().create_task(
+                    self._commit(batch, texts))
+                await asyncio.sleep(0)  # let it hand the batch to its thread first
+        finally:
+            if committing is not None:
+                await committing
+
+    async def _commit(self, batch: list[Event], texts: list[str]) -> None:
+        """Store one batch, then tell browsers (never raises: the pump goes on)."""
+        if self.ended:
+            return
+        try:
+            if await self._store(batch, texts):
+                size = self.batch_events
+                await relay.publish([
+                    groups.events_message(
+                        self.run_id, RawJSON("[" + ",".join(texts[i:i + size]) + "]"),
+                        batch[i].seq, batch[min(i + size, len(batch)) - 1].seq)
+                    for i in range(0, len(batch), size)])
+            else:
+                self.ended = True
+                logger.warning("Run %s is not running any more (declared interrupted?)"
+                               ": its later events are not stored", self.run_id)
+        except Exception:  # keep pumping; the run itself must not die of it
+            logger.exception("Storing events of run %s failed", self.run_id)
 
     async def _store(self, batch: list[Event], texts: list[str]) -> bool:
         """Append the batch (``texts``, its events' JSON) to the event log and bring the
