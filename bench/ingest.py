@@ -38,6 +38,7 @@ from bench.stream import (  # noqa: E402
     _connect,
     _flow_class,
     events_per_branch,
+    receive_turn,
     run_ours,
     served,
 )
@@ -86,17 +87,7 @@ async def run_ingest(server: Server, cookie: str, token: str, lines: list[bytes]
     await asyncio.to_thread(_ingest, server.base, token, lines[:1])  # the run exists now
     feed = await _connect(server, f"/ws/runs/{run_id}/", cookie)
     seen: list[int] = []
-
-    async def receive() -> None:
-        while True:
-            message = json.loads(await asyncio.wait_for(feed.recv(), 120))
-            if message["type"] != "events":
-                continue
-            seen.extend(e["seq"] for e in message["events"])
-            if message["events"][-1]["type"] in ("turn.finished", "turn.failed"):
-                return
-
-    receiving = asyncio.create_task(receive())
+    receiving = asyncio.create_task(receive_turn(feed, seen))
     start = time.perf_counter()
     for first in range(1, len(lines), batch):
         await asyncio.to_thread(_ingest, server.base, token, lines[first:first + batch])

@@ -282,6 +282,17 @@ async def run_ours(server: Server, cookie: str, token: str, branches: int,
             "frames": frames, "largest": largest, "run": run_id}
 
 
+async def receive_turn(feed: Any, seen: list[int]) -> None:
+    """Add the seqs of the events ``feed`` delivers to ``seen`` until the turn's last."""
+    while True:
+        message = json.loads(await asyncio.wait_for(feed.recv(), 120))
+        if message["type"] != "events":
+            continue
+        seen.extend(e["seq"] for e in message["events"])
+        if message["events"][-1]["type"] in ("turn.finished", "turn.failed"):
+            return
+
+
 async def run_alone(server: Server, cookie: str, branches: int, rep: int) -> dict[str, Any]:
     """The bridge apart from the runtime: ``bench/stream_feed.py`` (a process configured as a
     worker) feeds a recorded turn's events to a RunRecorder; its rate to this client."""
@@ -299,13 +310,7 @@ async def run_alone(server: Server, cookie: str, branches: int, rep: int) -> dic
     seen: list[int] = []
     start = time.perf_counter()
     gate.touch()
-    while True:
-        message = json.loads(await asyncio.wait_for(feed.recv(), 120))
-        if message["type"] != "events":
-            continue
-        seen.extend(e["seq"] for e in message["events"])
-        if message["events"][-1]["type"] in ("turn.finished", "turn.failed"):
-            break
+    await receive_turn(feed, seen)
     elapsed = time.perf_counter() - start
     await feed.close()
     await asyncio.wait_for(feeder.wait(), 120)
