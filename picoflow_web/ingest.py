@@ -165,7 +165,7 @@ def _parse(number: int, raw: bytes, *, recorded: bool = False) -> tuple[dict[str
         raise _refuse(number, "not_utf8", f"not UTF-8 ({exc.reason} at byte {exc.start})."
                       ) from None
     try:
-        data = json.loads(text)
+        data = json.loads(text, parse_constant=_not_json)
     except RecursionError:
         raise _refuse(number, "malformed_json", "JSON nested too deeply.") from None
     except ValueError as exc:
@@ -206,6 +206,11 @@ def _parse(number: int, raw: bytes, *, recorded: bool = False) -> tuple[dict[str
         if b"\\u0000" in encoded:
             raise _refuse(number, "invalid_text", "text with a NUL character (\\u0000).")
     return data, text.strip()
+
+
+def _not_json(name: str) -> Any:
+    # Python's json takes NaN and Infinity; JSON (the store, every browser) does not.
+    raise ValueError(f"{name} is not a JSON value")
 
 
 @dataclass

@@ -8,6 +8,7 @@ refusal is checked to store nothing of its request.
 from __future__ import annotations
 
 import json
+import re
 from datetime import timedelta
 from typing import Any
 
@@ -162,6 +163,20 @@ async def test_a_bad_line_is_refused_with_its_number_and_nothing_is_stored(code:
     assert (response.json()["type"], response.json()["code"]) == ("error", code)
     assert response.json()["line"] == 2
     assert response.json()["message"].startswith("Line 2: ")
+    assert not await Run.objects.filter(id="remote-1").aexists()
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+async def test_nan_and_infinity_are_refused_as_not_json(constant: str) -> None:
+    """Python's json reads them; the store (and every browser) would not: refused, not a
+    server error when the database rejects the row."""
+    lines = await recorded_turn()
+    bad, count = re.subn(r'"offset":[^,]+', f'"offset":{constant}', lines[1], count=1)
+    assert count == 1
+    response = await post(AsyncClient(), await ingest_token(), body_of([lines[0], bad]))
+    assert response.status_code == 400, response.content
+    assert (response.json()["code"], response.json()["line"]) == ("malformed_json", 2)
+    assert constant.lstrip("-") in response.json()["message"]
     assert not await Run.objects.filter(id="remote-1").aexists()
 
 
