@@ -1,10 +1,10 @@
 """The dashboard sink: ship a process's events to a PicoFlow dashboard over HTTP.
 
 :class:`DashboardSink` is an :class:`~runtime.events.bus.EventSink` for runs that execute
-outside the web app (a script, a user's own service). ``handle`` only appends the event to
-a buffer under a lock, serialised at once (:func:`~runtime.events.sinks.event_json`, the
-one serialisation it gets); a daemon thread batches the buffer (by count and by age) and
-POSTs the lines to the dashboard's ingest endpoint. Standard library HTTP only.
+outside the web app (a script, a user's own service). ``handle`` serialises the event (the
+one time it is: :func:`~runtime.events.sinks.event_json`) and appends the line to a buffer
+under a lock; a daemon thread batches the buffer (by count and by age) and POSTs the lines
+to the dashboard's ingest endpoint. Standard library HTTP only.
 
 Why serialise in ``handle`` rather than in the thread: a buffered event kept as a model
 keeps its object graph alive for the garbage collector to walk until it is sent, and the
