@@ -45,6 +45,10 @@ from pathlib import Path
 from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))
+
+from tests.livedaphne import stop_process  # noqa: E402
+
 ORIGIN_HOST = "127.0.0.1"
 
 FLOWS = "bench.stream_flow:StreamBenchFlow"
@@ -179,7 +183,11 @@ class Server:
                 cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL, stdout=out,
                 stderr=subprocess.STDOUT, pass_fds=(self.listener.fileno(),))
         self.listener.close()
-        self._wait_healthy(env)
+        try:
+            self._wait_healthy(env)
+        except BaseException:
+            stop_process(self.process)  # a Daphne that never answered is not left behind
+            raise
         worker_log = log.with_name("worker.log")
         with worker_log.open("wb") as out:
             self.worker = subprocess.Popen(
@@ -203,15 +211,8 @@ class Server:
             time.sleep(0.1)
 
     def stop(self) -> None:
-        for process in (getattr(self, "worker", None), self.process):
-            if process is None:
-                continue
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        stop_process(self.worker)
+        stop_process(self.process)
 
 
 def _post(url: str, body: dict[str, Any], token: str) -> dict[str, Any]:

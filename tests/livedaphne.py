@@ -169,7 +169,7 @@ def _wait_until_ready(server: LiveDaphne, timeout: float) -> None:
     )
 
 
-def _stop(process: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
+def stop_process(process: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
     if process.poll() is not None:
         return
     process.terminate()
@@ -260,9 +260,9 @@ def live_daphne(
             raise
         finally:
             for worker in server.workers:
-                _stop(worker)
+                stop_process(worker)
     finally:
         if process is not None:
-            _stop(process)
+            stop_process(process)
         if owns_data_dir:
             shutil.rmtree(data_path, ignore_errors=True)
