@@ -13,6 +13,8 @@ HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
 BIN     := $(VENV)/bin
+# A literal comma for an argument of $(call): a bare one would split the argument.
+comma   := ,
 PY      := $(BIN)/python
 PIP_LOG := $(VENV)/pip.log
 
@@ -71,7 +73,7 @@ test: lint
 	fi
 
 $(VENV)/.installed-bench: $(INSTALL_DEPS) | $(PY)
-	$(call pip_install,.[dev,bench])
+	$(call pip_install,.[dev$(comma)bench])
 	@touch $@
 
 bench: $(VENV)/.installed-bench

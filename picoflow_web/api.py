@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.middleware.csrf import CsrfViewMiddleware
 from django.views.decorators.csrf import csrf_exempt
 from pydantic import BaseModel, ValidationError
@@ -24,6 +24,7 @@ from pydantic import BaseModel, ValidationError
 from picoflow_web import (
     access,
     bodies,
+    exporting,
     ingest,
     otlp,
     runs_query,
@@ -219,14 +220,44 @@ async def run_cancel(request: HttpRequest, run_id: str) -> HttpResponse:
 
 @api_view("GET")
 async def run_events(request: HttpRequest, run_id: str) -> HttpResponse:
-    """Stored events after ``?after=<seq>`` (for clients without websockets)."""
-    if await selectors.run_get(run_id, projects=_readable(request)) is None:
+    """Stored events after ``?after=<seq>``: a page of at most ``?limit=`` as JSON, or,
+    asked with ``Accept: application/x-ndjson``, every one of them as one streamed JSONL
+    response (what a page loading a stored run reads: no round trip per page)."""
+    run = await selectors.run_get(run_id, projects=_readable(request))
+    if run is None:
         return error(f"No run {run_id!r}.", 404, "not_found")
     after = services.seq_param(request.GET.get("after"), "after", -1)
+    if _wants_ndjson(request):
+        return _event_stream(request, run.id, run.session_id, after)
     limit = services.seq_param(request.GET.get("limit"), "limit", selectors.EVENT_PAGE)
     rows = await selectors.run_event_texts_after(run_id, after, min(max(limit, 1),
                                                                     selectors.EVENT_PAGE))
     return bodies.event_page(rows, after)
+
+
+ENVELOPE_HEADER = "PicoFlow-Envelope"
+"""Asked for with ``?compact=1``: the fields taken off the stream's events, as JSON."""
+
+
+def _event_stream(request: HttpRequest, run_id: str, session_id: str, after: int
+                  ) -> HttpResponse:
+    """A run's stored events as JSONL. With ``?compact=1`` an event that begins with the
+    fields every event of the run shares (schema version, run id, session id) goes without
+    them, and the ``PicoFlow-Envelope`` header gives them once, to be put back."""
+    envelope, prefix = exporting.envelope_of(run_id, session_id)
+    compact = request.GET.get("compact") == "1"
+    response = StreamingHttpResponse(
+        exporting.alines_after(run_id, after, prefix if compact else ""),
+        content_type=exporting.CONTENT_TYPE)
+    response["Vary"] = "Accept"
+    if compact:
+        response[ENVELOPE_HEADER] = envelope
+    return response
+
+
+def _wants_ndjson(request: HttpRequest) -> bool:
+    accept = request.headers.get("Accept", "")
+    return exporting.CONTENT_TYPE in accept and "application/json" not in accept
 
 
 @api_view("GET")

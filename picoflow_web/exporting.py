@@ -14,14 +14,17 @@ of thousands of events is never held in memory whole.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import AsyncIterator, Iterable, Iterator
+from functools import partial
 
 from asgiref.sync import sync_to_async
 
 from picoflow_web import eventlog
 from picoflow_web.access import Projects
 from picoflow_web.models import Run, StoredSession
+from runtime.events import SCHEMA_VERSION
 
 EXPORT_PAGE = 2_000
 """Events read (and sent as one chunk) at a time."""
@@ -34,7 +37,7 @@ def _page(run_id: str, after: int) -> list[tuple[int, str]]:
 
 
 def _chunk(page: list[tuple[int, str]]) -> bytes:
-    return "".join(text + "\n" for _, text in page).encode("utf-8")
+    return ("\n".join([text for _, text in page]) + "\n").encode("utf-8")
 
 
 def lines(run_ids: Iterable[str]) -> Iterator[bytes]:
@@ -48,12 +51,41 @@ def lines(run_ids: Iterable[str]) -> Iterator[bytes]:
 
 async def alines(run_ids: Iterable[str]) -> AsyncIterator[bytes]:
     """:func:`lines` for the event loop (the API's streamed response)."""
-    page_of = sync_to_async(_page)
     for run_id in run_ids:
-        after = -1
-        while page := await page_of(run_id, after):
-            yield _chunk(page)
-            after = page[-1][0]
+        async for chunk in alines_after(run_id, -1):
+            yield chunk
+
+
+async def alines_after(run_id: str, after: int, envelope: str = "") -> AsyncIterator[bytes]:
+    """The JSONL of one run's events after seq ``after``, in chunks (a page loading a
+    stored run reads them as one stream: no request per page). With an ``envelope`` (see
+    :func:`envelope_of`), lines that begin with it go without it."""
+    page_of = sync_to_async(_page)
+    chunk = _chunk if not envelope else partial(_compact_chunk, envelope)
+    while page := await page_of(run_id, after):
+        yield chunk(page)
+        after = page[-1][0]
+
+
+def envelope_of(run_id: str, session_id: str) -> tuple[str, str]:
+    """The fields every stored event of a run begins with, as JSON (for the client to put
+    back) and as the text each stored line begins with (for the server to take off).
+
+    Every event repeats the schema version, the run id and the session id: about a third
+    of a small event's text, parsed again per event by whoever reads a big run. The text
+    is the form the runtime serialises (SQLite keeps it as written); PostgreSQL renders
+    ``jsonb`` its own way, so there no line begins with it and every line goes whole.
+    """
+    fields = {"v": SCHEMA_VERSION, "run_id": run_id, "session_id": session_id}
+    text = json.dumps(fields, separators=(",", ":"), ensure_ascii=False)
+    # The JSON goes in a header: ASCII only (the client reads the same strings back).
+    return json.dumps(fields, separators=(",", ":")), text[:-1] + ","
+
+
+def _compact_chunk(prefix: str, page: list[tuple[int, str]]) -> bytes:
+    cut = len(prefix)
+    return ("\n".join(["{" + text[cut:] if text.startswith(prefix) else text
+                        for _, text in page]) + "\n").encode("utf-8")
 
 
 def session_runs(session_id: str, projects: Projects = None) -> list[str] | None:

@@ -73,6 +73,13 @@ def _operation(summary: str, ok: dict[int, tuple[Any, ...]], *,
     return operation
 
 
+def _streamable(operation: dict[str, Any]) -> dict[str, Any]:
+    """The 200 of ``operation`` also as JSONL (``Accept: application/x-ndjson``)."""
+    operation["responses"]["200"]["content"]["application/x-ndjson"] = {
+        "schema": {"type": "string"}}
+    return operation
+
+
 def _path_param(name: str) -> dict[str, Any]:
     return {"name": name, "in": "path", "required": True,
             "schema": {"type": "string", "minLength": 1, "maxLength": 64,
@@ -130,9 +137,12 @@ def document() -> dict[str, Any]:
             },
             "/api/runs/{run_id}": {"get": _operation("One run", {
                 200: (_ref(RunOut), "The run")}, params=[run_id])},
-            "/api/runs/{run_id}/events": {"get": _operation("Stored events after a seq", {
-                200: (_ref(EventPage), "A page of events")},
-                params=[run_id, _query("after", seq), _query("limit", seq)])},
+            "/api/runs/{run_id}/events": {"get": _streamable(_operation(
+                "Stored events after a seq: a page, or all of them as JSONL when asked "
+                "with Accept: application/x-ndjson", {
+                    200: (_ref(EventPage), "A page of events")},
+                params=[run_id, _query("after", seq), _query("limit", seq),
+                        _query("compact", {"type": "string", "enum": ["0", "1"]})]))},
             "/api/runs/{run_id}/cancel": {"post": _operation("Ask a run to stop", {
                 202: (_ref(RunOut), "Asked")}, params=[run_id])},
             "/api/runs/{run_id}/otlp": {"get": _operation(

@@ -9,11 +9,12 @@ import json
 from typing import Any
 
 import pytest
+from asgiref.sync import sync_to_async
 from django.middleware.csrf import CSRF_ALLOWED_CHARS
 from django.test import AsyncClient
 from django.utils.crypto import get_random_string
 
-from picoflow_web import services
+from picoflow_web import eventlog, services
 from picoflow_web.engine import get_engine
 from picoflow_web.models import EventRecord, Run, StoredSession
 from runtime.events import parse_event
@@ -393,6 +394,79 @@ async def test_stored_events_are_valid_gap_free_and_page_through_after() -> None
     beyond = (await client.get(f"/api/runs/{run.id}/events?after={count + 10}",
                                headers=auth)).json()
     assert beyond == {"events": [], "last_seq": count + 10}
+
+
+async def _streamed(response: Any) -> bytes:
+    return b"".join([chunk async for chunk in response.streaming_content])
+
+
+async def test_stored_events_stream_as_jsonl_of_the_stored_text() -> None:
+    """``Accept: application/x-ndjson``: every event after ``after`` in one streamed
+    response, each line the text as stored (nothing parsed and encoded again)."""
+    user = await amake_user()
+    client = AsyncClient()
+    auth = bearer(await atoken(user))
+    run, _ = await services.run_execute(flow="ResearchFlow", message="research tide pools")
+    stored = await check_stored_events(run.id)
+    texts = [text for _, text in await sync_to_async(eventlog.read_texts)(run.id, -1, 10**6)]
+    ndjson = {**auth, "Accept": "application/x-ndjson"}
+
+    response = await client.get(f"/api/runs/{run.id}/events", headers=ndjson)
+    assert response.status_code == 200 and response.streaming
+    assert response["Content-Type"] == "application/x-ndjson"
+    body = await _streamed(response)
+    assert body.decode().split("\n") == [*texts, ""]
+    assert [json.loads(line) for line in body.splitlines()] == stored
+
+    middle = len(stored) // 2
+    tail = await _streamed(await client.get(f"/api/runs/{run.id}/events?after={middle}",
+                                            headers=ndjson))
+    assert [json.loads(line)["seq"] for line in tail.splitlines()] == list(
+        range(middle + 1, len(stored)))
+    # A JSON page still answers whoever asks for JSON (or for anything).
+    for accept in ("application/json", "*/*", "application/json, application/x-ndjson"):
+        page = await client.get(f"/api/runs/{run.id}/events", headers={**auth, "Accept": accept})
+        assert page["Content-Type"] == "application/json" and page.json()["events"] == stored
+    # Refusals keep the JSON error shape.
+    assert_error(await client.get("/api/runs/no-such-run/events", headers=ndjson),
+                 404, "not_found", "no-such-run")
+    assert_error(await client.get(f"/api/runs/{run.id}/events?after=x", headers=ndjson),
+                 400, "bad_request", "integers")
+    assert_error(await client.get(f"/api/runs/{run.id}/events",
+                                  headers={"Accept": "application/x-ndjson"}),
+                 401, "unauthenticated")
+
+
+async def test_a_compact_stream_gives_the_shared_fields_once_and_loses_nothing() -> None:
+    """``?compact=1``: lines that begin with the run's shared fields (schema version, run
+    id, session id) go without them; the ``PicoFlow-Envelope`` header has them, and
+    putting them back gives every stored event exactly. A line that does not begin with
+    them (here one stored with other fields first) goes whole."""
+    user = await amake_user()
+    client = AsyncClient()
+    auth = bearer(await atoken(user))
+    run, _ = await services.run_execute(flow="ResearchFlow", message="research tide pools")
+    stored = await check_stored_events(run.id)
+    # An event whose text orders the fields otherwise (as another writer might) is
+    # stored as it came; it must reach the reader whole.
+    odd = dict(reversed(list(stored[-1].items())))
+    await EventRecord.objects.filter(run_id=run.id, seq=odd["seq"]).aupdate(payload=odd)
+
+    response = await client.get(f"/api/runs/{run.id}/events?compact=1",
+                                headers={**auth, "Accept": "application/x-ndjson"})
+    assert response.status_code == 200
+    envelope = json.loads(response["PicoFlow-Envelope"])
+    assert envelope == {"v": stored[0]["v"], "run_id": run.id,
+                        "session_id": stored[0]["session_id"]}
+    lines = [json.loads(line) for line in (await _streamed(response)).splitlines()]
+    assert len(lines) == len(stored)
+    assert all("run_id" not in line and "v" not in line for line in lines[:-1])
+    assert lines[-1] == odd
+    assert [line if "run_id" in line else {**envelope, **line} for line in lines] == stored
+    plain = await client.get(f"/api/runs/{run.id}/events",
+                             headers={**auth, "Accept": "application/x-ndjson"})
+    assert "PicoFlow-Envelope" not in plain
+    assert all("run_id" in json.loads(line) for line in (await _streamed(plain)).splitlines())
 
 
 # -- the contract over a real Daphne ----------------------------------------------------------

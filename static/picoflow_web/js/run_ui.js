@@ -29,7 +29,7 @@
  */
 
 import { createCoordinatorPanel } from "./concurrent_ui.js";
-import { eventsUrl, loadStoredEvents, requestJson, runApiUrl, runSocketUrl, sessionPageUrl } from "./api.js";
+import { eventsUrl, requestJson, streamStoredEvents, runApiUrl, runSocketUrl, sessionPageUrl } from "./api.js";
 import { readJsonScript, setAttr, setText } from "./dom.js";
 import { describeEvent, formatDuration, formatHash, interruptionText, parseHash, runStatusKind } from "./format.js";
 import { bindKeys } from "./keys_ui.js";
@@ -39,9 +39,8 @@ import { createStopControl } from "./stop_ui.js";
 import { ENDING_EVENTS, isEnded, mergeSummary, runStatus } from "./stopping.js";
 import { createRunStore } from "./store.js";
 
+/** Events a poll asks for at a time (no websocket). */
 const PAGE = 5000;
-/** The first page of a stored run: small, so the page draws before the rest arrives. */
-const FIRST_PAGE = 500;
 const LIVE_TICK_MS = 250;
 
 /** @param {string} id */
@@ -116,12 +115,12 @@ export function mountRunPage(root) {
       return { messages, again: full, done };
     },
   });
-  // Stored events come first over HTTP, in pages applied as they arrive (a big stored run
-  // can hold single messages larger than a websocket frame may be); the socket then
+  // Stored events come first over HTTP, as one stream folded as it arrives (a big stored
+  // run can hold single messages larger than a websocket frame may be); the socket then
   // resumes after the last of them and follows the run live.
   const catchUp = async () => {
     store.set({ conn: { state: "connecting", mode: "http", reason: "loading" } });
-    await loadStoredEvents(runId, store.get().run.lastSeq, PAGE, (events) => store.applyBatch(events), FIRST_PAGE);
+    await streamStoredEvents(runId, store.get().run.lastSeq, (events) => store.applyBatch(events));
   };
   catchUp().catch(() => {}).finally(() => feed.start());
 

@@ -23,7 +23,7 @@
  * (elsewhere it offers to).
  */
 
-import { loadStoredEvents, runSocketUrl, wsUrl } from "./api.js";
+import { runSocketUrl, streamStoredEvents, wsUrl } from "./api.js";
 import { append, badge, h, jsonBlock, on, setAttr, setText } from "./dom.js";
 import { diffCounts, diffState, differencePlace } from "./diff.js";
 import { describeEvent, preview, runStatusKind } from "./format.js";
@@ -33,7 +33,6 @@ import { branchLine, createRunView } from "./run_view_ui.js";
 import { createRunStore } from "./store.js";
 import { conversationOf, createTimeline, nearestMark, nearestTurn, revisionOf, stateAtPosition } from "./timeline.js";
 
-const PAGE = 5000;
 const DIFF_ROWS = 300;
 
 /** @param {string} id */
@@ -143,7 +142,7 @@ export async function mountSessionPage(root) {
   const load = async () => {
     for (let t = 0; t < runIds.length; t += 1) {
       const store = stores[t];
-      await loadStoredEvents(runIds[t], store.get().run.lastSeq, PAGE, (events) => store.applyBatch(events));
+      await streamStoredEvents(runIds[t], store.get().run.lastSeq, (events) => store.applyBatch(events));
       setText(els.seqLabel, `loading events: turn ${t + 1} of ${runIds.length}`);
     }
     timeline = createTimeline(stores.map((s, i) => ({ runId: runIds[i], events: s.get().run.events })));
