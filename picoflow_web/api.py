@@ -232,7 +232,9 @@ async def run_events(request: HttpRequest, run_id: str) -> HttpResponse:
     limit = services.seq_param(request.GET.get("limit"), "limit", selectors.EVENT_PAGE)
     rows = await selectors.run_event_texts_after(run_id, after, min(max(limit, 1),
                                                                     selectors.EVENT_PAGE))
-    return bodies.event_page(rows, after)
+    response = bodies.event_page(rows, after)
+    response["Vary"] = "Accept"  # the same URL streams JSONL to whoever asks for it
+    return response
 
 
 ENVELOPE_HEADER = "PicoFlow-Envelope"

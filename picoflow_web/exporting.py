@@ -31,9 +31,14 @@ EXPORT_PAGE = 2_000
 CONTENT_TYPE = "application/x-ndjson"
 
 
-def _page(run_id: str, after: int) -> list[tuple[int, str]]:
-    """Up to :data:`EXPORT_PAGE` ``(seq, JSON text)`` of a run after ``seq`` ``after``."""
-    return eventlog.read_texts(run_id, after, EXPORT_PAGE)
+FIRST_PAGE = 500
+"""Events in a stream's first chunk: a page loading the run draws them while the rest
+is read."""
+
+
+def _page(run_id: str, after: int, limit: int = EXPORT_PAGE) -> list[tuple[int, str]]:
+    """Up to ``limit`` ``(seq, JSON text)`` of a run after ``seq`` ``after``."""
+    return eventlog.read_texts(run_id, after, limit)
 
 
 def _chunk(page: list[tuple[int, str]]) -> bytes:
@@ -62,9 +67,10 @@ async def alines_after(run_id: str, after: int, envelope: str = "") -> AsyncIter
     :func:`envelope_of`), lines that begin with it go without it."""
     page_of = sync_to_async(_page)
     chunk = _chunk if not envelope else partial(_compact_chunk, envelope)
-    while page := await page_of(run_id, after):
+    limit = FIRST_PAGE
+    while page := await page_of(run_id, after, limit):
         yield chunk(page)
-        after = page[-1][0]
+        after, limit = page[-1][0], EXPORT_PAGE
 
 
 def envelope_of(run_id: str, session_id: str) -> tuple[str, str]:

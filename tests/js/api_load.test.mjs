@@ -143,3 +143,18 @@ test("a long read lets queued tasks run before it goes on", async () => {
     Object.defineProperty(globalThis, "performance", { value: real, configurable: true, writable: true });
   }
 });
+
+test("repeated strings are shared through one table, values unchanged, other fields left alone", async () => {
+  const { shareStrings } = await import("../../static/picoflow_web/js/fold.js");
+  const make = () => [
+    { seq: 0, type: "state.contributed", channel: "keyed_by_branch", path: "0" },
+    { seq: 1, type: "state.contributed", channel: "sum", path: "1" },
+    { seq: 2, type: "branch.started", channel: 7, path: "1" },
+  ];
+  const events = make();
+  const seen = new Map();
+  shareStrings(events, seen);
+  shareStrings(make(), seen); // a later batch meets the same table
+  assert.deepStrictEqual(events, make());
+  assert.deepStrictEqual([...seen.keys()].sort(), ["branch.started", "keyed_by_branch", "state.contributed", "sum"]);
+});

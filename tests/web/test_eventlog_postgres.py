@@ -1,6 +1,7 @@
 """The event log on PostgreSQL: a batch goes in by ``COPY``, its text comes back as it went
 in, and a seq that is taken is Django's ``IntegrityError`` with nothing of the batch kept —
-what the bridge and ingest rely on (``picoflow_web.eventlog``). A real cluster, started
+what the bridge and ingest rely on (``picoflow_web.eventlog``); a compact event stream sends
+``jsonb``'s own rendering whole. A real cluster, started
 here; the checks run in ``manage.py shell`` against it."""
 
 from __future__ import annotations
@@ -29,9 +30,24 @@ try:
                     [(10, "step.entered", "", "{}")])
 except IntegrityError as exc:
     refused = type(exc).__module__ + "." + type(exc).__name__
+# A compact stream: jsonb renders its own text, which never begins with the runtime's
+# envelope text, so every line goes whole (and still parses to what was stored).
+from asgiref.sync import async_to_sync
+from picoflow_web import exporting
+Run.objects.create(id="r2", flow="F", session_id="s2")
+full = [(seq, "step.entered", "", json.dumps({"v": 1, "run_id": "r2", "session_id": "s2",
+                                             "seq": seq}, separators=(",", ":")))
+        for seq in range(3)]
+insert_rows("r2", full)
+async def stream():
+    _, prefix = exporting.envelope_of("r2", "s2")
+    return b"".join([c async for c in exporting.alines_after("r2", -1, prefix)])
+streamed = async_to_sync(stream)().decode().splitlines()
 print(json.dumps({"back": [[s, json.loads(t)] for s, t in back], "sent": [[s, json.loads(t)]
                   for s, _, _, t in rows], "refused": refused,
-                  "after": len(read_texts("r1", -1, 100))}))
+                  "after": len(read_texts("r1", -1, 100)),
+                  "streamed": [json.loads(line) for line in streamed],
+                  "stored": [json.loads(t) for _, _, _, t in full]}))
 """
 
 
@@ -48,3 +64,4 @@ def test_a_batch_is_copied_in_and_a_taken_seq_refuses_all_of_it(tmp_path: Path) 
     assert out["back"] == out["sent"]
     assert out["refused"] == "django.db.utils.IntegrityError"
     assert out["after"] == 50
+    assert out["streamed"] == out["stored"]

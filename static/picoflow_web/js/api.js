@@ -45,16 +45,8 @@ export async function requestJson(url, options = {}) {
   }
   if (method !== "GET" && method !== "HEAD") headers["X-CSRFToken"] = csrfToken();
   const response = await fetch(url, init);
-  let data = null;
-  try {
-    data = await response.json();
-  } catch {
-    data = null;
-  }
-  if (!response.ok) {
-    const message = data && typeof data.message === "string" ? data.message : `${response.status} ${response.statusText}`;
-    throw new ApiError(message, response.status, (data && data.code) || "http_error", data);
-  }
+  const data = await bodyOf(response);
+  if (!response.ok) throw errorOf(response, data);
   return data;
 }
 
@@ -82,6 +74,21 @@ export const importUrl = (copy) => `/api/import${copy ? "?copy=1" : ""}`;
 /** @param {string} runId @param {number} after */
 export const runSocketUrl = (runId, after) => wsUrl(`/ws/runs/${encodeURIComponent(runId)}/?after=${after}`);
 
+/** A response's JSON body, or null when it has none. @param {Response} response */
+async function bodyOf(response) {
+  try {
+    return await response.json();
+  } catch {
+    return null;
+  }
+}
+
+/** The ApiError of a refused request, with the server's message and code. @param {Response} response @param {any} data */
+function errorOf(response, data) {
+  const message = data && typeof data.message === "string" ? data.message : `${response.status} ${response.statusText}`;
+  return new ApiError(message, response.status, (data && data.code) || "http_error", data);
+}
+
 /** The media type of a JSONL event stream (one event per line). */
 export const NDJSON = "application/x-ndjson";
 
@@ -90,9 +97,9 @@ export const NDJSON = "application/x-ndjson";
  * trip per page) and handed to `onBatch` in order: one batch for each piece the network
  * delivers, as far as it ends a line. Only the new text is searched for the line end, so
  * a line spread over many pieces (a fork of 100,000 requests) is joined once. The events
- * come compact (see `restoreEnvelope`) and are handed on whole. Resolves
- * to the number of events read; a non-2xx answer throws an ApiError, and so does a
- * batch that `onBatch` throws (after the stream is cancelled).
+ * come compact (see `restoreEnvelope`) and are handed on whole. Resolves to the number
+ * of events read; a non-2xx answer throws an ApiError, and what `onBatch` throws is
+ * thrown on, after the stream is cancelled.
  * @param {string} runId @param {number} after
  * @param {(events: any[]) => void} onBatch
  * @param {{signal?: AbortSignal}} [options]
@@ -101,16 +108,7 @@ export async function streamStoredEvents(runId, after, onBatch, options = {}) {
   const response = await fetch(`/api/runs/${encodeURIComponent(runId)}/events?after=${after}&compact=1`, {
     headers: { Accept: NDJSON }, credentials: "same-origin", signal: options.signal,
   });
-  if (!response.ok || !response.body) {
-    let data = null;
-    try {
-      data = await response.json();
-    } catch {
-      data = null;
-    }
-    const message = data && typeof data.message === "string" ? data.message : `${response.status} ${response.statusText}`;
-    throw new ApiError(message, response.status, (data && data.code) || "http_error", data);
-  }
+  if (!response.ok || !response.body) throw errorOf(response, await bodyOf(response));
   // The fields every event of the run shares come once (compact=1): put them back on
   // the events sent without them, as one shared string each.
   const envelope = JSON.parse(response.headers.get("PicoFlow-Envelope") || "null");

@@ -61,7 +61,7 @@ const CHECKPOINT_FAILED_KEYS = ["outcome", "error", "checkpointFailed"];
 export { STATUSES, comparable, createRun, parentPath } from "./fold_model.js";
 export { baseAt, fieldBefore, published, reachesCanonical, viewAt } from "./fold_views.js";
 export { barrierPublicationOf, publicationOf } from "./fold_publication.js";
-export { parseJsonl, runsOf } from "./fold_io.js";
+export { parseJsonl, runsOf, shareStrings } from "./fold_io.js";
 export { UNDO } from "./fold_log.js";
 
 /** @typedef {import("./fold_model.js").State} State */

@@ -1,7 +1,7 @@
 // @ts-check
 /**
  * Events as they arrive from files and the API: JSON Lines parsed, a mixed list grouped by
- * run. Pure (no DOM); `fold.js` re-exports it.
+ * run, repeated strings shared. Pure (no DOM); `fold.js` re-exports it.
  */
 
 /**
@@ -34,4 +34,28 @@ export function parseJsonl(text) {
     }
   }
   return events;
+}
+
+/**
+ * Make the strings every event repeats (`type`, and a contribution's `channel`) one string
+ * each: a parser makes a new copy of every value, and a run of 400,000 events keeps them
+ * all (a fifth of the events' heap, measured in V8). In place; `seen` is the table, kept from batch to
+ * batch. Written out per field, not looped over names: this runs for every event.
+ * @param {any[]} events @param {Map<string, string>} seen
+ */
+export function shareStrings(events, seen) {
+  for (const event of events) {
+    const type = event.type;
+    if (typeof type === "string") {
+      const first = seen.get(type);
+      if (first === undefined) seen.set(type, type);
+      else event.type = first;
+    }
+    const channel = event.channel;
+    if (typeof channel === "string") {
+      const first = seen.get(channel);
+      if (first === undefined) seen.set(channel, channel);
+      else event.channel = first;
+    }
+  }
 }

@@ -10,7 +10,7 @@
  *   or the replay cursor's fold moved to the pinned seq (`fold_undo.js`).
  */
 
-import { applyEvents, createRun } from "./fold.js";
+import { applyEvents, createRun, shareStrings } from "./fold.js";
 import { createCursor } from "./fold_undo.js";
 
 /**
@@ -105,6 +105,8 @@ export function createRunStore(options = {}) {
   let cursor = /** @type {ReturnType<typeof createCursor> | null} */ (null);
   /** The live fold the cursor reads. */
   let cursorOf = /** @type {import("./fold.js").Run | null} */ (null);
+  /** One copy of each string the run's events repeat (`shareStrings`). */
+  const strings = new Map();
 
   return {
     ...store,
@@ -115,6 +117,7 @@ export function createRunStore(options = {}) {
      */
     applyBatch(events) {
       const state = store.get();
+      shareStrings(events, strings);
       const applied = applyEvents(state.run, events);
       store.set({ receivedAt: now(), received: state.received + events.length });
       return applied;
