@@ -39,8 +39,8 @@ export function parseJsonl(text) {
 /**
  * Make the strings every event repeats (`type`, and a contribution's `channel`) one string
  * each: a parser makes a new copy of every value, and a run of 400,000 events keeps them
- * all (a fifth of the events' heap, measured in V8). In place; `seen` is the table, kept from batch to
- * batch. Written out per field, not looped over names: this runs for every event.
+ * all (a fifth of the events' heap, measured in V8). In place; `seen` is the table, kept
+ * from batch to batch. Written out per field, not looped over names: it runs per event.
  * @param {any[]} events @param {Map<string, string>} seen
  */
 export function shareStrings(events, seen) {

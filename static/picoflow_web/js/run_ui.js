@@ -29,7 +29,7 @@
  */
 
 import { createCoordinatorPanel } from "./concurrent_ui.js";
-import { eventsUrl, requestJson, streamStoredEvents, runApiUrl, runSocketUrl, sessionPageUrl } from "./api.js";
+import { eventsUrl, requestJson, runApiUrl, runSocketUrl, sessionPageUrl, streamStoredEvents } from "./api.js";
 import { readJsonScript, setAttr, setText } from "./dom.js";
 import { describeEvent, formatDuration, formatHash, interruptionText, parseHash, runStatusKind } from "./format.js";
 import { bindKeys } from "./keys_ui.js";
