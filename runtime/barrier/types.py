@@ -9,7 +9,7 @@ it lives in :mod:`runtime.events`).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -100,6 +100,10 @@ class CancelToken:
     def __init__(self, *parents: CancelToken | None) -> None:
         self._event: anyio.Event | None = None
         self._children: list[CancelToken] = []
+        # By a number of their own: a barrier's branches share one token, so a thousand
+        # model calls may each hold one and take it back in any order.
+        self._callbacks: dict[int, Callable[[], object]] = {}
+        self._next_callback = 0
         self.reason: str | None = None
         self.requested_by: str | None = None
         """Who asked for the cancellation (a user name, a worker), when the caller said."""
@@ -119,8 +123,29 @@ class CancelToken:
         self.cancelled, self.reason, self.requested_by = True, reason, by
         if self._event is not None:
             self._event.set()
+        callbacks, self._callbacks = self._callbacks, {}
+        for callback in callbacks.values():
+            callback()
         for child in self._children:
             child.cancel(reason, by)
+
+    def on_cancel(self, callback: Callable[[], object]) -> Callable[[], None]:
+        """Call ``callback`` (on the token's event loop) when cancellation is requested, at
+        once if it was already; returns a function that takes it back. For whoever must
+        stop something the moment the token is cancelled without a task to wait for it
+        (a task per model call costs a fan-out of model-calling branches a sixth of its
+        time)."""
+        if self.cancelled:
+            callback()
+            return _nothing
+        number = self._next_callback
+        self._next_callback += 1
+        self._callbacks[number] = callback
+
+        def remove() -> None:
+            self._callbacks.pop(number, None)
+
+        return remove
 
     async def wait(self) -> None:
         """Return once cancellation is requested."""
@@ -129,6 +154,10 @@ class CancelToken:
         if self._event is None:
             self._event = anyio.Event()
         await self._event.wait()
+
+
+def _nothing() -> None:
+    return None
 
 
 @dataclass(frozen=True)

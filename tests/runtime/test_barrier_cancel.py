@@ -263,3 +263,23 @@ async def test_a_branch_past_the_grace_loses_its_writes_and_cannot_fork() -> Non
     branch = out.value.branches[0]
     assert branch.status == "rejected" and isinstance(branch.error, BranchCancelledError)
     assert (out.state("Late"), out.state("Leaf")) == ({}, {})
+
+
+def test_on_cancel_calls_back_once_and_forgets_what_was_taken_back() -> None:
+    """What stops an in-flight model call: a callback per call on the barrier's shared
+    token, not a task waiting for it."""
+    parent = CancelToken()
+    token = CancelToken(parent)
+    called: list[str] = []
+    token.on_cancel(lambda: called.append("first"))
+    take_back = token.on_cancel(lambda: called.append("taken back"))
+    token.on_cancel(lambda: called.append("third"))
+    take_back()
+    take_back()  # twice is harmless
+    parent.cancel("stop")  # reaches the linked token
+    token.cancel("again")  # idempotent: nobody is called twice
+    assert called == ["first", "third"]
+    assert token.reason == "stop"
+    # Asked after the cancellation, it calls back at once.
+    token.on_cancel(lambda: called.append("late"))
+    assert called == ["first", "third", "late"]

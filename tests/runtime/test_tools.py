@@ -83,6 +83,20 @@ def test_type_hints_and_defaults_become_the_argument_schema() -> None:
     assert handlers_of(SchemaStep)["search"].pass_model is False
 
 
+def test_a_class_s_handlers_are_collected_once_read_only_and_a_subclass_has_its_own() -> None:
+    class Child(SchemaStep):
+        @tool
+        def extra(self) -> None:
+            """One more."""
+
+    found = handlers_of(SchemaStep)
+    assert handlers_of(SchemaStep) is found  # every model call asks: collected once
+    with pytest.raises(TypeError):
+        found["extra"] = found["search"]  # type: ignore[index]
+    assert "extra" not in handlers_of(SchemaStep)
+    assert list(handlers_of(Child)) == [*found, "extra"]
+
+
 def test_pydantic_argument_model_is_the_schema_as_is() -> None:
     spec = spec_of(SchemaStep, "book_room")
     assert spec.args_model is BookingArgs
