@@ -51,7 +51,10 @@ def format_path(path: InvocationPath) -> str:
     Levels are joined with ``.``; a level is its request index, prefixed ``<ordinal>:``
     when it belongs to its caller's second or later barrier: ``0.2.1``, ``1.1:0``.
     """
-    return ".".join(str(i) if b == 0 else f"{b}:{i}" for b, i in path)
+    if len(path) == 1:  # a root barrier's branch: most paths, and every branch forks one
+        b, i = path[0]
+        return str(i) if b == 0 else f"{b}:{i}"
+    return ".".join([str(i) if b == 0 else f"{b}:{i}" for b, i in path])
 
 
 @dataclass(frozen=True)

@@ -350,3 +350,13 @@ async def test_contributing_to_an_undeclared_channel_invalidates_the_barrier_eve
     assert "nowhere" in error.message
     assert [(p["path"], p["field"]) for p in error.extra["provenance"]] == [("1", "nowhere")]
     assert out.state("Good") == {}
+
+
+def test_an_invocation_path_has_one_string_form_at_every_depth() -> None:
+    """A level is its request index, with ``<ordinal>:`` from its caller's second barrier
+    on; one level is the short way through, and must read the same."""
+    assert format_path(((0, 3),)) == "3"
+    assert format_path(((1, 0),)) == "1:0"
+    assert format_path(((0, 0), (0, 2), (0, 1))) == "0.2.1"
+    assert format_path(((0, 1), (1, 0))) == "1.1:0"
+    assert format_path(()) == ""
