@@ -127,10 +127,21 @@ class CancelToken:
         if self._event is not None:
             self._event.set()
         callbacks, self._callbacks = self._callbacks, {}
+        failed: Exception | None = None
+        # A callback that raises must not keep the others, or the linked tokens, from
+        # being told: its error is raised once everyone was.
         for callback in callbacks.values():
-            callback()
+            try:
+                callback()
+            except Exception as exc:
+                failed = failed or exc
         for child in self._children:
-            child.cancel(reason, by)
+            try:
+                child.cancel(reason, by)
+            except Exception as exc:
+                failed = failed or exc
+        if failed is not None:
+            raise failed
 
     def on_cancel(self, callback: Callable[[], object]) -> Callable[[], None]:
         """Call ``callback`` (on the token's event loop) when cancellation is requested, at

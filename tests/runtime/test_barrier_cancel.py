@@ -283,3 +283,20 @@ def test_on_cancel_calls_back_once_and_forgets_what_was_taken_back() -> None:
     # Asked after the cancellation, it calls back at once.
     token.on_cancel(lambda: called.append("late"))
     assert called == ["first", "third", "late"]
+
+
+def test_a_callback_that_raises_keeps_nobody_else_from_being_told() -> None:
+    parent = CancelToken()
+    child = CancelToken(parent)
+    told: list[str] = []
+
+    def broken() -> None:
+        raise RuntimeError("callback broke")
+
+    parent.on_cancel(broken)
+    parent.on_cancel(lambda: told.append("parent's second"))
+    child.on_cancel(lambda: told.append("child"))
+    with pytest.raises(RuntimeError, match="callback broke"):
+        parent.cancel("stop")
+    assert told == ["parent's second", "child"]
+    assert parent.cancelled and child.cancelled and child.reason == "stop"
