@@ -230,7 +230,7 @@ async def _invoke(
             with anyio.fail_after(timeout):
                 return await model.invoke(request)
         # The token cancels this scope the moment it is cancelled (no task waits for it:
-        # one per call was a sixth of a model-calling fan-out's time).
+        # one per call was a fifth of the engine's time in a model-calling fan-out).
         with anyio.CancelScope() as scope:
             stop_watching = view.cancel.on_cancel(scope.cancel)
             try:

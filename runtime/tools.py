@@ -174,9 +174,9 @@ def handlers_of(step_cls: type) -> Mapping[str, ToolHandler]:
 
     The nearest class in the MRO wins; the order is base classes first, then definition
     order (the order tools are offered to the model). Collected once per class: every
-    model call of every branch asks, and walking the MRO's attributes cost a fan-out of
-    model-calling branches a sixth of its time. ``@tool`` marks methods as the class body
-    runs, so a class's handlers are fixed by then.
+    model call of every branch asks, and walking the MRO's attributes each time was the
+    largest single cost of a fan-out of model-calling branches. ``@tool`` marks methods
+    as the class body runs, so a class's handlers are fixed by then.
     """
     found = _HANDLERS.get(step_cls)
     if found is None:
