@@ -6,9 +6,9 @@ worker first, then opened on the run page:
 * **first render**: navigation start to the first branch row drawn, timed in the page;
 * **all applied**: navigation start to every stored event folded (``#pf-event-count``,
   timed in the page; what Playwright's polling saw is printed beside both), against
-  the floor measured in the same page: reading the same events as the page does (the
-  compact JSONL stream of ``/api/runs/<id>/events``) and parsing them, with nothing folded
-  or drawn (the ratio is printed);
+  the floor measured in the same page: the page's own reader (``streamStoredEvents``: the
+  compact JSONL stream of ``/api/runs/<id>/events``, parsed) with nothing folded or drawn
+  (the ratio is printed);
 * **scrubber step**: one step back (``,``) from a position mid-run, median of ``--steps``
   steps: the main thread's work for it (the key handler and the render in the next frame;
   one frame is 16 ms), and the latency until the second frame after the key (the step
@@ -35,24 +35,13 @@ sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).par
 from browser import START, production_page, wait_finished  # noqa: E402
 from playwright.sync_api import Page  # noqa: E402
 
+# The page's own reader (api.js, as the page imports it), handing each batch to nothing.
 FETCH_ALL = """async id => {
+  const href = document.querySelector('link[rel=modulepreload][href*="/js/api."]').href;
+  const { streamStoredEvents } = await import(href);
   const started = performance.now();
-  const response = await fetch(`/api/runs/${id}/events?after=-1&compact=1`,
-                               {headers: {Accept: "application/x-ndjson"}});
-  const reader = response.body.getReader();
-  const decoder = new TextDecoder();
-  let partial = [], count = 0;
-  for (;;) {
-    const {done, value} = await reader.read();
-    const piece = done ? decoder.decode() : decoder.decode(value, {stream: true});
-    const cut = done ? piece.length : piece.lastIndexOf("\\n");
-    if (cut < 0) { partial.push(piece); continue; }
-    partial.push(piece.slice(0, cut));
-    const lines = partial.join("").trim();
-    partial = [piece.slice(cut + 1)];
-    if (lines) count += JSON.parse(`[${lines.replaceAll("\\n", ",")}]`).length;
-    if (done) return [performance.now() - started, count];
-  }
+  const count = await streamStoredEvents(id, -1, () => {});
+  return [performance.now() - started, count];
 }"""
 
 # One step back: [work, latency] in ms. Work is what the step costs the main thread: the

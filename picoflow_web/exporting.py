@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import AsyncIterator, Iterable, Iterator
-from functools import partial
 
 from asgiref.sync import sync_to_async
 
@@ -41,8 +40,15 @@ def _page(run_id: str, after: int, limit: int = EXPORT_PAGE) -> list[tuple[int, 
     return eventlog.read_texts(run_id, after, limit)
 
 
-def _chunk(page: list[tuple[int, str]]) -> bytes:
-    return ("\n".join([text for _, text in page]) + "\n").encode("utf-8")
+def _chunk(page: list[tuple[int, str]], prefix: str = "") -> bytes:
+    """The page's lines; those that begin with ``prefix`` (see :func:`envelope_of`) go
+    without it."""
+    if prefix:
+        cut = len(prefix)
+        texts = ["{" + text[cut:] if text.startswith(prefix) else text for _, text in page]
+    else:
+        texts = [text for _, text in page]
+    return ("\n".join(texts) + "\n").encode("utf-8")
 
 
 def lines(run_ids: Iterable[str]) -> Iterator[bytes]:
@@ -61,15 +67,14 @@ async def alines(run_ids: Iterable[str]) -> AsyncIterator[bytes]:
             yield chunk
 
 
-async def alines_after(run_id: str, after: int, envelope: str = "") -> AsyncIterator[bytes]:
+async def alines_after(run_id: str, after: int, prefix: str = "") -> AsyncIterator[bytes]:
     """The JSONL of one run's events after seq ``after``, in chunks (a page loading a
-    stored run reads them as one stream: no request per page). With an ``envelope`` (see
-    :func:`envelope_of`), lines that begin with it go without it."""
+    stored run reads them as one stream: no request per page). Lines that begin with
+    ``prefix`` (the envelope text of :func:`envelope_of`) go without it."""
     page_of = sync_to_async(_page)
-    chunk = _chunk if not envelope else partial(_compact_chunk, envelope)
     limit = FIRST_PAGE
     while page := await page_of(run_id, after, limit):
-        yield chunk(page)
+        yield _chunk(page, prefix)
         after, limit = page[-1][0], EXPORT_PAGE
 
 
@@ -86,12 +91,6 @@ def envelope_of(run_id: str, session_id: str) -> tuple[str, str]:
     text = json.dumps(fields, separators=(",", ":"), ensure_ascii=False)
     # The JSON goes in a header: ASCII only (the client reads the same strings back).
     return json.dumps(fields, separators=(",", ":")), text[:-1] + ","
-
-
-def _compact_chunk(prefix: str, page: list[tuple[int, str]]) -> bytes:
-    cut = len(prefix)
-    return ("\n".join(["{" + text[cut:] if text.startswith(prefix) else text
-                        for _, text in page]) + "\n").encode("utf-8")
 
 
 def session_runs(session_id: str, projects: Projects = None) -> list[str] | None:
