@@ -12,7 +12,8 @@ With ``PICOFLOW_BENCH_PROFILE=FILE`` the feeding runs under cProfile, its stats 
 
 1. Plays one StreamBenchFlow turn of ``BRANCHES`` branches under ``RUN_ID`` into a memory
    sink (not timed), and creates the run's row as a worker's claimed run (``running``).
-2. Prints ``ready``; waits until ``GATE_FILE`` exists (the client is connected by then).
+2. Opens the database connection and the relay socket as a worker's run begins, prints
+   ``ready``; waits until ``GATE_FILE`` exists (the client is connected by then).
 3. Hands the events to the recorder, yielding to the loop after every batch's worth (as a
    run yields at its awaits) and waiting while the recorder says it is congested; then
    closes the recorder and drains the relay. Prints ``done``.
@@ -45,10 +46,18 @@ async def _record(run_id: str, branches: int) -> list[object]:
 async def _feed(run_id: str, events: list[object], gate: Path) -> None:
     from asgiref.sync import sync_to_async
 
-    from picoflow_web import relay
+    from picoflow_web import groups, relay
     from picoflow_web.bridge import RunRecorder
+    from picoflow_web.models import Run
 
+    # As a worker's run begins: its database connection is open (the worker claimed the
+    # run through it) and the run's summary went to the runs list (which opens the relay
+    # socket). Neither is the bridge's per-event cost, so neither is timed.
+    run = await Run.objects.aget(id=run_id)
+    await sync_to_async(Run.objects.filter(id=run_id).exists)()
+    await groups.runs_send(run.summary())
     recorder = RunRecorder(run_id)
+    print("ready", flush=True)
     while not gate.exists():
         await asyncio.sleep(0.002)
     recorder.start()
@@ -73,7 +82,6 @@ def main() -> None:
     events = asyncio.run(_record(run_id, branches))
     Run.objects.create(id=run_id, flow="StreamBenchFlow", status=Run.Status.RUNNING,
                        origin={"kind": "worker"}, worker="bench-feed")
-    print("ready", flush=True)
     profile = os.environ.get("PICOFLOW_BENCH_PROFILE")
     if profile:  # where the bridge's time goes: cProfile stats of the feeding, to a file
         import cProfile

@@ -23,6 +23,8 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 from urllib.parse import parse_qs
 
+from channels.consumer import get_handler_name
+from channels.db import aclose_old_connections
 from channels.generic.websocket import AsyncJsonWebsocketConsumer, AsyncWebsocketConsumer
 
 from picoflow_web import access, relay, selectors, services, watchdog
@@ -40,7 +42,27 @@ CLOSE_POLICY = 1008
 """Text from the client, or a bad query parameter."""
 
 
-class _SendOnly(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
+class _ForwardingDispatch:
+    """Channels' ``dispatch``, without its database hop for the messages a consumer only
+    forwards (``_FORWARDING``).
+
+    Channels closes stale database connections before every handler, through the
+    synchronous thread: a thread hop per message. A run page's socket gets a message per
+    batch of events and the relay socket one per frame; those handlers touch no database
+    (one that falls back to reading the store closes stale connections itself, first),
+    so the hop was pure cost on the path of every live event.
+    """
+
+    _FORWARDING: frozenset[str] = frozenset()
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        if message["type"] in self._FORWARDING:
+            await getattr(self, get_handler_name(message))(message)
+        else:
+            await super().dispatch(message)  # type: ignore[misc]
+
+
+class _SendOnly(_ForwardingDispatch, AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     """A socket that only sends: anything received closes it (see the module docstring)."""
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None,
@@ -68,6 +90,8 @@ class _SendOnly(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
 
 class RunConsumer(_SendOnly):
     """``ws/runs/<run_id>/?after=<seq>``: stored events after ``seq``, then live ones."""
+
+    _FORWARDING = frozenset({"run.events"})
 
     async def connect(self) -> None:
         grant = await self._access()
@@ -150,6 +174,7 @@ class RunConsumer(_SendOnly):
         """Send the stored events after the last one sent, up to ``upto`` (or all), as the
         text they were stored as: a replay of 400,000 events is not parsed and
         re-encoded here on its way to the page."""
+        await aclose_old_connections()  # live batches skip Channels' own (see dispatch)
         while upto is None or self.last_seq < upto:
             stored = await selectors.run_event_texts_after(self.run_id, self.last_seq,
                                                            upto=upto)
@@ -205,6 +230,8 @@ class RunsConsumer(_SendOnly):
     one group carries every summary, each names its project, and the socket forwards only
     those of projects its user reads)."""
 
+    _FORWARDING = frozenset({"run.summary"})
+
     async def connect(self) -> None:
         grant = await self._access()
         if grant is None:
@@ -228,9 +255,11 @@ class RunsConsumer(_SendOnly):
         await self.send_json({"type": "run", "run": run})
 
 
-class RelayConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]
+class RelayConsumer(_ForwardingDispatch, AsyncWebsocketConsumer):  # type: ignore[misc]
     """``ws/relay/``: a worker's messages for this server's browsers (see
     :mod:`picoflow_web.relay`); the installation's relay key, not a user, opens it."""
+
+    _FORWARDING = frozenset({"websocket.receive"})
 
     async def connect(self) -> None:
         offered = dict(self.scope.get("headers", [])).get(relay.HEADER.lower().encode(), b"")

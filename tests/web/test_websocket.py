@@ -447,3 +447,55 @@ async def test_recording_keeps_no_debug_query_log_outside_requests() -> None:
     await recorder.close()
     assert await sync_to_async(lambda: len(connection.queries))() == 0
     assert await stored_count(run.id) == 1_000
+
+
+# -- the live path's cost -------------------------------------------------------------------
+
+
+async def test_live_batches_take_no_database_hop_and_a_gap_read_back_does(
+        cookie: str, demo_latency: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Channels closes stale database connections before every handler, by a hop to the
+    # synchronous thread; a batch that is only forwarded skips it, and one that must read
+    # the store first closes them itself.
+    import channels.consumer
+
+    from picoflow_web import consumers
+
+    hops: list[str] = []
+
+    def counting(where: str, original: Any) -> Any:
+        async def close_old() -> None:
+            hops.append(where)
+            await original()
+        return close_old
+
+    monkeypatch.setattr(channels.consumer, "aclose_old_connections",
+                        counting("dispatch", channels.consumer.aclose_old_connections))
+    monkeypatch.setattr(consumers, "aclose_old_connections",
+                        counting("read back", consumers.aclose_old_connections))
+    run = await finished_run()
+    texts = await selectors.run_event_texts_after(run.id)
+    half = len(texts) // 2
+    communicator = await connect(f"/ws/runs/{run.id}/?after={half - 1}", cookie)
+    await communicator.receive_json_from(timeout=5)
+    replayed = events_of(await receive_run_messages(communicator))
+    assert seqs_of(replayed) == list(range(half, len(texts)))
+    hops.clear()
+
+    layer = get_channel_layer()
+    batch = "[" + ",".join(text for _, text in texts[:half]) + "]"
+    await layer.group_send(run_group(run.id), {"type": "run.events", "events": batch,
+                                               "first": 0, "upto": half - 1})
+    assert await communicator.receive_nothing(timeout=0.2)  # sent already: dropped
+    assert hops == []
+
+    await communicator.disconnect()
+    communicator = await connect(f"/ws/runs/{run.id}/?after={len(texts) - 1}", cookie)
+    await communicator.receive_json_from(timeout=5)
+    hops.clear()
+    # A notice of a batch that could not travel (too big): read back from the store.
+    await layer.group_send(run_group(run.id), {"type": "run.events", "events": [],
+                                               "upto": len(texts) - 1})
+    assert await communicator.receive_nothing(timeout=0.2)
+    assert hops == ["read back"]
+    await communicator.disconnect()
