@@ -11,6 +11,7 @@ stored as it is (the JSON field reads it back like any other).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,12 +25,14 @@ COLUMNS = ("run_id", "seq", "type", "path", "payload")
 an insert into anything else fails loudly)."""
 
 
-def _insert_sql() -> str:
+def _insert_sql(rows: int = 1) -> str:
+    """An INSERT of ``rows`` rows (several rows only on SQLite, see :func:`_insert_sqlite`)."""
     quote = connection.ops.quote_name
     columns = ", ".join(quote(name) for name in COLUMNS)
     # PostgreSQL's jsonb takes text only with a cast; SQLite keeps JSON as text.
     payload = "%s::jsonb" if connection.vendor == "postgresql" else "%s"
-    return f"INSERT INTO {quote(TABLE)} ({columns}) VALUES (%s, %s, %s, %s, {payload})"
+    values = ", ".join([f"(%s, %s, %s, %s, {payload})"] * rows)
+    return f"INSERT INTO {quote(TABLE)} ({columns}) VALUES {values}"
 
 
 def insert_events(run_id: str, events: Sequence[Event], texts: Sequence[str]) -> None:
@@ -53,12 +56,41 @@ def insert_rows(run_id: str, rows: Sequence[tuple[int, str, str, str]]) -> None:
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql" and len(rows) > _COPY_FROM:
             _copy(cursor, run_id, rows)
+        elif connection.vendor == "sqlite":
+            _insert_sqlite(cursor, run_id, rows)
         else:
             cursor.executemany(_insert_sql(), [(run_id, *row) for row in rows])
 
 
 _COPY_FROM = 8
 """Rows above which PostgreSQL gets a COPY (below it, starting one costs more)."""
+
+_SHAPES = (512, 256, 128, 64, 32, 16, 8, 4, 2, 1)
+"""Rows per SQLite INSERT: a batch is cut into these, largest first, so a handful of
+statement shapes (each prepared once, then cached by the driver) serve every batch size."""
+
+
+def _insert_sqlite(cursor: Any, run_id: str, rows: Sequence[tuple[int, str, str, str]]
+                   ) -> None:
+    """Rows in statements of many rows each, not ``executemany``'s one per row.
+
+    A statement runs in SQLite with Python's lock released once; ``executemany`` releases
+    and retakes it for every row, and each retaking waits for the thread that holds it (a
+    run on the event loop) to let go: a batch stored in a worker's thread crawled at the
+    pace of the run's switch interval. It is also a fifth cheaper per row.
+    """
+    start = 0
+    for size in _SHAPES:
+        while len(rows) - start >= size:
+            chunk = rows[start:start + size]
+            cursor.execute(_sqlite_sql(size),
+                           [value for row in chunk for value in (run_id, *row)])
+            start += size
+
+
+@functools.lru_cache(maxsize=len(_SHAPES))
+def _sqlite_sql(rows: int) -> str:
+    return _insert_sql(rows)
 
 
 def _copy(cursor: Any, run_id: str, rows: Sequence[tuple[int, str, str, str]]) -> None:

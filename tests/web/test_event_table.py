@@ -57,3 +57,27 @@ def test_migrating_the_event_log_keeps_every_event_and_its_order() -> None:
         assert _indexes_on_run() == [(["run_id", "seq"], True)]
     finally:
         MigrationExecutor(connection).migrate(latest)
+
+
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite's statements")
+@pytest.mark.parametrize("count", [1, 3, 511, 512, 1000])
+def test_a_batch_is_stored_in_a_few_statements_of_many_rows(count: int) -> None:
+    # One statement per row would release and retake Python's lock per row; with the
+    # event loop busy, each retaking waited out a switch interval (measured: 200 rows
+    # in 1.6 s instead of 22 ms).
+    from picoflow_web.models import Run
+
+    Run.objects.create(id="bulk", flow="HotelFlow")
+    rows = [(seq, "step.entered", f"0.{seq}", json.dumps({"seq": seq, "text": "é\U0001f600"}))
+            for seq in range(count)]
+    statements: list[str] = []
+    connection.ensure_connection()
+    connection.connection.set_trace_callback(statements.append)
+    try:
+        eventlog.insert_rows("bulk", rows)
+    finally:
+        connection.connection.set_trace_callback(None)
+    inserts = [s for s in statements if s.lstrip().upper().startswith("INSERT")]
+    assert len(inserts) <= bin(count).count("1")  # 512, 256, ... 1: one each at most
+    stored = eventlog.read_texts("bulk", -1, 2 * count)
+    assert [(seq, text) for seq, text in stored] == [(seq, text) for seq, _, _, text in rows]
