@@ -38,9 +38,9 @@ from django.utils import timezone
 from picoflow_web import groups, relay
 from picoflow_web.eventlog import insert_events
 from picoflow_web.models import Run
-from picoflow_web.redact import redact_json
+from picoflow_web.redact import event_text
 from picoflow_web.relay_sender import RawJSON
-from runtime.events import BarrierForked, Event, dump_event
+from runtime.events import BarrierForked, Event
 
 logger = logging.getLogger("picoflow.web")
 
@@ -128,7 +128,7 @@ class RunRecorder:
                 try:
                     # Serialised once (and redacted): this text is stored and relayed as
                     # it is.
-                    texts = [redact_json(dump_event(e)) for e in batch]
+                    texts = [event_text(e) for e in batch]
                 except Exception:  # keep pumping; the run itself must not die of it
                     logger.exception("Serialising events of run %s failed", self.run_id)
                     continue

@@ -22,8 +22,10 @@ from typing import Any
 
 from django.core.signals import setting_changed
 from django.dispatch import receiver
+from pydantic import BaseModel
 
 from picoflow_web import app_settings
+from runtime.events import dump_event
 
 MARKER = "[redacted]"
 
@@ -94,6 +96,37 @@ def redact_json(text: str, keys: tuple[str, ...] | None = None) -> str:
     return json.dumps(copy, ensure_ascii=False, separators=(",", ":")) if found else text
 
 
+def event_text(event: BaseModel, keys: tuple[str, ...] | None = None) -> str:
+    """An event's JSON as it is stored and shown: :func:`redact_json` of its serialised
+    text, or that text itself, unscanned, when the event cannot hold a secret.
+
+    It cannot when every value it carries is a string, a number, a boolean or None (no
+    name inside a value to look at), no field of its type has a secret-looking name, and
+    the state field it names (``field``), if any, has none either: most events of a run
+    (a branch starting or ending, a contribution of a number) are of that kind, and a
+    look at their values costs less than scanning their text.
+    """
+    chosen = keys or secret_keys()
+    text = dump_event(event)  # type: ignore[arg-type]
+    fields = event.__dict__  # not getattr: a pydantic model's miss costs an exception
+    named = fields.get("field")
+    if (_fields_clean(type(event), chosen)
+            and (not isinstance(named, str) or not is_secret(named, chosen))):
+        for value in fields.values():
+            if type(value) not in _SCALARS:
+                return redact_json(text, chosen)
+        return text
+    return redact_json(text, chosen)
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+@lru_cache(maxsize=256)
+def _fields_clean(cls: type[BaseModel], keys: tuple[str, ...]) -> bool:
+    return not any(is_secret(name, keys) for name in cls.model_fields)
+
+
 def may_hold_secret(text: str, keys: tuple[str, ...] | None = None) -> bool:
     """Whether a secret-looking name may appear in the JSON ``text`` (False: :func:`redact`
     of what it encodes would change nothing, so it need not be walked).
@@ -142,4 +175,5 @@ def _redact(value: Any, keys: tuple[str, ...]) -> tuple[bool, Any]:
     return False, value
 
 
-__all__ = ["MARKER", "is_secret", "may_hold_secret", "redact", "redact_json", "secret_keys"]
+__all__ = ["MARKER", "event_text", "is_secret", "may_hold_secret", "redact", "redact_json",
+           "secret_keys"]

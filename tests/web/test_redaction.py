@@ -4,7 +4,7 @@ a marker before they are stored or shown."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from django.test import AsyncClient, override_settings
@@ -12,8 +12,16 @@ from django.test import AsyncClient, override_settings
 from picoflow_web import ingest
 from picoflow_web.engine import get_engine
 from picoflow_web.models import EventRecord, Run, StoredSession
-from picoflow_web.redact import MARKER, is_secret, may_hold_secret, redact, redact_json
+from picoflow_web.redact import (
+    MARKER,
+    event_text,
+    is_secret,
+    may_hold_secret,
+    redact,
+    redact_json,
+)
 from runtime import Flow, LogicStep, ModelSelection, Step
+from runtime.events import BranchFulfilled, BranchStarted, EventBus, StateContributed, dump_event
 from tests.webhelpers import amake_user, atoken, bearer, wait_run_done
 
 pytestmark = [
@@ -139,3 +147,44 @@ def test_a_changed_setting_is_seen_at_once() -> None:
     with override_settings(PICOFLOW_REDACT_KEYS=("region",)):
         assert json.loads(redact_json(text)) == {"region": MARKER}
     assert redact_json(text) is text
+
+
+def _events() -> list[Any]:
+    bus = EventBus([_Keep()], run_id="r", session_id="s")
+    bus.emit(BranchStarted, path="0", barrier="b0", index=0, key="api_key", step="Ask")
+    bus.emit(BranchFulfilled, path="0", barrier="b0", index=0, key="k", output=7)
+    bus.emit(BranchFulfilled, path="0", barrier="b0", index=0, key="k",
+             output={"client_secret": "sk-1", "city": "Oslo"})
+    bus.emit(BranchFulfilled, path="0", barrier="b0", index=0, key="k",
+             output=[{"nested": {"Authorization": "Bearer x"}}])
+    bus.emit(BranchFulfilled, path="0", barrier="b0", index=0, key="k",
+             output="my password is hunter2")
+    for field in ("password", "total", "Access-Token"):
+        bus.emit(StateContributed, path="0", step="Ask", field=field, value="v", order=0,
+                 draft=True, channel="append", result=None)
+    return _Keep.kept
+
+
+class _Keep:
+    name = "keep"
+    kept: ClassVar[list[Any]] = []
+
+    def handle(self, event: Any) -> None:
+        self.kept.append(event)
+
+
+@pytest.mark.parametrize("keys", [None, ("api_key", "key"), ("output",), ()])
+def test_an_event_is_redacted_exactly_as_its_text_would_be(keys: Any) -> None:
+    # The fast path (an event of scalars, no secret-looking names) gives the same text as
+    # scanning and redacting the serialised event, whatever the configured names.
+    _Keep.kept = []
+    events = _events()
+    texts = [event_text(e, keys) for e in events]
+    assert texts == [redact_json(dump_event(e), keys) for e in events]
+    redacted = [MARKER in text for text in texts]
+    if keys is None:  # the defaults: the secret output, the nested header, two fields
+        assert redacted == [False, False, True, True, False, True, False, True]
+    elif keys == ("api_key", "key"):  # every branch event has a secret-looking "key"
+        assert redacted[:5] == [True] * 5
+    elif keys == ("output",):
+        assert redacted == [False, True, True, True, True, False, False, False]
