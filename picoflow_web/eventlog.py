@@ -2,11 +2,13 @@
 serialised to, and read back as that text (for pages that replay a run, so the server
 does not parse and re-encode what it only passes on).
 
-One ``executemany`` of ``(run, seq, type, path, payload)`` rows. The ORM's ``bulk_create``
-spends about 100 µs per event on per-field Python work (model instances, value
-preparation, the JSON field's encoder) — most of a worker's time on a big fan-out — and
-would encode every payload a second time; here the text the recorder already made is
-stored as it is (the JSON field reads it back like any other).
+A batch of ``(run, seq, type, path, payload)`` rows goes in as a few many-row INSERTs
+(SQLite) or one ``COPY`` (PostgreSQL). The ORM's ``bulk_create`` spends about 100 µs per
+event on per-field Python work (model instances, value preparation, the JSON field's
+encoder) — most of a worker's time on a big fan-out — and would encode every payload a
+second time; here the text the recorder already made is stored as it is, in a text
+column on both databases (:class:`~picoflow_web.models.TrustedJSONField`), and read back
+as that same text.
 """
 
 from __future__ import annotations
@@ -29,9 +31,7 @@ def _insert_sql(rows: int = 1) -> str:
     """An INSERT of ``rows`` rows (several rows only on SQLite, see :func:`_insert_sqlite`)."""
     quote = connection.ops.quote_name
     columns = ", ".join(quote(name) for name in COLUMNS)
-    # PostgreSQL's jsonb takes text only with a cast; SQLite keeps JSON as text.
-    payload = "%s::jsonb" if connection.vendor == "postgresql" else "%s"
-    values = ", ".join([f"(%s, %s, %s, %s, {payload})"] * rows)
+    values = ", ".join(["(%s, %s, %s, %s, %s)"] * rows)
     return f"INSERT INTO {quote(TABLE)} ({columns}) VALUES {values}"
 
 
@@ -109,8 +109,7 @@ def read_texts(run_id: str, after: int, limit: int,
     """``(seq, JSON text)`` of run ``run_id``'s stored events with ``after < seq``
     (``<= upto`` when given), in order, at most ``limit``."""
     quote = connection.ops.quote_name
-    # PostgreSQL hands jsonb to psycopg, which would parse it: ask for its text instead.
-    payload = "payload::text" if connection.vendor == "postgresql" else quote("payload")
+    payload = quote("payload")
     bound = "" if upto is None else f" AND {quote('seq')} <= %s"
     sql = (f"SELECT {quote('seq')}, {payload} FROM {quote(TABLE)} WHERE "
            f"{quote('run_id')} = %s AND {quote('seq')} > %s{bound} "

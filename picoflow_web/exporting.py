@@ -5,11 +5,10 @@ JSON that ``runtime/events/schema.py`` describes — ordered by run, then ``seq`
 session's runs come in turn order (when they started). ``manage.py import_events`` and
 ``POST /api/import`` read the same file back.
 
-The stored JSON text goes out as it is: the payload column is read cast to text, so no
-event is parsed and encoded again on the way out (SQLite keeps the text that was
-written; PostgreSQL's ``jsonb`` gives its own rendering of the same JSON). Events are
-read a page at a time by ``seq`` (an index range, not an offset), so a run of hundreds
-of thousands of events is never held in memory whole.
+The stored JSON text goes out as it is: the payload column keeps the text that was
+written, on SQLite and PostgreSQL alike, so no event is parsed and encoded again on the
+way out. Events are read a page at a time by ``seq`` (an index range, not an offset), so
+a run of hundreds of thousands of events is never held in memory whole.
 """
 
 from __future__ import annotations
@@ -84,8 +83,9 @@ def envelope_of(run_id: str, session_id: str) -> tuple[str, str]:
 
     Every event repeats the schema version, the run id and the session id: about a third
     of a small event's text, parsed again per event by whoever reads a big run. The text
-    is the form the runtime serialises (SQLite keeps it as written); PostgreSQL renders
-    ``jsonb`` its own way, so there no line begins with it and every line goes whole.
+    is the form the runtime serialises; a line stored in another form (written by another
+    writer, or by PostgreSQL's ``jsonb`` before event payloads were kept as text) does
+    not begin with it, and goes whole.
     """
     fields = {"v": SCHEMA_VERSION, "run_id": run_id, "session_id": session_id}
     text = json.dumps(fields, separators=(",", ":"), ensure_ascii=False)

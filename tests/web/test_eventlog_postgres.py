@@ -1,8 +1,9 @@
-"""The event log on PostgreSQL: a batch goes in by ``COPY``, its text comes back as it went
-in, and a seq that is taken is Django's ``IntegrityError`` with nothing of the batch kept —
-what the bridge and ingest rely on (``picoflow_web.eventlog``); a compact event stream sends
-``jsonb``'s own rendering whole. A real cluster, started
-here; the checks run in ``manage.py shell`` against it."""
+"""The event log on PostgreSQL: a batch goes in by ``COPY``, its text comes back exactly as
+it went in (a text column, not ``jsonb``), and a seq that is taken is Django's
+``IntegrityError`` with nothing of the batch kept — what the bridge and ingest rely on
+(``picoflow_web.eventlog``); a compact event stream takes the envelope off, as on SQLite;
+events stored as ``jsonb`` before the migration read back the same. A real cluster,
+started here; the checks run in ``manage.py shell`` against it."""
 
 from __future__ import annotations
 
@@ -30,8 +31,7 @@ try:
                     [(10, "step.entered", "", "{}")])
 except IntegrityError as exc:
     refused = type(exc).__module__ + "." + type(exc).__name__
-# A compact stream: jsonb renders its own text, which never begins with the runtime's
-# envelope text, so every line goes whole (and still parses to what was stored).
+# A compact stream: the stored text begins with the envelope, which is taken off.
 from asgiref.sync import async_to_sync
 from picoflow_web import exporting
 Run.objects.create(id="r2", flow="F", session_id="s2")
@@ -43,11 +43,29 @@ async def stream():
     _, prefix = exporting.envelope_of("r2", "s2")
     return b"".join([c async for c in exporting.alines_after("r2", -1, prefix)])
 streamed = async_to_sync(stream)().decode().splitlines()
-print(json.dumps({"back": [[s, json.loads(t)] for s, t in back], "sent": [[s, json.loads(t)]
-                  for s, _, _, t in rows], "refused": refused,
-                  "after": len(read_texts("r1", -1, 100)),
-                  "streamed": [json.loads(line) for line in streamed],
-                  "stored": [json.loads(t) for _, _, _, t in full]}))
+from django.db import connection
+from picoflow_web.models import EventRecord
+with connection.cursor() as cursor:
+    cursor.execute("SELECT data_type FROM information_schema.columns WHERE table_name = "
+                   "'picoflow_web_eventrecord' AND column_name = 'payload'")
+    column = cursor.fetchone()[0]
+Run.objects.create(id="r3", flow="F")
+EventRecord.objects.create(run_id="r3", seq=0, type="x", path="", payload={"a": ["é", 1]})
+print(json.dumps({"back": back, "sent": [[s, t] for s, _, _, t in rows], "refused": refused,
+                  "after": len(read_texts("r1", -1, 100)), "streamed": streamed,
+                  "stored": [t for _, _, _, t in full], "column": column,
+                  "orm": EventRecord.objects.get(run_id="r3").payload,
+                  "orm_text": read_texts("r3", -1, 1)[0][1],
+                  "old": json.loads(read_texts("old", -1, 1)[0][1])}))
+"""
+
+BEFORE = r"""
+from django.db import connection
+from picoflow_web.models import Run
+Run.objects.create(id="old", flow="F")
+with connection.cursor() as cursor:
+    cursor.execute("INSERT INTO picoflow_web_eventrecord (run_id, seq, type, path, payload) "
+                   "VALUES ('old', 0, 'x', '', %s::jsonb)", ['{"b": [1, "é"], "a": null}'])
 """
 
 
@@ -56,12 +74,21 @@ def test_a_batch_is_copied_in_and_a_taken_seq_refuses_all_of_it(tmp_path: Path) 
     with postgres_cluster() as url:
         env = build_env(tmp_path, {"DATABASE_URL": url, "PICOFLOW_DEBUG": "0",
                                    "PICOFLOW_ALLOWED_HOSTS": "localhost"})
+        migrated = run_manage("migrate", "--noinput", "picoflow_web", "0005", env=env)
+        assert migrated.returncode == 0, migrated.stderr
+        before = run_manage("shell", "-c", BEFORE, env=env)
+        assert before.returncode == 0, before.stderr
         migrated = run_manage("migrate", "--noinput", env=env)
         assert migrated.returncode == 0, migrated.stderr
         result = run_manage("shell", "-c", SCRIPT, env=env)
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout.strip().splitlines()[-1])
-    assert out["back"] == out["sent"]
+    assert out["back"] == out["sent"]  # the very text, not a rendering of it
     assert out["refused"] == "django.db.utils.IntegrityError"
     assert out["after"] == 50
-    assert out["streamed"] == out["stored"]
+    assert out["column"] == "text"
+    prefix = '{"v":1,"run_id":"r2","session_id":"s2",'
+    assert out["streamed"] == ["{" + text.removeprefix(prefix) for text in out["stored"]]
+    assert all(text.startswith(prefix) for text in out["stored"])
+    assert out["orm"] == {"a": ["é", 1]} and json.loads(out["orm_text"]) == out["orm"]
+    assert out["old"] == {"a": None, "b": [1, "é"]}  # stored as jsonb, migrated to text
