@@ -1,6 +1,8 @@
 """Replay in a real browser (Debian's chromium): a 14-turn HotelFlow session walked turn by
-turn on the session page, its state diffed between turns, and a saved nested ResearchFlow
-run scrubbed across a join. Screenshots go to ``test-artifacts/``.
+turn on the session page, its state diffed between turns, a saved nested ResearchFlow
+run scrubbed across a join, and a run exported from its page and imported into another
+dashboard's empty database, where the page folds it the same at every position.
+Screenshots go to ``test-artifacts/``.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import Any
 import pytest
 
 from picoflow_web.demos.hotel.script import CURRENT_DATE, REFERENCE_TURNS
-from tests.e2e.browsing import dashboard, shot, start_run, stored_events
+from tests.e2e.browsing import dashboard, logged_in_page, shot, start_run, stored_events
 from tests.livedaphne import LiveDaphne
 
 pytest.importorskip("playwright.async_api", reason="pip install playwright")
@@ -270,3 +272,61 @@ async def test_a_session_page_at_its_end_follows_the_session_s_next_turns(page: 
         "n => document.querySelector('#pf-session-events').textContent === `${n} of ${n}`",
         arg=len(events), timeout=30_000)
     assert await page.get_attribute("#pf-session", "data-turn") == "2"
+
+
+# The page's own loader and fold (the modules it preloads), run over a stored run event by
+# event: the run model after each event, as canonical JSON (maps and sets as sorted
+# entries), and the run page's visible state of every invocation at that position.
+FOLDS = """async id => {
+  const href = name => document.querySelector(`link[rel=modulepreload][href*="/js/${name}."]`).href;
+  const { streamStoredEvents } = await import(href("api"));
+  const { applyEvent, createRun, viewAt } = await import(href("fold"));
+  const events = [];
+  await streamStoredEvents(id, -1, batch => { events.push(...batch); });
+  const canonical = (_, v) => v instanceof Map ? [...v.entries()].sort()
+    : v instanceof Set ? [...v].sort() : v;
+  const run = createRun();
+  const positions = [];
+  for (const event of events) {
+    applyEvent(run, event);
+    const views = [...run.invocations.keys()].sort().map(p => [p, viewAt(run, p).state]);
+    positions.push(JSON.stringify([run, views], canonical));
+  }
+  return positions;
+}"""
+
+
+async def test_a_run_exported_and_imported_into_an_empty_database_folds_the_same_everywhere(
+    page: Any, tmp_path: Any,
+) -> None:
+    run_id = await start_run(page, "ResearchFlow", "research the tides")
+    await page.wait_for_selector("#pf-run[data-status=finished]", timeout=60_000)
+    async with page.expect_download() as waiting:
+        await page.click("#pf-export-run")
+    exported = tmp_path / "run.jsonl"
+    await (await waiting.value).save_as(str(exported))
+    original = await page.evaluate(FOLDS, run_id)
+
+    with dashboard() as (other, password):  # its own data folder: an empty database
+        async with logged_in_page(other.base_url, password) as fresh:
+            await fresh.goto("/")
+            await fresh.set_input_files("#pf-import-file", str(exported))
+            await fresh.click("#pf-import-submit")
+            done = fresh.locator("#pf-import-result[data-state=ok]")
+            await done.wait_for()
+            await done.locator("a").click()  # the imported run's page: the same id
+            await fresh.wait_for_selector("#pf-run[data-status=finished]")
+            assert fresh.url.rstrip("/").endswith(run_id)
+            imported = await fresh.evaluate(FOLDS, run_id)
+            assert await fresh.locator(".pf-branch").count() == \
+                await _branch_rows(page, run_id)
+            await shot(fresh, "imported_run")
+    assert len(imported) == len(original) > 20
+    for position, (left, right) in enumerate(zip(original, imported, strict=True)):
+        assert left == right, f"the folds differ after event {position}"
+
+
+async def _branch_rows(page: Any, run_id: str) -> int:
+    await page.goto(f"/runs/{run_id}/")
+    await page.wait_for_selector("#pf-run[data-status=finished]")
+    return int(await page.locator(".pf-branch").count())
