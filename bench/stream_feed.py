@@ -53,8 +53,7 @@ async def _feed(run_id: str, events: list[object], gate: Path) -> None:
     # As a worker's run begins: its database connection is open (the worker claimed the
     # run through it) and the run's summary went to the runs list (which opens the relay
     # socket). Neither is the bridge's per-event cost, so neither is timed.
-    run = await Run.objects.aget(id=run_id)
-    await sync_to_async(Run.objects.filter(id=run_id).exists)()
+    run = await Run.objects.aget(id=run_id)  # in the thread the recorder stores from
     await groups.runs_send(run.summary())
     recorder = RunRecorder(run_id)
     print("ready", flush=True)

@@ -108,15 +108,19 @@ def event_text(event: BaseModel, keys: tuple[str, ...] | None = None) -> str:
     """
     chosen = keys or secret_keys()
     text = dump_event(event)  # type: ignore[arg-type]
+    return text if _plain(event, chosen) else redact_json(text, chosen)
+
+
+def _plain(event: BaseModel, keys: tuple[str, ...]) -> bool:
     fields = event.__dict__  # not getattr: a pydantic model's miss costs an exception
     named = fields.get("field")
-    if (_fields_clean(type(event), chosen)
-            and (not isinstance(named, str) or not is_secret(named, chosen))):
-        for value in fields.values():
-            if type(value) not in _SCALARS:
-                return redact_json(text, chosen)
-        return text
-    return redact_json(text, chosen)
+    if not _fields_clean(type(event), keys) or (isinstance(named, str)
+                                                and is_secret(named, keys)):
+        return False
+    for value in fields.values():  # noqa: SIM110 - a loop is faster than all(genexpr)
+        if type(value) not in _SCALARS:
+            return False
+    return True
 
 
 _SCALARS = frozenset({str, int, float, bool, type(None)})

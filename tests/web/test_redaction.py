@@ -4,7 +4,7 @@ a marker before they are stored or shown."""
 from __future__ import annotations
 
 import json
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 from django.test import AsyncClient, override_settings
@@ -150,7 +150,8 @@ def test_a_changed_setting_is_seen_at_once() -> None:
 
 
 def _events() -> list[Any]:
-    bus = EventBus([_Keep()], run_id="r", session_id="s")
+    sink = _Keep()
+    bus = EventBus([sink], run_id="r", session_id="s")
     bus.emit(BranchStarted, path="0", barrier="b0", index=0, key="api_key", step="Ask")
     bus.emit(BranchFulfilled, path="0", barrier="b0", index=0, key="k", output=7)
     bus.emit(BranchFulfilled, path="0", barrier="b0", index=0, key="k",
@@ -162,12 +163,14 @@ def _events() -> list[Any]:
     for field in ("password", "total", "Access-Token"):
         bus.emit(StateContributed, path="0", step="Ask", field=field, value="v", order=0,
                  draft=True, channel="append", result=None)
-    return _Keep.kept
+    return sink.kept
 
 
 class _Keep:
     name = "keep"
-    kept: ClassVar[list[Any]] = []
+
+    def __init__(self) -> None:
+        self.kept: list[Any] = []
 
     def handle(self, event: Any) -> None:
         self.kept.append(event)
@@ -177,7 +180,6 @@ class _Keep:
 def test_an_event_is_redacted_exactly_as_its_text_would_be(keys: Any) -> None:
     # The fast path (an event of scalars, no secret-looking names) gives the same text as
     # scanning and redacting the serialised event, whatever the configured names.
-    _Keep.kept = []
     events = _events()
     texts = [event_text(e, keys) for e in events]
     assert texts == [redact_json(dump_event(e), keys) for e in events]
