@@ -1,4 +1,4 @@
-"""Pooled HTTP/1.1 requests on anyio byte streams: what the model adapters send with.
+"""Pooled HTTP/1.1 requests on anyio: what the model adapters send with.
 
 Written on anyio rather than on a third-party client so that the runtime keeps its two
 dependencies and runs the same on asyncio and trio. It does only what a JSON API call
@@ -9,15 +9,13 @@ certificate store, and no redirects (a 3xx is returned to the caller like any st
 Idle connections are kept per event loop (a socket belongs to the loop that opened it,
 and a process may run several loops, one per worker thread) and per origin (scheme, host,
 port), and handed out last-in first out, so a burst reuses the warmest sockets and the
-surplus ages out.
+surplus ages out. A connection is a plain socket for ``http`` and an anyio TLS stream for
+``https`` (:mod:`runtime.http_conn`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import select
-import socket
 import ssl
 import threading
 import time
@@ -27,13 +25,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import anyio
-import anyio.abc
 import anyio.lowlevel
-import anyio.streams.buffered
+
+from .http_conn import Connection, connect
 
 _MAX_HEADER_BYTES = 64 * 1024
 _MAX_LINE_BYTES = 8 * 1024
-_READ_CHUNK = 65536
 _NEW_LOOP_LOCK = threading.Lock()
 
 
@@ -61,43 +58,8 @@ class HTTPReply:
     body: bytes
 
 
-@dataclass
-class _Connection:
-    stream: anyio.abc.ByteStream
-    reader: anyio.streams.buffered.BufferedByteReceiveStream
-    idle_since: float = 0.0
-    reused: bool = False
-
-    async def aclose(self) -> None:
-        # A connection is closed when its task is being cancelled too: the close must not
-        # wait on a peer that may never answer.
-        with (
-            anyio.CancelScope(shield=True),
-            anyio.move_on_after(1),
-            contextlib.suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError),
-        ):
-            await self.stream.aclose()
-
-    def peer_closed(self) -> bool:
-        """Whether an idle connection has something to read: the server's FIN (it timed
-        the connection out) or bytes it had no business sending. Either way, not reusable.
-        """
-        raw = self.stream.extra(anyio.abc.SocketAttribute.raw_socket, None)
-        if raw is None or self.reader.buffer:
-            return bool(self.reader.buffer)
-        try:
-            if hasattr(select, "poll"):  # select() fails on descriptors past FD_SETSIZE
-                poller = select.poll()
-                poller.register(raw, select.POLLIN)
-                return bool(poller.poll(0))
-            readable, _, _ = select.select([raw], [], [], 0)
-        except (OSError, ValueError):
-            return True
-        return bool(readable)
-
-
 _Origin = tuple[str, str, int]
-_Idle = dict[_Origin, list[_Connection]]
+_Idle = dict[_Origin, list[Connection]]
 
 
 @dataclass
@@ -220,7 +182,7 @@ class ConnectionPool:
 
     # -- connections ---------------------------------------------------------------------
 
-    async def _checkout(self, idle: _Idle, origin: _Origin) -> _Connection | None:
+    async def _checkout(self, idle: _Idle, origin: _Origin) -> Connection | None:
         conns = idle.get(origin)
         now = time.monotonic()
         while conns:
@@ -235,7 +197,7 @@ class ConnectionPool:
             await conn.aclose()
         return None
 
-    async def _checkin(self, idle: _Idle, origin: _Origin, conn: _Connection) -> None:
+    async def _checkin(self, idle: _Idle, origin: _Origin, conn: Connection) -> None:
         conns = idle.setdefault(origin, [])
         if len(conns) >= self.max_idle_per_origin:
             await conn.aclose()
@@ -243,33 +205,23 @@ class ConnectionPool:
         conn.idle_since = time.monotonic()
         conns.append(conn)
 
-    async def _open(self, origin: _Origin, timeout: float) -> _Connection:
+    async def _open(self, origin: _Origin, timeout: float) -> Connection:
         scheme, host, port = origin
+        context = (self.ssl_context or _default_context()) if scheme == "https" else None
         try:
             with anyio.fail_after(timeout):
-                if scheme == "https":
-                    context = self.ssl_context or _default_context()
-                    stream: anyio.abc.ByteStream = await anyio.connect_tcp(
-                        host, port, ssl_context=context, tls_hostname=host,
-                        # HTTP frames its own bodies; many servers skip TLS close_notify.
-                        tls_standard_compatible=False,
-                    )
-                else:
-                    stream = await anyio.connect_tcp(host, port)
+                conn = await connect(host, port, context)
         except TimeoutError:
             raise HTTPTimeout(f"connecting took more than {timeout:g}s") from None
         except OSError as exc:
             raise HTTPConnectError(_describe(exc)) from None
-        raw = stream.extra(anyio.abc.SocketAttribute.raw_socket, None)
-        if raw is not None and raw.family in (socket.AF_INET, socket.AF_INET6):
-            raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.connections_opened += 1
-        return _Connection(stream, anyio.streams.buffered.BufferedByteReceiveStream(stream))
+        return conn
 
     # -- one exchange --------------------------------------------------------------------
 
     async def _exchange(
-        self, conn: _Connection, data: bytes, timeout: float
+        self, conn: Connection, data: bytes, timeout: float
     ) -> tuple[HTTPReply, bool]:
         got_bytes = False
         # One scope for the whole exchange, its deadline moved on at each read that made
@@ -278,12 +230,14 @@ class ConnectionPool:
         scope = anyio.CancelScope(deadline=anyio.current_time() + timeout)
         try:
             with scope:
-                await conn.stream.send(data)
-                head = await conn.reader.receive_until(b"\r\n\r\n", _MAX_HEADER_BYTES)
+                await conn.send(data)
+                head = await conn.receive_until(b"\r\n\r\n", _MAX_HEADER_BYTES)
                 got_bytes = True
-                scope.deadline = anyio.current_time() + timeout
                 status, version, headers = _parse_head(head)
-                body, framed = await _read_body(conn.reader, headers, scope, timeout)
+                if not _body_buffered(conn, headers):
+                    # Moving a deadline reschedules its timer: only when a read will wait.
+                    scope.deadline = anyio.current_time() + timeout
+                body, framed = await _read_body(conn, headers, scope, timeout)
         except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError,
                 anyio.ClosedResourceError, OSError) as exc:
             if conn.reused and not got_bytes:
@@ -334,15 +288,29 @@ def _split(url: str) -> tuple[_Origin, str, str]:
 def _request_head(
     method: str, target: str, host: str, headers: Mapping[str, str], length: int
 ) -> bytes:
+    start, sized = _head_start(method, target, host, tuple(headers.items()))
+    return start + b"\r\n" if sized else start + b"Content-Length: %d\r\n\r\n" % length
+
+
+@functools.lru_cache(maxsize=256)
+def _head_start(
+    method: str, target: str, host: str, headers: tuple[tuple[str, str], ...]
+) -> tuple[bytes, bool]:
+    """The request head up to its length (the same few heads every call): the lines, and
+    whether the caller gave ``Content-Length`` itself."""
     lines = [f"{method} {target} HTTP/1.1", f"Host: {host}"]
-    given = {name.lower() for name in headers}
-    for name, value in headers.items():
+    for name, value in headers:
         if "\r" in name or "\n" in name or "\r" in value or "\n" in value:
             raise HTTPTransportError(f"header {name!r} contains a line break")
         lines.append(f"{name}: {value}")
-    if "content-length" not in given:
-        lines.append(f"Content-Length: {length}")
-    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+    sized = any(name.lower() == "content-length" for name, _ in headers)
+    return "".join(line + "\r\n" for line in lines).encode("latin-1"), sized
+
+
+def _body_buffered(conn: Connection, headers: dict[str, str]) -> bool:
+    """Whether the whole ``Content-Length`` body has already been read ahead."""
+    length = headers.get("content-length")
+    return length is not None and length.isdigit() and conn.buffered >= int(length)
 
 
 def _parse_head(head: bytes) -> tuple[int, str, dict[str, str]]:
@@ -360,7 +328,7 @@ def _parse_head(head: bytes) -> tuple[int, str, dict[str, str]]:
 
 
 async def _read_body(
-    reader: anyio.streams.buffered.BufferedByteReceiveStream,
+    reader: Connection,
     headers: dict[str, str],
     scope: anyio.CancelScope,
     timeout: float,
@@ -393,7 +361,7 @@ async def _read_body(
     parts: list[bytes] = []
     while True:
         try:
-            parts.append(await reader.receive(_READ_CHUNK))
+            parts.append(await reader.receive())
         except anyio.EndOfStream:
             return b"".join(parts), False
         scope.deadline = anyio.current_time() + timeout

@@ -2,7 +2,7 @@
 
 :class:`OpenAICompatibleModel` speaks the Chat Completions protocol (``POST
 {base_url}/chat/completions``) on pooled keep-alive HTTP/1.1 connections of its own
-(:mod:`runtime.http_pool`, on anyio streams), so a fan-out of model-calling branches is
+(:mod:`runtime.http_pool`, on anyio), so a fan-out of model-calling branches is
 bounded by the provider's quotas, not by a thread pool, and reuses its connections.
 
 Why not the official ``openai`` SDK: the adapter is the name users already configure, and
@@ -10,7 +10,7 @@ it worked with the runtime's two dependencies; with the SDK it would need an ext
 installed. The SDK would also have to be argued out of what it does on its own (retries,
 following redirects, reading ``OPENAI_*`` variables, reshaping ``extra_body``), and its
 errors translated back into this module's classification. One JSON POST per call needs
-little of HTTP, and anyio streams give it on asyncio and trio alike.
+little of HTTP, and anyio gives it on asyncio and trio alike.
 
 Calls of all branches of a process to one provider (API root and key) share one
 :class:`~runtime.provider_limits.ProviderLimiter`: at most ``max_in_flight`` calls
@@ -146,6 +146,8 @@ class OpenAICompatibleModel:
         self.pool = pool or _POOL
         self._limiter = limiter
         self._api_key = api_key or None
+        # The same few header sets every call: built once per key (and extra headers).
+        self._headers_by_key: dict[str | None, tuple[dict[str, str], dict[str, str]]] = {}
 
     @classmethod
     def from_env(
@@ -256,6 +258,13 @@ class OpenAICompatibleModel:
         return self._api_key
 
     def _headers(self, api_key: str | None) -> dict[str, str]:
+        cached = self._headers_by_key.get(api_key)
+        if cached is None or cached[0] != self.extra_headers:  # built for other extras
+            cached = self._headers_by_key[api_key] = (dict(self.extra_headers),
+                                                      self._build_headers(api_key))
+        return cached[1]
+
+    def _build_headers(self, api_key: str | None) -> dict[str, str]:
         headers = {
             "Content-Type": "application/json",
             "Accept": "application/json",
@@ -306,25 +315,28 @@ class OpenAICompatibleModel:
             return redact(text, api_key, self._api_key)
 
         text = raw.decode("utf-8", errors="replace")
-        # Redact before cutting, so a truncated key cannot slip past the redaction.
-        cut = excerpt(hide(text))
+
+        def cut() -> str:  # only an error quotes the body
+            # Redact before cutting, so a truncated key cannot slip past the redaction.
+            return excerpt(hide(text))
+
         try:
             data: Any = json.loads(text)
         except ValueError:
             data = None
         if not 200 <= status < 300 or (isinstance(data, dict) and "choices" not in data
                                        and "error" in data):
-            raise self._http_error(status, data, cut, hide, retry_after)
+            raise self._http_error(status, data, cut(), hide, retry_after)
         if data is None:
             raise ModelError(
-                f"{self.endpoint} returned a non-JSON body (HTTP {status}): {cut}",
+                f"{self.endpoint} returned a non-JSON body (HTTP {status}): {cut()}",
                 extra={"status": status, "url": self.endpoint},
             )
         try:
             return parse_completion(data)
         except Malformed as exc:
             raise ModelError(
-                f"{self.endpoint} returned a malformed chat completion ({exc}): {cut}",
+                f"{self.endpoint} returned a malformed chat completion ({exc}): {cut()}",
                 extra={"status": status, "url": self.endpoint},
             ) from None
 

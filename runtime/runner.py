@@ -20,13 +20,14 @@ is left to the engine's grace period; in a branch, the branch's token stops it a
 
 from __future__ import annotations
 
+import math
 import time
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from . import events as ev
-from .barrier import current_view
+from .barrier import BranchView, current_view
 from .dispatch import Outcome, apply_transition, dispatch_tools, to_transition
 from .errors import (
     BranchCancelledError,
@@ -225,21 +226,34 @@ async def _invoke(
     view = current_view.get()
     if view is not None and view.cancel.cancelled:
         raise BranchCancelledError(f"Branch {view.path_str} was cancelled: {view.cancel.reason}.")
-    async with turn_of(flow).model_call_slot():
-        if view is None:
-            with anyio.fail_after(timeout):
-                return await model.invoke(request)
+    limiter = turn_of(flow).model_call_limiter()
+    if limiter is None:
+        return await _call(model, request, timeout, view)
+    async with limiter:
+        return await _call(model, request, timeout, view)
+
+
+async def _call(
+    model: Model, request: ModelRequest, timeout: float | None, view: BranchView | None
+) -> ModelResponse:
+    # One cancel scope serves the timeout and the branch's token, and none is opened when
+    # neither applies: a scope costs microseconds, and a fan-out makes a call per branch.
+    if view is None and timeout is None:
+        return await model.invoke(request)
+    deadline = math.inf if timeout is None else anyio.current_time() + timeout
+    with anyio.CancelScope(deadline=deadline) as scope:
         # The token cancels this scope the moment it is cancelled (no task waits for it:
         # one per call was a fifth of the engine's time in a model-calling fan-out).
-        with anyio.CancelScope() as scope:
-            stop_watching = view.cancel.on_cancel(scope.cancel)
-            try:
-                with anyio.fail_after(timeout):
-                    return await model.invoke(request)
-            finally:
+        stop_watching = view.cancel.on_cancel(scope.cancel) if view is not None else None
+        try:
+            return await model.invoke(request)
+        finally:
+            if stop_watching is not None:
                 stop_watching()
+    if view is not None and view.cancel.cancelled:
         raise BranchCancelledError(
             f"Branch {view.path_str} was cancelled during a model call: {view.cancel.reason}.")
+    raise TimeoutError(f"The model call took more than {timeout:g}s.")
 
 
 def _message_json(message: Message) -> dict[str, Any]:

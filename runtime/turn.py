@@ -12,10 +12,10 @@ core reaches it; the barrier sees it only through its host Protocol
 from __future__ import annotations
 
 import copy
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, final
+from typing import TYPE_CHECKING, Any, Literal, final
 
 import anyio
 
@@ -112,7 +112,7 @@ class Turn:
         self._root_barriers_closed: anyio.Event | None = None
         self._selection: ModelSelection | None = None
         self._channels: dict[str, Mapping[str, Channel]] = {}
-        self._model_limiter: anyio.CapacityLimiter | None = None
+        self._model_limiter: anyio.CapacityLimiter | Literal[False] | None = False
         self._concurrent_groups = 0
 
     def next_concurrent_group(self) -> int:
@@ -501,17 +501,13 @@ class Turn:
 
     # -- model calls ---------------------------------------------------------------------
 
-    @asynccontextmanager
-    async def model_call_slot(self) -> AsyncIterator[None]:
-        """Hold one of the turn's model-call slots (the provider quota), if limited."""
-        limit = self.parallel_config().model_call_limit
-        if limit is None:
-            yield
-            return
-        if self._model_limiter is None:
-            self._model_limiter = anyio.CapacityLimiter(limit)
-        async with self._model_limiter:
-            yield
+    def model_call_limiter(self) -> anyio.CapacityLimiter | None:
+        """The limiter of the turn's model-call slots (the provider quota); None when the
+        flow sets no quota. A call holds one slot while it runs."""
+        if self._model_limiter is False:  # read once per turn: a validation per call
+            limit = self.parallel_config().model_call_limit
+            self._model_limiter = None if limit is None else anyio.CapacityLimiter(limit)
+        return self._model_limiter
 
     def count_model_call(self) -> int:
         """Count one model call of this turn (a loop guard); returns its number."""

@@ -161,7 +161,12 @@ class _Barrier:
             async with anyio.create_task_group() as tg:
                 for index in range(len(self.plan)):
                     if limiter is not None:
-                        await limiter.acquire_on_behalf_of(index)
+                        # anyio's acquire yields a whole event-loop turn even when a slot
+                        # is free: only wait when none is.
+                        try:
+                            limiter.acquire_on_behalf_of_nowait(index)
+                        except anyio.WouldBlock:
+                            await limiter.acquire_on_behalf_of(index)
                     if self.token.cancelled:
                         if limiter is not None:
                             limiter.release_on_behalf_of(index)

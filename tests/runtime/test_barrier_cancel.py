@@ -300,3 +300,29 @@ def test_a_callback_that_raises_keeps_nobody_else_from_being_told() -> None:
         parent.cancel("stop")
     assert told == ["parent's second", "child"]
     assert parent.cancelled and child.cancelled and child.reason == "stop"
+
+
+async def test_a_cancelled_model_call_with_a_timeout_is_cancelled_not_timed_out() -> None:
+    # The call's one cancel scope serves the timeout and the token: the token's
+    # cancellation must still read as cancellation, and the timeout must not fire first.
+    token = CancelToken()
+    entered = anyio.Event()
+
+    async def on_enter(self: Step) -> None:
+        entered.set()
+
+    def call_timeout(self: Step) -> float | None:
+        return 30.0
+
+    Talker = branch_step("Talker", attrs={"on_enter": on_enter, "call_timeout": call_timeout})
+
+    async def body(coord: Step) -> ParallelBatchResult:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_cancel_when, token, "stop", entered)
+            return await coord.run_steps([{"step": Talker}], cancel=token)
+
+    out = await run_body(body, [Talker], rules=[Rule(step="Talker", text="slow", latency=1.0)])
+    branch = out.value.branches[0]
+    assert branch.status == "rejected" and isinstance(branch.error, BranchCancelledError)
+    assert "during a model call" in str(branch.error)
+    assert out.model.requests == []

@@ -27,6 +27,7 @@ from runtime import (
     Step,
 )
 from runtime import events as ev
+from tests.runtime.helpers import SlowModel
 
 pytestmark = pytest.mark.anyio
 
@@ -110,3 +111,35 @@ async def test_a_refusal_in_a_branch_reaches_the_steps_recovery_hook() -> None:
                         providers={"scripted": ScriptedModel([Rule(respond=refuse)])})
     reply = await engine.run(GuardedFlow.id, "hello")
     assert reply.message == "fulfilled: recovered from: blocked by the provider's safety filter"
+
+
+class Hasty(Step):
+    """One model call, with a per-attempt timeout."""
+
+    def call_timeout(self) -> float | None:
+        return 0.05
+
+
+class HastyFork(LogicStep):
+    async def run_logic(self) -> Routable:
+        batch = await self.run_steps([RunStepRequest(Hasty, user_message="hello")])
+        (branch,) = batch.branches
+        outcome = branch.output if branch.error is None else repr(branch.error)
+        return f"{branch.status}: {outcome}"
+
+
+class HastyFlow(TopFlow):
+    def define_steps(self) -> list[Step]:
+        return [HastyFork(self), Hasty(self)]
+
+
+async def test_a_timed_out_attempt_in_a_branch_is_cut_short_and_retried() -> None:
+    model = SlowModel(delay=30.0, slow_calls=1)
+    sink = ev.MemorySink()
+    engine = FlowEngine(flows=[HastyFlow], providers={"scripted": model}, sinks=[sink])
+    reply = await engine.run(HastyFlow.id, "hello")
+    assert reply.message == "fulfilled: slow answer"
+    assert model.outcomes == ["cancelled", "answered"]  # stopped, not waited out
+    [failed] = [e for e in sink.events if isinstance(e, ev.ModelFailed)]
+    assert (failed.attempt, failed.retrying, failed.error.type) == (1, True, "TimeoutError")
+    assert "took more than 0.05s" in failed.error.message

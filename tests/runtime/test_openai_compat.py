@@ -231,6 +231,26 @@ async def test_per_selection_api_key_overrides_and_never_reaches_the_body(
     assert "api_key" not in sent.body
 
 
+async def test_headers_follow_the_key_of_each_call_and_later_extra_headers(
+    server: FakeEndpoint,
+) -> None:
+    # The adapter builds each header set once; a per-selection key, a change of
+    # extra_headers after a call, and the default key again must each still be sent.
+    for _ in range(4):
+        server.answer("ok")
+    model = OpenAICompatibleModel(server.url, "sk-default", extra_headers={"X-Org": "acme"})
+    await model.invoke(make_request())
+    await model.invoke(make_request(params={"api_key": "sk-tenant"}))
+    model.extra_headers["X-Org"] = "globex"
+    await model.invoke(make_request())
+    del model.extra_headers["X-Org"]
+    await model.invoke(make_request(params={"api_key": "sk-tenant"}))
+    assert [(r.headers["authorization"], r.headers.get("x-org")) for r in server.requests] == [
+        ("Bearer sk-default", "acme"), ("Bearer sk-tenant", "acme"),
+        ("Bearer sk-default", "globex"), ("Bearer sk-tenant", None),
+    ]
+
+
 async def test_no_key_no_authorization_header_and_reserved_params(server: FakeEndpoint) -> None:
     server.answer("ok")
     model = OpenAICompatibleModel(server.url)
