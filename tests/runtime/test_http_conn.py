@@ -135,7 +135,7 @@ async def test_a_body_that_stalls_past_the_timeout_times_out(pool: ConnectionPoo
     # The head came, so the deadline moved on; then the body never did.
     script = Script([[b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n12345", 30.0]])
     async with scripted(script) as port:
-        with pytest.raises(HTTPTimeout, match="no reply within 0.3s"):
+        with pytest.raises(HTTPTimeout, match=r"no reply within 0\.3s"):
             await post(pool, port, timeout=0.3)
 
 
