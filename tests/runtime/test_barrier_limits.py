@@ -8,6 +8,7 @@ import operator
 from typing import Any, Literal
 
 import anyio
+import anyio.lowlevel
 import pytest
 from pydantic import BaseModel, ConfigDict
 
@@ -291,6 +292,32 @@ async def test_max_concurrency_bounds_running_branches_and_starts_queued_ones_in
     assert peak == 2
     assert starts == [0, 1, 2, 3, 4]
     assert all(b.status == "fulfilled" for b in out.value.branches)
+
+
+async def test_a_wide_unlimited_fork_lets_its_first_branches_run_on_while_it_starts_the_rest(
+) -> None:
+    # Each branch records its start, yields once (where a model call would wait for its
+    # connection), and records that it went on. Started all in one go, every start came
+    # before any branch went on; started in batches, the first branches go on before the
+    # last one starts.
+    seen: list[tuple[str, int]] = []
+
+    async def hop(step: Step, message: str | None) -> Any:
+        index = step.parallel_invocation().index
+        seen.append(("start", index))
+        await anyio.lowlevel.checkpoint()
+        seen.append(("on", index))
+        return index
+
+    H = branch_step("H", hop)
+
+    async def body(coord: Step) -> Any:
+        return await coord.run_steps([{"step": H, "key": f"k{i}"} for i in range(64)])
+
+    out = await run_body(body, [H])
+    assert [b.output for b in out.value.branches] == list(range(64))
+    assert seen.index(("on", 0)) < seen.index(("start", 63))
+    assert sorted(seen) == sorted([(kind, i) for i in range(64) for kind in ("start", "on")])
 
 
 async def test_a_barrier_nested_deeper_than_max_depth_raises_a_limit_error() -> None:
