@@ -5,8 +5,9 @@ Two kinds, told apart by the scheme:
 * ``http``: a plain non-blocking socket, waited on with :func:`anyio.wait_readable` and
   :func:`anyio.wait_writable` (on asyncio, one reader callback per wait; on trio, its
   own wait). A fan-out of model calls to a local server (vLLM, Ollama, a gateway) spends
-  most of its client CPU in the transport: anyio's socket streams cost about 2.3 times
-  as much per request, in their protocol object, guards and shielded checkpoints.
+  much of its client CPU in the transport, and anyio's socket streams add a protocol
+  object, guards and shielded checkpoints to every read: 2,000 pooled requests to a
+  local server cost about 245 µs of client CPU each on streams, 165 µs on sockets.
 * ``https``: an anyio TLS stream, which does the handshake and the record layer.
 
 Both read through the same buffer, so the reply parser sees one interface. The read
