@@ -20,13 +20,20 @@ def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def gen_message_id(step_name: str) -> str:
+def gen_message_id(step_name: str, stamp: str | None = None) -> str:
     """A step-attributed message id: ``<StepName>|<ISO time>|<10 digits>``.
 
     The step prefix is what ``Step.on_crossing`` reads to tell whether the last message
-    in a namespace was produced by that step.
+    in a namespace was produced by that step. ``stamp`` is the time to put in (now when
+    None).
     """
-    return f"{step_name}|{now_iso()}|{random.randrange(10**9, 10**10)}"
+    return f"{step_name}|{stamp or now_iso()}|{random.randrange(10**9, 10**10)}"
+
+
+def _attributed(step_name: str, **fields: Any) -> Message:
+    # One clock read: the id's time and the timestamp are the same instant.
+    stamp = now_iso()
+    return Message(id=gen_message_id(step_name, stamp), timestamp=stamp, **fields)
 
 
 class ToolCall(BaseModel):
@@ -80,32 +87,24 @@ def system_message(content: str) -> Message:
 
 def human_message(step_name: str, content: str) -> Message:
     """A human message attributed to ``step_name``."""
-    return Message(
-        type="human", content=content, id=gen_message_id(step_name),
-        additional_kwargs={"direct": False},
-    )
+    return _attributed(step_name, type="human", content=content,
+                       additional_kwargs={"direct": False})
 
 
 def ai_message(step_name: str, content: str, tool_calls: list[ToolCall] | None = None) -> Message:
     """An AI message attributed to ``step_name``."""
-    return Message(
-        type="ai", content=content, id=gen_message_id(step_name), tool_calls=tool_calls or [],
-    )
+    return _attributed(step_name, type="ai", content=content, tool_calls=tool_calls or [])
 
 
 def direct_message(step_name: str, content: str) -> Message:
     """An AI message that is returned to the user as-is, without another model call."""
-    return Message(
-        type="ai", content=content, id=gen_message_id(step_name),
-        additional_kwargs={"direct": True},
-    )
+    return _attributed(step_name, type="ai", content=content,
+                       additional_kwargs={"direct": True})
 
 
 def tool_message(
     step_name: str, call: ToolCall, content: str, *, status: Literal["success", "error"]
 ) -> Message:
     """The reply to one tool call."""
-    return Message(
-        type="tool", content=content, id=gen_message_id(step_name), name=call.name,
-        tool_call_id=call.id, status=status,
-    )
+    return _attributed(step_name, type="tool", content=content, name=call.name,
+                       tool_call_id=call.id, status=status)

@@ -473,8 +473,10 @@ class Turn:
             self.require_doc().flow.sequence.append(ev.build_unchecked(
                 SequenceEntry, {"level": level, "step_name": worker.name}))
             # No step.entered/exited for a branch: branch.started/fulfilled/rejected say it.
-            await worker.on_enter()
-            if worker.is_logic() and type(worker).run is _step.Step.run:
+            kind = type(worker)
+            if kind.on_enter is not _step.Step.on_enter:  # the base hooks do nothing
+                await worker.on_enter()
+            if worker.is_logic() and kind.run is _step.Step.run:
                 # A logic branch's output is what run_logic() returns; it cannot route.
                 output = await worker.run_logic()  # type: ignore[attr-defined]
                 if isinstance(output, Transition) or (
@@ -485,7 +487,8 @@ class Turn:
                 output = await worker.run(message)
             if view.direct is not None:
                 output = view.direct.value
-            await worker.on_exit()
+            if kind.on_exit is not _step.Step.on_exit:
+                await worker.on_exit()
             return output
         finally:
             frames.reset(frame_token)

@@ -29,6 +29,7 @@ from typing import Any, final
 
 import anyio
 import anyio.lowlevel
+from anyio import TaskHandle
 
 from .. import events as ev
 from ..errors import (
@@ -134,8 +135,11 @@ class _Barrier:
             for i, item in enumerate(self.plan)
         ]
         self.outcomes: list[BranchResult | None] = [None] * len(self.plan)
-        self.running: dict[int, anyio.CancelScope] = {}
-        """Cancel scopes of the branches running now, by request index."""
+        self.running: set[int] = set()
+        """Request indices of the branches running now."""
+        self.tasks: list[TaskHandle[None] | None] = [None] * len(self.plan)
+        """The task of each running branch, by request index: cancelling it stops the
+        branch."""
         self.reasons: dict[int, BaseException] = {}
         """Why the driver stopped a branch (timeout, budget), when it did."""
         self.finished: list[str] = []
@@ -180,7 +184,7 @@ class _Barrier:
                             limiter.release_on_behalf_of(index)
                         self._never_start(index)
                         break
-                    tg.start_soon(self._run_branch, index, limiter)
+                    self.tasks[index] = tg.start_soon(self._run_branch, index, limiter)
             outer.cancel_scope.cancel()
         self.usage.on_exhausted.clear()
 
@@ -197,13 +201,15 @@ class _Barrier:
             self._report_branch(index, started=False)
 
     async def _run_branch(self, index: int, limiter: anyio.CapacityLimiter | None) -> None:
+        # The branch's task is cancelled through its handle (grace expired, budget spent):
+        # the scope anyio gives every task, rather than a second one per branch.
         item, view = self.plan[index], self.views[index]
         self.host.emit(ev.BranchStarted, path=view.path_str, barrier=self.id, index=index,
                        key=item.key, step=item.name)
         timeout = self.options.branch_timeout
+        self.running.add(index)
         try:
-            with anyio.CancelScope() as cs:
-                self.running[index] = cs
+            try:
                 if timeout is None:
                     self._fulfil(index, await self.host.run_branch(item.step, view, item.message))
                 else:
@@ -214,18 +220,29 @@ class _Barrier:
                         view.closed = True
                         self.reasons[index] = BranchTimeoutError(
                             f"Branch {view.path_str} ({item.key}) ran longer than {timeout} s.")
-        except Exception as exc:  # ordinary branch errors are data, not task-group failures
-            self._settle(index, exc)
-        finally:
-            self.running.pop(index, None)
-            if limiter is not None:
-                limiter.release_on_behalf_of(index)
-            if self.drained is not None and not self.running:
-                self.drained.set()
+            except Exception as exc:  # ordinary branch errors are data, not task-group failures
+                self._settle(index, exc)
+            finally:
+                self.running.discard(index)
+                self.tasks[index] = None  # not kept past its end: a wide fork would hold all
+                if limiter is not None:
+                    limiter.release_on_behalf_of(index)
+                if self.drained is not None and not self.running:
+                    self.drained.set()
+        except BaseException:
+            if view.closed:  # stopped by this barrier: its outcome is reported as it ends
+                self._conclude(index)
+            raise
+        self._conclude(index)
+
+    def _conclude(self, index: int) -> None:
+        """Settle and report a branch that ended; synchronous, as a cancelled task's last
+        act may not await."""
+        view = self.views[index]
         if self.outcomes[index] is None:
             # Stopped from outside (grace expired, budget spent, timeout): say why.
             self._settle(index, self.reasons.get(index) or BranchCancelledError(
-                f"Branch {view.path_str} ({item.key}) did not finish within the cancellation "
+                f"Branch {view.path_str} ({view.key}) did not finish within the cancellation "
                 "grace period; its writes were dropped."))
         self.finished.append(view.path_str)
         self._report_branch(index, started=True)
@@ -269,12 +286,17 @@ class _Barrier:
         """The token budget ran out: every running branch loses its publication rights at
         once (no grace: spending more is what the budget forbids)."""
         self.usage.exhausted = True
-        for index, cs in self.running.items():
+        for index in sorted(self.running):
             self.reasons.setdefault(index, BranchBudgetError(
                 f"The barrier's token budget of {self.options.token_budget} ran out."))
             self.views[index].closed = True
-            cs.cancel()
+            self._stop(index)
         self.token.cancel("token budget exhausted")
+
+    def _stop(self, index: int) -> None:
+        task = self.tasks[index]
+        assert task is not None, "a running branch has a task"
+        task.cancel()
 
     async def _watch_cancel(self) -> None:
         """Tell running branches, wait out the grace period, then close the late ones."""
@@ -293,7 +315,7 @@ class _Barrier:
         late = sorted(self.running)
         for index in late:
             self.views[index].closed = True  # late writes are dropped from here on
-            self.running[index].cancel()
+            self._stop(index)
         if late:
             host.emit(ev.CancelGraceExpired, path=self.caller_path, barrier=self.id,
                       closed=[self.views[i].path_str for i in late])

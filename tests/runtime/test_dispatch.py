@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from runtime import Rule, Step, ToolSpec, Transition, define_tool, go, tool
+from runtime import Rule, Step, ToolCall, ToolSpec, Transition, define_tool, go, tool
+from runtime.messages import ai_message, direct_message, human_message, tool_message
 from tests.runtime.helpers import ScriptedFlow, load, make_engine, memory, warnings_of
 
 pytestmark = pytest.mark.anyio
@@ -262,3 +263,13 @@ async def test_unparseable_arguments_kept_under_raw_go_back_to_the_model() -> No
     error = model.requests[1].last_message
     assert (error.type, error.status) == ("tool", "error")
     assert error.content.startswith("Invalid arguments for tool 'note': they are not a JSON object")
+
+
+def test_an_attributed_message_carries_one_instant_in_its_id_and_timestamp() -> None:
+    call = ToolCall(id="call_1", name="book")
+    for message in (human_message("Desk", "hi"), ai_message("Desk", "hello"),
+                    direct_message("Desk", "done"),
+                    tool_message("Desk", call, "booked", status="success")):
+        step, stamp, digits = message.id.split("|")
+        assert (step, stamp) == ("Desk", message.timestamp)
+        assert len(digits) == 10 and digits.isdigit()
