@@ -4,8 +4,9 @@ Theory of operation. :func:`run_barrier` validates the options and requests
 (:mod:`._plan`), gives each branch a :class:`~.views.BranchView` over the caller's current
 view, and starts branches **in request order** — the starting loop acquires the
 concurrency limiter itself, so the queue order does not depend on the backend's task
-scheduling. Each branch runs in its own cancel scope, with its view and execution frame
-set by the host. The pure join (:mod:`._join`) then decides what publishes, and
+scheduling (an unlimited barrier starts eight between two turns of the event loop). Each
+branch runs in its own task, stopped through the task's handle, with its view and
+execution frame set by the host. The pure join (:mod:`._join`) then decides what publishes, and
 :meth:`_Barrier.publish` applies it: to the canonical state for a root barrier (with an
 optional checkpoint save, rolled back if the save fails), or into the calling branch's
 view.
