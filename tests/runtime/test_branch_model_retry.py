@@ -35,14 +35,20 @@ class Echo(Step):
     """One model call."""
 
 
-class Fork(LogicStep):
-    """Runs Echo as the one branch of a barrier."""
+def fork_of(step: type[Step]) -> type[LogicStep]:
+    """A logic step that runs ``step`` as the one branch of a barrier and replies with the
+    branch's status and output (or error)."""
 
-    async def run_logic(self) -> Routable:
-        batch = await self.run_steps([RunStepRequest(Echo, user_message="hello")])
+    async def run_logic(self: LogicStep) -> Routable:
+        batch = await self.run_steps([RunStepRequest(step, user_message="hello")])
         (branch,) = batch.branches
         outcome = branch.output if branch.error is None else repr(branch.error)
         return f"{branch.status}: {outcome}"
+
+    return type(f"{step.__name__}Fork", (LogicStep,), {"run_logic": run_logic})
+
+
+Fork = fork_of(Echo)
 
 
 class TopFlow(Flow):
@@ -90,12 +96,7 @@ class Guarded(Step):
         return f"recovered from: {error}"
 
 
-class GuardedFork(LogicStep):
-    async def run_logic(self) -> Routable:
-        batch = await self.run_steps([RunStepRequest(Guarded, user_message="hello")])
-        (branch,) = batch.branches
-        outcome = branch.output if branch.error is None else repr(branch.error)
-        return f"{branch.status}: {outcome}"
+GuardedFork = fork_of(Guarded)
 
 
 class GuardedFlow(TopFlow):
@@ -120,12 +121,7 @@ class Hasty(Step):
         return 0.05
 
 
-class HastyFork(LogicStep):
-    async def run_logic(self) -> Routable:
-        batch = await self.run_steps([RunStepRequest(Hasty, user_message="hello")])
-        (branch,) = batch.branches
-        outcome = branch.output if branch.error is None else repr(branch.error)
-        return f"{branch.status}: {outcome}"
+HastyFork = fork_of(Hasty)
 
 
 class HastyFlow(TopFlow):
