@@ -21,7 +21,14 @@ from picoflow_web.redact import (
     redact_json,
 )
 from runtime import Flow, LogicStep, ModelSelection, Step
-from runtime.events import BranchFulfilled, BranchStarted, EventBus, StateContributed, dump_event
+from runtime.events import (
+    BranchFulfilled,
+    BranchStarted,
+    EventBus,
+    MemorySink,
+    StateContributed,
+    dump_event,
+)
 from tests.webhelpers import amake_user, atoken, bearer, wait_run_done
 
 pytestmark = [
@@ -150,7 +157,7 @@ def test_a_changed_setting_is_seen_at_once() -> None:
 
 
 def _events() -> list[Any]:
-    sink = _Keep()
+    sink = MemorySink()
     bus = EventBus([sink], run_id="r", session_id="s")
     bus.emit(BranchStarted, path="0", barrier="b0", index=0, key="api_key", step="Ask")
     bus.emit(BranchFulfilled, path="0", barrier="b0", index=0, key="k", output=7)
@@ -163,17 +170,7 @@ def _events() -> list[Any]:
     for field in ("password", "total", "Access-Token"):
         bus.emit(StateContributed, path="0", step="Ask", field=field, value="v", order=0,
                  draft=True, channel="append", result=None)
-    return sink.kept
-
-
-class _Keep:
-    name = "keep"
-
-    def __init__(self) -> None:
-        self.kept: list[Any] = []
-
-    def handle(self, event: Any) -> None:
-        self.kept.append(event)
+    return list(sink.events)
 
 
 @pytest.mark.parametrize("keys", [None, ("api_key", "key"), ("output",), ()])
