@@ -74,6 +74,11 @@ _SLOT = "__picoflow_turn__"
 """Where a flow instance keeps its turn: in its own ``__dict__``, under a dunder-style
 name no subclass would choose, so the turn lives and dies with the flow instance."""
 
+# Built once per branch or contribution: compiled builders, without validation (the
+# level, names and values are the runtime's own; the suite builds them strictly).
+_SEQUENCE_ENTRY = ev.record_maker(SequenceEntry)
+_CONTRIBUTED = ev.event_maker(ev.StateContributed)
+
 
 def turn_of(flow: Flow) -> Turn:
     """The turn of a flow instance (created on first use)."""
@@ -334,9 +339,9 @@ class Turn:
                         result = safe_value(view.value_of(name, field))
                     except ParallelReducerError as exc:  # recorded in the view: the join
                         result = {"reducer_failed": str(exc)}  # reports it, as unobserved
-                self.emit(ev.StateContributed, step=name, field=field, value=carried,
-                          order=contribution.meta.seq, draft=True, channel=folded,
-                          result=result)
+                _CONTRIBUTED(self.bus, view.path_str, step=name, field=field, value=carried,
+                             order=contribution.meta.seq, draft=True, channel=folded,
+                             result=result)
             return
         if field not in channels:
             raise FlowDefinitionError(
@@ -470,8 +475,8 @@ class Turn:
             level = len(frames.get()) + 1
             # No validation (level and name are the runtime's own): hot path of every branch,
             # where pydantic's model_construct costs a few µs more per branch.
-            self.require_doc().flow.sequence.append(ev.build_unchecked(
-                SequenceEntry, {"level": level, "step_name": worker.name}))
+            self.require_doc().flow.sequence.append(
+                _SEQUENCE_ENTRY(level=level, step_name=worker.name))
             # No step.entered/exited for a branch: branch.started/fulfilled/rejected say it.
             kind = type(worker)
             if kind.on_enter is not _step.Step.on_enter:  # the base hooks do nothing

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel
 
+from ..events import EventBus
 from .reducers import Channel
 from .types import CancelToken, ParallelConfig
 from .views import BranchView, View
@@ -46,6 +47,12 @@ class BarrierHost(Protocol):
 
     def emit(self, cls: type[Any], path: str | None = None, **fields: Any) -> None:
         """Emit one event; ``path`` defaults to the executing invocation's."""
+        ...
+
+    @property
+    def bus(self) -> EventBus | None:
+        """The run's event bus, if any: the barrier's per-branch events go to it through
+        their makers (:func:`runtime.events.event_maker`), one call each."""
         ...
 
     def require_step(self, target: type[Any] | str) -> StepHost:

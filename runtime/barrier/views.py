@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from ..errors import (
     ParallelConfigurationError,
@@ -318,10 +318,17 @@ class Snapshot:
     states: Mapping[str, Mapping[str, Any]] | View
     memory: Mapping[str, list[Message]]
 
+    _plain: bool = field(init=False, repr=False, default=False)
+    """Whether ``states`` is a plain mapping (decided once: an isinstance against the
+    Mapping ABC on every read of every branch costs more than the read)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_plain", isinstance(self.states, Mapping))
+
     def state_of(self, step: str) -> Mapping[str, Any]:
-        if isinstance(self.states, Mapping):
-            return self.states.get(step, {})
-        return self.states.state_of(step)
+        if self._plain:
+            return cast("Mapping[str, Mapping[str, Any]]", self.states).get(step, _NONE)
+        return cast("View", self.states).state_of(step)
 
     def memory_of(self, namespace: str) -> list[Message]:
         return self.memory.get(namespace, [])

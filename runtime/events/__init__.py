@@ -6,6 +6,8 @@
 ``values``         plain-JSON values for events (:func:`safe_value`, truncation),
                    :func:`error_info`, and :func:`build`, the emit hot path (checked under
                    ``PICOFLOW_STRICT_EVENTS=1``)
+``makers``         :func:`event_maker` and :func:`record_maker`: a builder compiled per
+                   type, what the hottest events are emitted with
 ``bus``            :class:`EventBus` (stamps and delivers) and the :class:`EventSink` protocol
 ``sinks``          memory, callback, JSONL and bounded sinks; the JSONL export format
 ``dashboard``      :class:`DashboardSink`: batches events to a dashboard over HTTP
@@ -43,6 +45,7 @@ from .fold import (
     runs_of,
     view_at,
 )
+from .makers import event_maker, record_maker
 from .schema import (
     EVENT_ADAPTER,
     EVENT_TYPES,
@@ -188,6 +191,7 @@ __all__ = [
     "dump_event",
     "dump_trace",
     "error_info",
+    "event_maker",
     "fold",
     "interruption",
     "json_schema",
@@ -195,6 +199,7 @@ __all__ = [
     "parse_event",
     "publication_of",
     "read_jsonl",
+    "record_maker",
     "runs_of",
     "safe_list",
     "safe_value",

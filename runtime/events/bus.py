@@ -24,8 +24,9 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol, runtime_checkable
 
+from .makers import event_maker
 from .schema import SCHEMA_VERSION, Event, SinkOverflowed, _Event
-from .values import build
+from .values import build_unchecked
 
 
 @runtime_checkable
@@ -71,19 +72,34 @@ class EventBus:
     def emit_fields(self, cls: type[_Event], path: str, fields: dict[str, Any]) -> Event | None:
         """:meth:`emit` with the event's own fields as a dict (no re-packing).
 
-        Built without validation on this hot path; tests validate every type strictly.
+        Built without validation on this hot path (:mod:`~runtime.events.makers`); tests
+        validate every type strictly. A field the event does not declare is dropped and a
+        missing one is None: an emit never breaks a flow.
         """
         if not self.sinks:
             return None
+        try:
+            return event_maker(cls)(self, path, **fields)  # type: ignore[no-any-return]
+        except TypeError:  # a misspelled or missing field: the maker did not bind them
+            pass
         now = time.monotonic() - self._start
-        event: Any = build(cls, {
+        event: Any = build_unchecked(cls, {
             "v": SCHEMA_VERSION, "run_id": self.run_id, "session_id": self.session_id,
             "seq": self.seq, "time": self._wall + now, "offset": now,
-            "path": path, "type": _type_of(cls), **fields,
+            "path": path, **fields, "type": cls.model_fields["type"].default,
         })
         self.seq += 1
+        return self.deliver(event)
+
+    def deliver(self, event: Event) -> Event:
+        """Hand a stamped event to every sink (the makers call this); returns it.
+
+        A sink that raises is removed and reported; a sink that dropped events reports the
+        range, and ``sink.overflowed`` follows once every sink has this event.
+        """
         reports: list[tuple[str, int, int]] | None = None
-        for sink in self.sinks if len(self.sinks) == 1 else list(self.sinks):
+        sinks = self.sinks
+        for sink in sinks if len(sinks) == 1 else list(sinks):
             try:
                 dropped = sink.handle(event)
             except Exception as exc:  # a broken sink must not break the flow
@@ -96,17 +112,8 @@ class EventBus:
                 reports = [*(reports or []), (sink.name, *dropped)]
         for name, first, last in reports or ():  # after every sink has the event: seq order
             self._report(name, first, last, last - first + 1)
-        return event  # type: ignore[no-any-return]
+        return event
 
     def _report(self, name: str, first: int, last: int, dropped: int) -> None:
         self.emit(SinkOverflowed, sink=name, first_seq=first, last_seq=last, dropped=dropped)
 
-
-_TYPES: dict[type[_Event], str] = {}
-
-
-def _type_of(cls: type[_Event]) -> str:
-    name = _TYPES.get(cls)
-    if name is None:
-        name = _TYPES[cls] = cls.model_fields["type"].default
-    return name
