@@ -133,11 +133,19 @@ def build_unchecked(cls: type[_E], fields: dict[str, Any]) -> _E:
     """
     order = _ORDER.get(cls)
     if order is None:
-        defaults = {name: None if info.is_required() else info.default
-                    for name, info in cls.model_fields.items()}
-        order = _ORDER[cls] = (tuple(defaults), defaults, set(defaults))
+        declared = cls.model_fields
+        defaults = {name: None if info.is_required() or info.default_factory else info.default
+                    for name, info in declared.items()}
+        factories: dict[str, Any] = {name: info.default_factory
+                                     for name, info in declared.items()
+                                     if info.default_factory is not None}
+        order = _ORDER[cls] = (tuple(defaults), defaults, set(defaults), factories)
     if tuple(fields) != order[0]:
-        fields = {name: fields.get(name, default) for name, default in order[1].items()}
+        given = fields
+        fields = {name: given.get(name, default) for name, default in order[1].items()}
+        for name, factory in order[3].items():  # a fresh default per record, as pydantic
+            if name not in given:
+                fields[name] = factory()
     event = cls.__new__(cls)
     _set(event, "__dict__", fields)
     # Every field is set; one shared set per class (pydantic only reads it) saves an
@@ -148,7 +156,8 @@ def build_unchecked(cls: type[_E], fields: dict[str, Any]) -> _E:
     return event
 
 
-_ORDER: dict[type[BaseModel], tuple[tuple[str, ...], dict[str, Any], set[str]]] = {}
+_ORDER: dict[type[BaseModel],
+             tuple[tuple[str, ...], dict[str, Any], set[str], dict[str, Any]]] = {}
 _set = object.__setattr__
 
 

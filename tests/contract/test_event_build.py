@@ -176,3 +176,10 @@ def test_barrier_options_defaults_and_constraints() -> None:
     options = ev.BarrierOptions()
     with pytest.raises(ValidationError):
         options.policy = "atomic"  # type: ignore[misc]
+
+
+def test_a_field_with_a_default_factory_gets_a_fresh_value_per_unchecked_build() -> None:
+    fields = {"type": "E", "code": "internal", "message": "m"}
+    one, two = ev.build_unchecked(ev.ErrorInfo, fields), ev.build_unchecked(ev.ErrorInfo, fields)
+    assert one.extra == {} and one.extra is not two.extra
+    assert one.model_dump_json() == ev.ErrorInfo(**fields).model_dump_json()
