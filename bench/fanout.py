@@ -13,7 +13,7 @@ per-round ratios, so drift on a shared machine hits both sides of a ratio alike.
 
 Also reports peak memory (tracemalloc) for N branches forked off a ~10 MB state.
 
-    .venv/bin/python bench/fanout.py [--n 1000] [--reps 15]
+    .venv/bin/python bench/fanout.py [--n 1000] [--reps 15] [--no-langgraph]
 """
 
 from __future__ import annotations
@@ -201,6 +201,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=1000)
     parser.add_argument("--reps", type=int, default=15)
+    parser.add_argument("--no-langgraph", action="store_true",
+                        help="skip LangGraph (at 100,000 branches it takes minutes per round)")
     args = parser.parse_args()
     n, reps = args.n, args.reps
 
@@ -209,7 +211,7 @@ def main() -> None:
         "add": lambda: picoflow_fanout(n, "add"),
         "bare": lambda: bare_task_group(n),
     }
-    lg = langgraph_fanout(n, "noop")
+    lg = None if args.no_langgraph else langgraph_fanout(n, "noop")
     if lg:
         variants["langgraph"] = lg
         variants["langgraph_add"] = langgraph_fanout(n, "add")
@@ -231,7 +233,7 @@ def main() -> None:
         print(f"ratio run_steps(append) / LangGraph append  "
               f"{ratio(samples, 'add', 'langgraph_add'):6.3f}   (target <= 0.1; both reduce "
               "one list)")
-    else:
+    elif not args.no_langgraph:
         print("LangGraph not installed: pip install langgraph to measure the ratio")
     TIMINGS.clear()
     anyio.run(picoflow_fanout, n, "big")
