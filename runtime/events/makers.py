@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
@@ -34,8 +34,7 @@ from .values import STRICT, build_strict
 EventMaker = Callable[..., Any]
 """``(bus, path, **fields) -> Event | None``."""
 
-RecordMaker = Callable[..., Any]
-"""``(**fields) -> record``."""
+_M = TypeVar("_M", bound=BaseModel)
 
 ENVELOPE = ("v", "run_id", "session_id", "seq", "time", "offset", "path", "type")
 """The fields a maker stamps itself; every other field of an event is a parameter."""
@@ -50,7 +49,7 @@ _MISSING = object()
 """Default of a parameter whose field has a default factory: the factory runs per call."""
 
 _EVENT_MAKERS: dict[type[BaseModel], EventMaker] = {}
-_RECORD_MAKERS: dict[type[BaseModel], RecordMaker] = {}
+_RECORD_MAKERS: dict[type[BaseModel], Callable[..., Any]] = {}
 
 
 def event_maker(cls: type[_Event]) -> EventMaker:
@@ -61,8 +60,9 @@ def event_maker(cls: type[_Event]) -> EventMaker:
     return maker
 
 
-def record_maker(cls: type[BaseModel]) -> RecordMaker:
-    """The maker of ``cls`` records (compiled on first use, then cached)."""
+def record_maker(cls: type[_M]) -> Callable[..., _M]:
+    """The maker of ``cls`` records, ``(**fields) -> cls`` (compiled on first use, then
+    cached)."""
     maker = _RECORD_MAKERS.get(cls)
     if maker is None:
         maker = _RECORD_MAKERS[cls] = _compile(cls, event=False)

@@ -199,6 +199,11 @@ def build_strict(cls: type[_E], fields: dict[str, Any]) -> _E:
     problems += [f"missing required field {name!r}" for name in missing]
     if problems:
         raise EventBuildError(cls, problems)
+    # A default factory runs once, for both copies (a time stamp would differ otherwise).
+    factories: dict[str, Any] = {name: info.default_factory for name, info in declared.items()
+                                 if info.default_factory is not None and name not in fields}
+    if factories:
+        fields = {**fields, **{name: factory() for name, factory in factories.items()}}
     try:
         validated = cls.model_validate(fields)
     except ValidationError as exc:

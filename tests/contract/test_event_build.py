@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from runtime import events as ev
 
@@ -183,3 +183,12 @@ def test_a_field_with_a_default_factory_gets_a_fresh_value_per_unchecked_build()
     one, two = ev.build_unchecked(ev.ErrorInfo, fields), ev.build_unchecked(ev.ErrorInfo, fields)
     assert one.extra == {} and one.extra is not two.extra
     assert one.model_dump_json() == ev.ErrorInfo(**fields).model_dump_json()
+
+
+def test_a_strict_build_runs_a_default_factory_once_for_both_copies() -> None:
+    ticks = iter(range(100))
+
+    class Stamped(BaseModel):
+        n: int = Field(default_factory=lambda: next(ticks))
+
+    assert ev.build_strict(Stamped, {}).n == 0
