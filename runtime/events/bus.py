@@ -78,10 +78,13 @@ class EventBus:
         """
         if not self.sinks:
             return None
+        seq = self.seq
         try:
             return event_maker(cls)(self, path, **fields)  # type: ignore[no-any-return]
-        except TypeError:  # a misspelled or missing field: the maker did not bind them
-            pass
+        except TypeError:
+            if self.seq != seq:  # raised after the event went out: not a field's mistake
+                raise
+        # A misspelled or missing field: the maker's call did not bind them.
         now = time.monotonic() - self._start
         event: Any = build_unchecked(cls, {
             "v": SCHEMA_VERSION, "run_id": self.run_id, "session_id": self.session_id,

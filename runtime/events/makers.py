@@ -72,6 +72,8 @@ def record_maker(cls: type[_M]) -> Callable[..., _M]:
 def _compile(cls: type[BaseModel], *, event: bool) -> Callable[..., Any]:
     fields = cls.model_fields
     own = [name for name in fields if not (event and name in ENVELOPE)]
+    if event and "bus" in own:  # the maker's first parameter
+        raise TypeError(f"{cls.__name__} may not declare a field named 'bus'.")
     namespace: dict[str, Any] = {
         "_cls": cls, "_new": cls.__new__, "_set": object.__setattr__,
         "_FIELDS": set(fields), "_MISSING": _MISSING, "_build": build_strict,

@@ -101,3 +101,12 @@ def test_without_strict_mode_a_maker_builds_what_the_strict_builder_builds() -> 
 def test_every_event_type_compiles_a_maker() -> None:
     for name, cls in ev.EVENT_TYPES.items():
         assert callable(ev.event_maker(cls)), name
+
+
+def test_an_event_type_with_a_field_named_bus_gets_no_maker() -> None:
+    class Odd(ev._Event):
+        type: str = "odd"
+        bus: str
+
+    with pytest.raises(TypeError, match="may not declare a field named 'bus'"):
+        ev.event_maker(Odd)
