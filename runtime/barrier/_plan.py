@@ -60,9 +60,16 @@ def plan_branches(
                 extra={"key": key, "indices": [seen[key], index]},
             )
         seen[key] = index
-        params = _validate_params(step, key, item.params)
-        out.append(PlannedBranch(step, step.name, key, freeze(params), item.user_message))
+        if not item.params and step.parallel_params_schema() is None:
+            frozen: Mapping[str, Any] = _NO_PARAMS  # most requests: nothing to copy or check
+        else:
+            frozen = freeze(_validate_params(step, key, item.params))
+        out.append(PlannedBranch(step, step.name, key, frozen, item.user_message))
     return out
+
+
+_NO_PARAMS: Mapping[str, Any] = MappingProxyType({})
+"""The params of every request without any (read-only, so one is shared)."""
 
 
 def _request(raw: RunStepRequest | Mapping[str, Any]) -> RunStepRequest:
