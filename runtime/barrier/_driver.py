@@ -389,13 +389,14 @@ class _Barrier:
         # itself (its path) or through its descendants (their paths' first `depth` levels).
         depth = len(self.views[0].path) if self.views else 0
         for item in result.reductions:
+            inputs = item.inputs()
             contributing = {
                 path if path.count(".") < depth else ".".join(path.split(".")[:depth])
-                for path in (entry["path"] for entry in item.inputs)}
+                for path in (entry["path"] for entry in inputs)}
             self.host.emit(ev.JoinReduced, path=self.caller_path, barrier=self.id,
                            step=item.step, field=item.field, channel=item.channel,
                            initial=safe_value(item.initial),
-                           inputs=[_input_record(entry) for entry in item.inputs],
+                           inputs=[_input_record(entry) for entry in inputs],
                            completion_order=[p for p in self.finished if p in contributing],
                            result=safe_value(item.result))
         writers = {(w.step, w.field): w.path for w in result.writes}

@@ -61,9 +61,15 @@ class Reduction:
     field: str
     channel: str
     initial: Any
-    inputs: tuple[dict[str, Any], ...]
-    """Contributions in request-path order: path, key, value."""
+    contributions: tuple[Contribution, ...]
+    """In request-path order (then call order)."""
     result: Any
+
+    def inputs(self) -> list[dict[str, Any]]:
+        """The contributions as ``join.reduced`` carries them: path, key, value (built only
+        when something listens)."""
+        return [{"path": format_path(c.meta.path), "key": c.meta.key, "value": c.value}
+                for c in self.contributions]
 
 
 @dataclass
@@ -136,12 +142,8 @@ def join(
         value = _reduce(channel, step, name, initial, ordered)
         result.values[(step, name)] = value
         result.contributions.extend(ordered)
-        result.reductions.append(Reduction(
-            step, name, channel.kind, initial,
-            tuple({"path": format_path(c.meta.path), "key": c.meta.key, "value": c.value}
-                  for c in ordered),
-            value,
-        ))
+        result.reductions.append(Reduction(step, name, channel.kind, initial, tuple(ordered),
+                                           value))
     return result
 
 
