@@ -72,9 +72,10 @@ class Draft:
         }
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Contribution:
-    """One ``contribute_state`` call, with provenance."""
+    """One ``contribute_state`` call, with provenance. Never changed once made; not frozen
+    because a frozen dataclass pays a ``object.__setattr__`` per field, per contribution."""
 
     step: str
     field: str
