@@ -49,7 +49,9 @@ from ._plan import PlannedBranch, plan_branches, thaw
 from .types import (
     BarrierUsage,
     BranchResult,
+    BranchStatus,
     CancelToken,
+    InvocationPath,
     ParallelBatchResult,
     Publication,
     RunStepRequest,
@@ -80,6 +82,18 @@ _START_BATCH = 8
 all at once, the first branches of a wide fork would wait for every other one to run up
 to its first await before their own I/O (a connection, a request) got its turn: with 200
 model-calling branches, tens of milliseconds on each of the first requests."""
+
+def _result(index: int, key: str, step: str, path: InvocationPath, status: BranchStatus,
+            output: Any, error: BaseException | None, started: bool) -> BranchResult:
+    """A :class:`BranchResult`, one per branch: frozen for the flows that read it, built
+    here without the frozen ``__init__``'s ``object.__setattr__`` per field (eight)."""
+    made = _new_result(BranchResult)
+    made.__dict__.update(index=index, key=key, step=step, path=path, status=status,
+                         output=output, error=error, started=started)
+    return made
+
+
+_new_result = object.__new__
 
 # The events of every branch, built by their makers: one call each, no dict merge.
 _REQUEST = ev.record_maker(ev.BranchRequest)
@@ -265,14 +279,13 @@ class _Barrier:
         except StateValueError:
             pass  # the join reports non-JSON outputs
         item = self.plan[index]
-        self.outcomes[index] = BranchResult(index, item.key, item.name, view.path,
-                                            "fulfilled", output=output)
+        self.outcomes[index] = _result(index, item.key, item.name, view.path, "fulfilled",
+                                       output, None, True)
 
     def _settle(self, index: int, error: BaseException, started: bool = True) -> None:
         item = self.plan[index]
-        self.outcomes[index] = BranchResult(index, item.key, item.name,
-                                            self.views[index].path, "rejected", error=error,
-                                            started=started)
+        self.outcomes[index] = _result(index, item.key, item.name, self.views[index].path,
+                                       "rejected", None, error, started)
 
     def _report_branch(self, index: int, started: bool) -> None:
         outcome, bus = self.outcomes[index], self.host.bus

@@ -8,6 +8,7 @@ order live in ``test_barrier_channels.py``.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from typing import Any
 
 import anyio
@@ -78,6 +79,12 @@ async def test_results_come_back_in_request_order_whatever_the_completion_order(
         (0, {"i": 0}, None), (2, {"i": 2}, None)]
     assert [(b.index, b.output, type(b.error), str(b.error)) for b in batch.rejected] == [
         (1, None, ValueError, "branch 1 failed"), (3, None, ValueError, "branch 3 failed")]
+    # The driver builds results its own way: they are what the constructor makes, frozen.
+    assert batch.fulfilled[0] == BranchResult(0, "k0", "W", ((0, 0),), "fulfilled",
+                                              output={"i": 0})
+    assert repr(batch.rejected[0]).startswith("BranchResult(index=1, key='k1'")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        batch.branches[0].status = "rejected"  # type: ignore[misc]
     assert all(isinstance(b, BranchResult) for b in batch.branches)
     assert not batch.cancelled
 
