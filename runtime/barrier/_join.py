@@ -46,7 +46,7 @@ from ..errors import (
 )
 from ..jsonutil import is_json
 from .reducers import Channel
-from .types import BranchResult, DiscardedBranch, FailurePolicy, format_path
+from .types import BranchResult, DiscardedBranch, FailurePolicy
 from .views import BranchView, ChannelsOf, Contribution, Draft, View
 
 DELETED = object()
@@ -68,7 +68,7 @@ class Reduction:
     def inputs(self) -> list[dict[str, Any]]:
         """The contributions as ``join.reduced`` carries them: path, key, value (built only
         when something listens)."""
-        return [{"path": format_path(c.meta.path), "key": c.meta.key, "value": c.value}
+        return [{"path": c.path_str, "key": c.meta.key, "value": c.value}
                 for c in self.contributions]
 
 

@@ -82,6 +82,8 @@ class Contribution:
     value: Any
     meta: ContributionMeta
     base: Any
+    path_str: str
+    """The contributor's invocation path as text (its view's, formatted once)."""
 
     @property
     def order(self) -> tuple[InvocationPath, int]:
@@ -91,7 +93,7 @@ class Contribution:
     def provenance(self) -> dict[str, Any]:
         """JSON-safe description for errors and debuggers."""
         return {
-            "path": format_path(self.meta.path), "key": self.meta.key, "step": self.step,
+            "path": self.path_str, "key": self.meta.key, "step": self.step,
             "field": self.field, "kind": "contribute", "value": self.value, "base": self.base,
         }
 
@@ -286,7 +288,7 @@ class BranchView:
         base = self.base.state_of(step).get(name)
         self._seq += 1
         meta = ContributionMeta(path=self.path, key=self.key, seq=self._seq)
-        contribution = Contribution(step, name, value, meta, base)
+        contribution = Contribution(step, name, value, meta, base, self.path_str)
         self.contributions.setdefault(step, {}).setdefault(name, []).append(contribution)
         return contribution
 
