@@ -49,9 +49,9 @@ def gen_message_id(step_name: str, stamp: str | None = None) -> str:
 def _attributed(step_name: str, **fields: Any) -> Message:
     # One clock read: the id's time and the timestamp are the same instant.
     stamp = now_iso()
-    if type(fields.get("content", "")) is not str:  # user code's: validated, and refused
-        return Message(id=gen_message_id(step_name, stamp), timestamp=stamp, **fields)
-    return _message(id=gen_message_id(step_name, stamp), timestamp=stamp, **fields)
+    # Content that is not text comes from user code: validated, and refused.
+    make = _message if type(fields.get("content", "")) is str else Message
+    return make(id=gen_message_id(step_name, stamp), timestamp=stamp, **fields)
 
 
 class ToolCall(BaseModel):
@@ -106,9 +106,9 @@ builds them strictly, ``PICOFLOW_STRICT_EVENTS=1``)."""
 
 def system_message(content: str) -> Message:
     """The slot-0 system message of a namespace."""
-    if type(content) is not str:  # a prompt user code returned: validated, and refused
-        return Message(type="system", content=content, id="system")
-    return _message(type="system", content=content, id="system")
+    # A prompt that is not text comes from user code: validated, and refused.
+    make = _message if type(content) is str else Message
+    return make(type="system", content=content, id="system")
 
 
 def human_message(step_name: str, content: str) -> Message:

@@ -87,13 +87,11 @@ def _result(index: int, key: str, step: str, path: InvocationPath, status: Branc
             output: Any, error: BaseException | None, started: bool) -> BranchResult:
     """A :class:`BranchResult`, one per branch: frozen for the flows that read it, built
     here without the frozen ``__init__``'s ``object.__setattr__`` per field (eight)."""
-    made = _new_result(BranchResult)
+    made = object.__new__(BranchResult)
     made.__dict__.update(index=index, key=key, step=step, path=path, status=status,
                          output=output, error=error, started=started)
     return made
 
-
-_new_result = object.__new__
 
 # The events of every branch, built by their makers: one call each, no dict merge.
 _REQUEST = ev.record_maker(ev.BranchRequest)
