@@ -7,6 +7,8 @@ bus turns that report into a ``sink.overflowed`` event.
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO
@@ -103,7 +105,27 @@ def event_json(event: Event) -> bytes:
     The model's own serialiser, called directly: ``model_dump_json`` spends twice as long
     sorting out its keyword arguments as the serialising takes, on every event.
     """
-    return event.__pydantic_serializer__.to_json(event)
+    try:
+        return event.__pydantic_serializer__.to_json(event)
+    except ValueError:  # pydantic's serialisation error
+        return _replacing_surrogates(event)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _replacing_surrogates(event: Event) -> bytes:
+    """The event's line with U+FFFD for each lone surrogate, as a UTF-8 decoder would put it.
+
+    Text no UTF-8 can hold (a lone surrogate, from a model's ``"\\ud800"`` escape or a
+    flow's own string) fails pydantic's serialiser; losing the event, or the sink, for it
+    would leave a hole in the run. Anything else that fails still raises.
+    """
+    data = event.__pydantic_serializer__.to_python(event, mode="json")
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    if not _SURROGATE.search(text):  # the failure was something else: say what it was
+        return event.__pydantic_serializer__.to_json(event)
+    return _SURROGATE.sub("\ufffd", text).encode()
 
 
 def read_jsonl(path: str | Path) -> list[Event]:

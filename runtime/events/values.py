@@ -212,7 +212,7 @@ def build_strict(cls: type[_E], fields: dict[str, Any]) -> _E:
             for error in exc.errors(include_url=False)]) from exc
     event = build_unchecked(cls, fields)
     # Serialised without pydantic's warnings: an unexpected type is reported here, by name.
-    if event.model_dump_json(warnings=False) != validated.model_dump_json(warnings=False):
+    if _json_text(event) != _json_text(validated):
         built = event.model_dump(mode="json", warnings=False)
         parsed = validated.model_dump(mode="json", warnings=False)
         raise EventBuildError(cls, [
@@ -221,6 +221,15 @@ def build_strict(cls: type[_E], fields: dict[str, Any]) -> _E:
             if json.dumps(built[name]) != json.dumps(parsed[name])
         ] or ["the built event does not serialise as its validated copy"])
     return event
+
+
+def _json_text(model: BaseModel) -> str:
+    """The model's JSON; for text no UTF-8 can hold (a lone surrogate, which sinks write as
+    U+FFFD) the same values through :mod:`json`, which escapes it."""
+    try:
+        return model.model_dump_json(warnings=False)
+    except ValueError:
+        return json.dumps(model.model_dump(mode="json", warnings=False))
 
 
 build = build_strict if STRICT else build_unchecked

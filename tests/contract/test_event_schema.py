@@ -40,11 +40,13 @@ from runtime.events import (
     BoundedSink,
     CallbackSink,
     EventSink,
+    JsonlSink,
     MemorySink,
     dump_event,
     read_jsonl,
     runs_of,
 )
+from runtime.events.sinks import event_json
 from tests.golden.goldens import GOLDENS
 
 pytestmark = pytest.mark.anyio
@@ -414,3 +416,19 @@ def test_read_jsonl_names_the_bad_line(tmp_path: Path) -> None:
     path.write_text(good + "\n{not json\n")
     with pytest.raises(ValueError, match=r"run\.jsonl:2: not a valid event"):
         read_jsonl(path)
+
+
+def test_a_lone_surrogate_is_written_as_a_replacement_character(tmp_path: Path) -> None:
+    # No UTF-8 can hold one: the serialiser raised, and the bus dropped the sink for it.
+    path = tmp_path / "run.jsonl"
+    jsonl, memory = JsonlSink(path), MemorySink()
+    bus = ev.EventBus([jsonl, memory], run_id="r1", session_id="s1")
+    bus.emit(ev.BranchStarted, "0", barrier="b0", index=0, key="k\ud800", step="S\udfffx")
+    bus.emit(ev.BranchFulfilled, "0", barrier="b0", index=0, key="k", output={"t": "\ud83d"})
+    jsonl.close()
+    assert bus.sinks == [jsonl, memory]
+    assert [e.type for e in memory.events] == ["branch.started", "branch.fulfilled"]
+    started, fulfilled = read_jsonl(path)
+    assert (started.key, started.step) == ("k\ufffd", "S\ufffdx")
+    assert fulfilled.output == {"t": "\ufffd"}
+    assert event_json(memory.events[0]).decode().count("\ufffd") == 2

@@ -26,7 +26,17 @@ from runtime import (
     RunStepRequest,
 )
 from runtime.engine import dashboard_from_env
-from runtime.events import DashboardSink, Event, MemorySink, dump_event, parse_event
+from runtime.events import (
+    BranchStarted,
+    DashboardSink,
+    Event,
+    EventBus,
+    MemorySink,
+    TurnFinished,
+    TurnStarted,
+    dump_event,
+    parse_event,
+)
 from runtime.events import dashboard as dashboard_module
 from runtime.events.sinks import event_json
 from tests.runtime.ingest_server import IngestServer
@@ -339,6 +349,25 @@ async def test_a_refused_line_is_dropped_reported_and_the_rest_delivered(
         overflow.seq]
     assert server.status[run_id] == "finished"
     assert any("413" in r.getMessage() for r in caplog.records if r.name == "picoflow")
+
+
+async def test_text_no_utf8_can_hold_is_shipped_with_a_replacement_character(
+        server: IngestServer, make_sink: Callable[..., DashboardSink]) -> None:
+    # A lone surrogate (a flow's own string; a model's "\ud800" escape decodes to one) made
+    # the serialiser raise: the event was lost, and the sink with it.
+    sink = make_sink(batch_events=10_000, batch_seconds=30.0)
+    memory = MemorySink()
+    bus = EventBus([sink, memory], session_id="s1")
+    bus.emit(TurnStarted, flow="F", message="hi \udfff")
+    bus.emit(BranchStarted, "0", barrier="b0", index=0, key="k\ud800", step="Leaf")
+    bus.emit(TurnFinished, success=True, completed=True, message="ok", content_type="text")
+    await flush(sink)
+    assert bus.sinks == [sink, memory]
+    assert server.seqs(bus.run_id) == [0, 1, 2]
+    started, branch, _ = server.stored[bus.run_id]
+    assert (started.message, branch.key) == ("hi \ufffd", "k\ufffd")
+    assert server.status[bus.run_id] == "finished"
+    assert sink.dropped == 0
 
 
 async def test_an_interrupted_run_is_dropped_and_not_sent_again(
