@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
 from .errors import StateValueError
+from .events.values import MAX_DEPTH, too_deep
 
 
 def json_copy(value: Any, what: str = "value") -> Any:
@@ -17,16 +19,61 @@ def json_copy(value: Any, what: str = "value") -> Any:
         StateValueError: naming ``what`` when the value is not JSON (a set, a date, NaN…).
     """
     kind = type(value)
-    if kind is str or kind is int or kind is bool or value is None:
-        return value  # immutable and already JSON: the common case, kept cheap
+    if kind is str:
+        if value.isascii() or not _SURROGATE.search(value):
+            return value  # immutable and already JSON: the common case, kept cheap
+        raise _lone_surrogate(what, value)
+    if kind is int or kind is bool or value is None:
+        return value
     if kind is float and math.isfinite(value):
         return value
     if (kind is dict or kind is list) and not value:
         return kind()  # a fresh empty container: what a branch's params usually are
     try:
-        return json.loads(json.dumps(value, allow_nan=False, default=_plain))
+        text = json.dumps(value, allow_nan=False, default=_plain, ensure_ascii=False)
     except (TypeError, ValueError) as exc:
         raise StateValueError(f"{what} must be plain JSON: {exc}") from None
+    except RecursionError:
+        raise StateValueError(f"{what} must be plain JSON: nested deeper than {MAX_DEPTH} "
+                              "levels.") from None
+    if not text.isascii() and _SURROGATE.search(text):
+        raise _lone_surrogate(what, text)
+    copy = json.loads(text)
+    if too_deep(copy, text):  # no store or serialiser takes it whole
+        raise StateValueError(f"{what} must be plain JSON: nested deeper than {MAX_DEPTH} "
+                              "levels.")
+    return copy
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+"""A code point no UTF-8 can hold: what stores, sinks and browsers cannot take."""
+
+
+def _lone_surrogate(what: str, text: str) -> StateValueError:
+    at = _SURROGATE.search(text)
+    assert at is not None
+    around = text[max(0, at.start() - 20):at.start()]
+    return StateValueError(
+        f"{what} must be plain JSON: text with a lone surrogate "
+        f"(U+{ord(at.group()):04X} after {around!r}), which no UTF-8 store can hold.")
+
+
+def replace_lone_surrogates(value: Any) -> Any:
+    """``value`` (parsed JSON) with U+FFFD for every lone surrogate in its strings and keys.
+
+    ``json.loads`` turns a ``"\\ud800"`` escape into a code point no UTF-8 can hold; text
+    from outside (a model's reply) is repaired as a UTF-8 decoder would repair it, rather
+    than failing the session's save later.
+    """
+    kind = type(value)
+    if kind is str:
+        return value if value.isascii() else _SURROGATE.sub("\ufffd", value)
+    if kind is list:
+        return [replace_lone_surrogates(item) for item in value]
+    if kind is dict:
+        return {replace_lone_surrogates(key): replace_lone_surrogates(item)
+                for key, item in value.items()}
+    return value
 
 
 def _plain(value: Any) -> Any:

@@ -45,6 +45,7 @@ from typing import Any, Literal
 
 from .errors import ModelBlockedError, ModelError, ModelTransportError
 from .http_pool import ConnectionPool, HTTPTimeout, HTTPTransportError
+from .jsonutil import replace_lone_surrogates
 from .models import ModelRequest, ModelResponse, strip_secrets
 from .openai_thread import post_in_thread
 from .openai_wire import Malformed, error_details, excerpt, parse_completion, redact, wire_message
@@ -66,6 +67,8 @@ _NOT_RETRYABLE_CODES = frozenset({"insufficient_quota"})
 _API_KEY_PARAM = re.compile(r"^api[-_]?key$", re.IGNORECASE)
 # The adapter owns these body fields: the model comes from the selection, the messages
 # from the request, and a streamed answer could not be parsed.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+"""A surrogate's escape in a reply's JSON (a pair's half, or a lone one)."""
 _RESERVED_PARAMS = frozenset({"model", "messages", "stream"})
 _OUTPUT_BUDGET_PARAMS = ("max_completion_tokens", "max_tokens")
 # Providers count a prompt at roughly four bytes of JSON per token; near enough to
@@ -324,6 +327,8 @@ class OpenAICompatibleModel:
             data: Any = json.loads(text)
         except ValueError:
             data = None
+        if _SURROGATE_ESCAPE.search(text):  # rare: only then is the reply walked
+            data = replace_lone_surrogates(data)
         if not 200 <= status < 300 or (isinstance(data, dict) and "choices" not in data
                                        and "error" in data):
             raise self._http_error(status, data, cut(), hide, retry_after)

@@ -10,6 +10,7 @@ import uuid
 from typing import Any, Literal
 
 from .errors import ModelBlockedError
+from .jsonutil import replace_lone_surrogates
 from .messages import Message, ToolCall
 from .models import ModelResponse, TokenUsage
 
@@ -129,6 +130,8 @@ def _arguments(arguments: Any) -> dict[str, Any]:
         parsed = json.loads(text)
     except ValueError:
         return {"_raw": text}
+    if "\\u" in text:  # an escape may have made a lone surrogate
+        parsed = replace_lone_surrogates(parsed)
     return parsed if isinstance(parsed, dict) else {"_raw": text}
 
 

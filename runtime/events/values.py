@@ -50,15 +50,45 @@ def safe_value(value: Any, limit: int = MAX_VALUE_CHARS) -> Any:
         return value  # plain JSON and far below the limit: the common case, kept cheap
     try:
         text = json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError):  # not plain JSON (or frozen params): a JSON stand-in
-        text = json.dumps(value, allow_nan=False, default=_plain_or_repr) if _dumpable(
-            value) else json.dumps(repr(value))
-        if len(text) <= limit:
+    except (TypeError, ValueError, RecursionError):  # not plain JSON: a JSON stand-in
+        try:
+            text = json.dumps(value, allow_nan=False, default=_plain_or_repr) if _dumpable(
+                value) else json.dumps(repr(value))
+        except RecursionError:  # even its repr is too deep
+            return {"truncated": True, "size": 0, "preview": _TOO_DEEP}
+        if len(text) <= limit and not too_deep(json.loads(text), text):
             return json.loads(text)
     else:
-        if len(text) <= limit:
+        if len(text) <= limit and not too_deep(value, text):
             return value  # already plain JSON; events are read-only
     return {"truncated": True, "size": len(text), "preview": text[:200]}
+
+
+MAX_DEPTH = 128
+"""The deepest nesting a value may have. pydantic's serialiser stops near 255 levels, and a
+value sits a few levels down in an event or a session document; no real value comes close."""
+
+_TOO_DEEP = f"(nested deeper than {MAX_DEPTH} levels)"
+
+
+def too_deep(value: Any, text: str) -> bool:
+    """Whether ``value``, whose JSON is ``text``, nests deeper than :data:`MAX_DEPTH`."""
+    if text.count("[") + text.count("{") <= MAX_DEPTH:
+        return False  # every level opens a bracket: nothing to walk
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        kind = type(item)
+        if kind is dict:
+            children: Any = item.values()
+        elif kind is list:
+            children = item
+        else:
+            continue
+        if depth > MAX_DEPTH:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
 
 
 _SMALL_ITEMS = 16
@@ -105,9 +135,10 @@ _INF = float("inf")
 def safe_list(items: list[Any]) -> list[Any]:
     """A list of JSON values for an event: whole if small enough, else item by item."""
     try:
-        if len(json.dumps(items, allow_nan=False)) <= MAX_VALUE_CHARS:
+        text = json.dumps(items, allow_nan=False)
+        if len(text) <= MAX_VALUE_CHARS and not too_deep(items, text):
             return items
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         pass
     return [safe_value(item) for item in items]
 
@@ -115,7 +146,7 @@ def safe_list(items: list[Any]) -> list[Any]:
 def _dumpable(value: Any) -> bool:
     try:
         json.dumps(value, allow_nan=False, default=_plain_or_repr)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         return False
     return True
 

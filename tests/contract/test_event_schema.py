@@ -432,3 +432,20 @@ def test_a_lone_surrogate_is_written_as_a_replacement_character(tmp_path: Path) 
     assert (started.key, started.step) == ("k\ufffd", "S\ufffdx")
     assert fulfilled.output == {"t": "\ufffd"}
     assert event_json(memory.events[0]).decode().count("\ufffd") == 2
+
+
+@pytest.mark.parametrize("depth", [129, 300, 100_000])
+def test_a_value_nested_too_deeply_travels_as_a_truncation_marker(depth: int) -> None:
+    # pydantic's serialiser stops near 255 levels and json.dumps at the recursion limit:
+    # the event, and the sink it went to, were lost.
+    value: Any = "x"
+    for _ in range(depth - 1):
+        value = [value]
+    marker = ev.safe_value({"v": value})
+    assert marker["truncated"] is True
+    assert marker["preview"].startswith('{"v": [[[') if depth < 1000 else (
+        marker["preview"] == "(nested deeper than 128 levels)")
+    bus = ev.EventBus([MemorySink()])
+    event = bus.emit(ev.BranchFulfilled, "0", barrier="b0", index=0, key="k", output=marker)
+    assert event is not None and json.loads(event_json(event))["output"] == marker
+    assert ev.safe_value({"v": [[["x"]]]}) == {"v": [[["x"]]]}

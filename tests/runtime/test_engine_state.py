@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from runtime import FlowDefinitionError, LogicStep, Routable, Rule, StateValueError, Step, go, tool
+from runtime.jsonutil import json_copy
 from runtime.turn import turn_of
 from tests.runtime.helpers import ScriptedFlow, load, make_engine
 
@@ -38,6 +39,15 @@ class Stateful(LogicStep):
             return f"transient={self.get_transient_state('scratch')}"
         if text == "date":
             self.save_state({"when": date(2030, 1, 1)})
+        if text == "surrogate":  # bytes decoded with surrogateescape, say
+            self.save_state({"note": {"name": b"caf\xe9".decode("utf-8", "surrogateescape")}})
+        if text == "surrogate text":
+            self.save_state({"note": "\udfff"})
+        if text.startswith("deep "):
+            value: Any = "x"
+            for _ in range(int(text.split()[1])):
+                value = [value]
+            self.save_state({"deep": value})
         return f"transient={self.get_transient_state()} b.m={self.get_state('b.m')}"
 
 
@@ -64,6 +74,35 @@ async def test_transient_state_lives_for_one_turn_only() -> None:
     assert "_transient" not in doc.step_record("Stateful").state
     second = await engine.run("StateFlow", "read", first.session_id)
     assert second.message == "transient={} b.m=2"
+
+
+async def test_a_lone_surrogate_in_state_fails_the_turn_with_state_value() -> None:
+    # It used to fail only when the session was saved, as an internal serialiser error.
+    engine, _ = make_engine(StateFlow)
+    reply = await engine.run("StateFlow", "surrogate")
+    assert (reply.success, reply.error_code) == (False, "state_value")
+    assert reply.message == (
+        "State of step 'Stateful' must be plain JSON: text with a lone surrogate "
+        "(U+DCE9 after 'note\": {\"name\": \"caf'), which no UTF-8 store can hold.")
+    reply = await engine.run("StateFlow", "surrogate text")
+    assert (reply.success, reply.error_code) == (False, "state_value")
+    assert "(U+DFFF after '{\"note\": \"')" in reply.message
+    with pytest.raises(StateValueError, match=r"^x must be plain JSON: .*U\+D800 after 'ok'"):
+        json_copy("ok\ud800", "x")  # a plain string: the path without json.dumps
+    assert json_copy("caf\u00e9 \U0001f600") == "caf\u00e9 \U0001f600"  # a pair is fine
+
+
+@pytest.mark.parametrize("depth", [200, 5000])
+async def test_a_value_nested_too_deeply_fails_the_turn_with_state_value(depth: int) -> None:
+    # It used to fail at the session's save (pydantic stops near 255 levels) or with a
+    # RecursionError, both as internal errors.
+    engine, _ = make_engine(StateFlow)
+    reply = await engine.run("StateFlow", f"deep {depth}")
+    assert (reply.success, reply.error_code) == (False, "state_value")
+    assert reply.message == (
+        "State of step 'Stateful' must be plain JSON: nested deeper than 128 levels.")
+    fine = await engine.run("StateFlow", "deep 120")
+    assert fine.success, fine.message
 
 
 async def test_a_non_json_state_value_fails_the_turn_with_state_value() -> None:

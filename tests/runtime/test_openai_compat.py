@@ -512,6 +512,24 @@ async def test_flow_turn_through_the_engine(server: FakeEndpoint) -> None:
     )
 
 
+async def test_a_lone_surrogate_escape_in_a_reply_becomes_a_replacement_character(
+        server: FakeEndpoint) -> None:
+    # json.loads makes "\\ud800" a code point no UTF-8 can hold: the session's save failed.
+    server.answer(None, [call("call_1", "remember_name", '{"name": "Ad\\udc00a"}')],
+                  finish_reason="tool_calls")
+    server.answer("Nice to meet you, Ad\udc00a \U0001f600!")
+    engine = FlowEngine(
+        flows=[NameFlow], providers={"openai": OpenAICompatibleModel(server.url, "sk-test")}
+    )
+    reply = await engine.run("NameFlow", "I am Ada")
+    assert reply.success, reply.message
+    assert reply.message == "Nice to meet you, Ad\ufffda \U0001f600!"  # the pair is kept
+    assert server.requests[1].body["messages"][-2]["tool_calls"][0]["function"][
+        "arguments"] == '{"name": "Ad\\ufffda"}'  # repaired in the tool's arguments too
+    doc = await engine.store.load(reply.session_id)
+    assert doc is not None
+
+
 async def test_engine_retries_transport_errors(server: FakeEndpoint) -> None:
     server.reply({"error": {"message": "overloaded"}}, 503)
     server.answer("Hello!", usage=(5, 1, 6))
