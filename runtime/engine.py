@@ -28,6 +28,7 @@ from .concurrent import COORDINATOR_KEY, RESERVED_KEYS
 from .errors import (
     ConfigValidationError,
     FlowDefinitionError,
+    FlowInputError,
     FlowNotRegisteredError,
     MessageRequiredError,
     ParallelConfigurationError,
@@ -39,6 +40,7 @@ from .errors import (
 )
 from .events import DashboardSink, EventBus, EventSink, error_info
 from .flow import Flow
+from .jsonutil import lone_surrogate_in
 from .models import Model, ModelSelection
 from .session import LogEntry
 from .stop import run_step
@@ -463,6 +465,9 @@ def _checked_input(
     """The request's config as the flow will see it, after its message and config checks."""
     if flow.needs_message() and not (message or "").strip():
         raise MessageRequiredError(f"Flow '{flow.id}' needs a message.")
+    problem = lone_surrogate_in(message) if message else None
+    if problem:  # a command line's undecodable bytes, say: no session could store it
+        raise FlowInputError(f"The message to flow '{flow.id}' has {problem}.")
     schema = flow.config_schema()
     if schema is None or config is None:
         return config

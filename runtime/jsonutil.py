@@ -50,12 +50,17 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _lone_surrogate(what: str, text: str) -> StateValueError:
-    at = _SURROGATE.search(text)
-    assert at is not None
+    return StateValueError(f"{what} must be plain JSON: {lone_surrogate_in(text)}.")
+
+
+def lone_surrogate_in(text: str) -> str | None:
+    """What is wrong with ``text`` if it holds a lone surrogate (None if it does not)."""
+    at = None if text.isascii() else _SURROGATE.search(text)
+    if at is None:
+        return None
     around = text[max(0, at.start() - 20):at.start()]
-    return StateValueError(
-        f"{what} must be plain JSON: text with a lone surrogate "
-        f"(U+{ord(at.group()):04X} after {around!r}), which no UTF-8 store can hold.")
+    return (f"text with a lone surrogate (U+{ord(at.group()):04X} after {around!r}), which "
+            "no UTF-8 store can hold")
 
 
 def replace_lone_surrogates(value: Any) -> Any:

@@ -14,6 +14,7 @@ from runtime import (
     Flow,
     FlowDefinitionError,
     FlowEngine,
+    FlowInputError,
     LogicStep,
     MessageRequiredError,
     ModelSelection,
@@ -98,6 +99,22 @@ async def test_a_flow_that_needs_a_message_refuses_a_blank_one(message: str | No
     reply = await engine.run("OrderFlow", message, session_id="s2")
     assert (reply.success, reply.error_code) == (False, "message_required")
     assert await engine.store.load("s2") is None
+
+
+async def test_a_message_with_a_lone_surrogate_is_refused_before_any_session() -> None:
+    # Undecodable bytes on a command line arrive so (surrogateescape); the session's save
+    # used to fail on it, as an internal serialiser error, after the step had run.
+    engine = FlowEngine(flows=[OrderFlow], sinks=[memory := MemorySink()])
+    message = b"order caf\xe9".decode("utf-8", "surrogateescape")
+    with pytest.raises(FlowInputError, match=r"U\+DCE9 after 'order caf'"):
+        engine.check_input("OrderFlow", message, None)
+    reply = await engine.run("OrderFlow", message, session_id="s3")
+    assert (reply.success, reply.error_code) == (False, "invalid_input")
+    assert reply.message == (
+        "The message to flow 'OrderFlow' has text with a lone surrogate (U+DCE9 after "
+        "'order caf'), which no UTF-8 store can hold.")
+    assert await engine.store.load("s3") is None
+    assert [e.type for e in memory.events] == ["turn.started", "turn.failed"]
 
 
 async def test_flow_info_carries_the_schema_examples_and_the_first_doc_paragraph() -> None:
