@@ -484,13 +484,16 @@ class NameFlow(Flow):
         return [Ask(self)]
 
 
+def name_engine(server: FakeEndpoint) -> FlowEngine:
+    return FlowEngine(
+        flows=[NameFlow], providers={"openai": OpenAICompatibleModel(server.url, "sk-test")})
+
+
 async def test_flow_turn_through_the_engine(server: FakeEndpoint) -> None:
     server.answer(None, [call("call_1", "remember_name", '{"name": "Ada"}')],
                   usage=(40, 10, 50), finish_reason="tool_calls")
     server.answer("Nice to meet you, Ada!", usage=(60, 8, 68))
-    engine = FlowEngine(
-        flows=[NameFlow], providers={"openai": OpenAICompatibleModel(server.url, "sk-test")}
-    )
+    engine = name_engine(server)
 
     reply = await engine.run("NameFlow", "I am Ada")
 
@@ -518,9 +521,7 @@ async def test_a_lone_surrogate_escape_in_a_reply_becomes_a_replacement_characte
     server.answer(None, [call("call_1", "remember_name", '{"name": "Ad\\udc00a"}')],
                   finish_reason="tool_calls")
     server.answer("Nice to meet you, Ad\udc00a \U0001f600!")
-    engine = FlowEngine(
-        flows=[NameFlow], providers={"openai": OpenAICompatibleModel(server.url, "sk-test")}
-    )
+    engine = name_engine(server)
     reply = await engine.run("NameFlow", "I am Ada")
     assert reply.success, reply.message
     assert reply.message == "Nice to meet you, Ad\ufffda \U0001f600!"  # the pair is kept
@@ -533,9 +534,7 @@ async def test_a_lone_surrogate_escape_in_a_reply_becomes_a_replacement_characte
 async def test_engine_retries_transport_errors(server: FakeEndpoint) -> None:
     server.reply({"error": {"message": "overloaded"}}, 503)
     server.answer("Hello!", usage=(5, 1, 6))
-    engine = FlowEngine(
-        flows=[NameFlow], providers={"openai": OpenAICompatibleModel(server.url, "sk-test")}
-    )
+    engine = name_engine(server)
     reply = await engine.run("NameFlow", "hi")
     assert reply.success, reply.message
     assert reply.message == "Hello!"
@@ -560,9 +559,7 @@ async def test_malformed_arguments_reach_the_model_as_a_tool_error(server: FakeE
     server.answer(None, [call("call_2", "remember_name", '{"name": "Ada"}')],
                   finish_reason="tool_calls")
     server.answer("Hi Ada!")
-    engine = FlowEngine(
-        flows=[NameFlow], providers={"openai": OpenAICompatibleModel(server.url, "sk-test")}
-    )
+    engine = name_engine(server)
     reply = await engine.run("NameFlow", "I am Ada")
     assert reply.success, reply.message
     assert reply.message == "Hi Ada!"
