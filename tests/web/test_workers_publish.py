@@ -298,6 +298,22 @@ async def test_a_recorder_with_a_full_buffer_is_congested_until_the_store_caught
     assert (await Run.objects.aget(id=run.id)).event_count == 20
 
 
+async def test_a_batch_with_a_lone_surrogate_is_stored_whole_with_a_replacement_character(
+) -> None:
+    # Serialising the event raised: the pump logged it and lost the whole batch.
+    run = await stored_run(0)
+    recorder = RunRecorder(run.id, batch_events=10)
+    bus = EventBus([recorder], run_id=run.id)
+    for step in ("Before", "Caf\udce9", "After"):
+        bus.emit(StepEntered, step=step, level=1, how="child")
+    recorder.start()
+    await recorder.close()
+    payloads = [p async for p in EventRecord.objects.filter(run_id=run.id).order_by("seq")
+                .values_list("payload", flat=True)]
+    assert [p["step"] for p in payloads] == ["Before", "Caf\ufffd", "After"]
+    assert recorder.stored == 3
+
+
 async def test_a_backlog_is_stored_in_one_transaction_and_told_in_batches(
         monkeypatch: pytest.MonkeyPatch) -> None:
     run = await stored_run(0)
