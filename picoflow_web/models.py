@@ -64,6 +64,33 @@ class Membership(models.Model):
         return f"{self.user} ({self.role}) in {self.project}"
 
 
+class TrustedJSONField(models.JSONField):
+    """JSON kept as the text it was written as: a ``text`` column on every database.
+
+    Every writer has checked the text already: the event log is appended to only by
+    :func:`picoflow_web.eventlog.insert_rows`, with text that the runtime's schema
+    serialised, or that ingest and import validated line by line against it; a session
+    document is the runtime's own model, dumped. So SQLite's ``JSON_VALID`` check and
+    PostgreSQL's ``jsonb`` (measured: half of a row's cost in a ``COPY``) each parsed every
+    stored event a second time, and ``jsonb`` gave back its own rendering instead of the
+    text that was stored, and refused the ``\\u0000`` escape of a NUL character. Nothing
+    queries inside such a column.
+    """
+
+    def db_type(self, connection: Any) -> str | None:
+        return "text" if connection.vendor == "postgresql" else super().db_type(connection)
+
+    def db_check(self, connection: Any) -> str | None:
+        return None if connection.vendor == "sqlite" else super().db_check(connection)
+
+    def get_db_prep_value(self, value: Any, connection: Any, prepared: bool = False) -> Any:
+        if connection.vendor != "postgresql":
+            return super().get_db_prep_value(value, connection, prepared)
+        # Text, not psycopg's Jsonb (a jsonb value does not go into a text column).
+        value = value if prepared else self.get_prep_value(value)
+        return json.dumps(value, cls=self.encoder)
+
+
 class StoredSession(models.Model):
     """A session document, revision-checked (see :mod:`picoflow_web.store`)."""
 
@@ -71,7 +98,9 @@ class StoredSession(models.Model):
     flow = models.CharField(max_length=200, db_index=True)
     revision = models.IntegerField()
     run_status = models.CharField(max_length=16)
-    doc = models.JSONField()
+    doc = TrustedJSONField()
+    """A text column on PostgreSQL too: ``jsonb`` refuses the ``\\u0000`` escape of a NUL
+    character that state may hold."""
     project = models.ForeignKey(Project, on_delete=models.PROTECT, default=default_project_id,
                                 related_name="sessions")
     created = models.DateTimeField(auto_now_add=True)
@@ -214,31 +243,6 @@ class RowIdField(models.BigAutoField):
 
     def db_type_suffix(self, connection: Any) -> str | None:
         return None if connection.vendor == "sqlite" else super().db_type_suffix(connection)
-
-
-class TrustedJSONField(models.JSONField):
-    """JSON kept as the text it was written as: a ``text`` column on every database.
-
-    Every writer has checked the text already: the event log is appended to only by
-    :func:`picoflow_web.eventlog.insert_rows`, with text that the runtime's schema
-    serialised, or that ingest and import validated line by line against it. So SQLite's
-    ``JSON_VALID`` check and PostgreSQL's ``jsonb`` (measured: half of a row's cost in a
-    ``COPY``) each parsed every stored event a second time, and ``jsonb`` gave back its
-    own rendering instead of the text that was stored. Nothing queries inside a payload.
-    """
-
-    def db_type(self, connection: Any) -> str | None:
-        return "text" if connection.vendor == "postgresql" else super().db_type(connection)
-
-    def db_check(self, connection: Any) -> str | None:
-        return None if connection.vendor == "sqlite" else super().db_check(connection)
-
-    def get_db_prep_value(self, value: Any, connection: Any, prepared: bool = False) -> Any:
-        if connection.vendor != "postgresql":
-            return super().get_db_prep_value(value, connection, prepared)
-        # Text, not psycopg's Jsonb (a jsonb value does not go into a text column).
-        value = value if prepared else self.get_prep_value(value)
-        return json.dumps(value, cls=self.encoder)
 
 
 class EventRecord(models.Model):
