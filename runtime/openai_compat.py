@@ -65,10 +65,10 @@ _BLOCKED_CODES = frozenset({"content_filter", "content_policy_violation"})
 # 429 normally means "slow down", but an exhausted quota will not recover by retrying.
 _NOT_RETRYABLE_CODES = frozenset({"insufficient_quota"})
 _API_KEY_PARAM = re.compile(r"^api[-_]?key$", re.IGNORECASE)
-# The adapter owns these body fields: the model comes from the selection, the messages
-# from the request, and a streamed answer could not be parsed.
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 """A surrogate's escape in a reply's JSON (a pair's half, or a lone one)."""
+# The adapter owns these body fields: the model comes from the selection, the messages
+# from the request, and a streamed answer could not be parsed.
 _RESERVED_PARAMS = frozenset({"model", "messages", "stream"})
 _OUTPUT_BUDGET_PARAMS = ("max_completion_tokens", "max_tokens")
 # Providers count a prompt at roughly four bytes of JSON per token; near enough to

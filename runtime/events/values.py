@@ -56,8 +56,8 @@ def safe_value(value: Any, limit: int = MAX_VALUE_CHARS) -> Any:
                 value) else json.dumps(repr(value))
         except RecursionError:  # even its repr is too deep
             return {"truncated": True, "size": 0, "preview": _TOO_DEEP}
-        if len(text) <= limit and not too_deep(json.loads(text), text):
-            return json.loads(text)
+        if len(text) <= limit and not too_deep(stand_in := json.loads(text), text):
+            return stand_in
     else:
         if len(text) <= limit and not too_deep(value, text):
             return value  # already plain JSON; events are read-only
