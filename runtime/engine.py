@@ -269,12 +269,12 @@ class FlowEngine:
         try:
             flow = self.get_flow(flow_name)()
         except PicoFlowError as exc:
-            bus.emit(ev.TurnStarted, flow=flow_name, message=message)
+            bus.emit(ev.TurnStarted, flow=flow_name, message=_event_text(message))
             return self._failed(bus, _failure(exc, session_id or ""), exc)
         turn = turn_of(flow)
         turn.attach(self, bus)
         turn.turn_cancel = cancel
-        turn.emit(ev.TurnStarted, flow=flow_name, message=message)
+        turn.emit(ev.TurnStarted, flow=flow_name, message=_event_text(message))
         if cancel is not None and cancel.cancelled:
             # Stopped before it began (while queued, or waiting for the session's lock):
             # nothing is created, restored or saved.
@@ -325,7 +325,7 @@ class FlowEngine:
                 return self._failed(bus, _failure(exc, flow.session_id), exc)
             return await self._abort(flow, exc)
         turn.emit(ev.TurnFinished, path="", success=True, completed=reply.completed,
-                  message=reply.message, content_type=reply.content_type)
+                  message=ev.safe_text(reply.message), content_type=reply.content_type)
         return reply
 
     @staticmethod
@@ -483,6 +483,10 @@ def _checked_input(
         raise ConfigValidationError(f"Config of flow '{flow.id}' is not valid: {listed}.",
                                     extra={"errors": errors}) from None
     return {**parsed.model_dump(mode="json", exclude_unset=True), **reserved}
+
+
+def _event_text(message: str | None) -> str | None:
+    return None if message is None else ev.safe_text(message)
 
 
 def _coordinating(config: dict[str, Any] | None) -> bool:

@@ -111,6 +111,7 @@ from .values import (
     error_info,
     interruption,
     safe_list,
+    safe_text,
     safe_value,
 )
 
@@ -202,6 +203,7 @@ __all__ = [
     "record_maker",
     "runs_of",
     "safe_list",
+    "safe_text",
     "safe_value",
     "view_at",
 ]

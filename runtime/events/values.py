@@ -64,6 +64,15 @@ def safe_value(value: Any, limit: int = MAX_VALUE_CHARS) -> Any:
     return {"truncated": True, "size": len(text), "preview": text[:200]}
 
 
+def safe_text(text: str, limit: int = MAX_VALUE_CHARS) -> str:
+    """``text`` for an event's text field: whole up to ``limit`` characters, else cut there
+    and saying how much is left out. A line no dashboard would take (its ingest refuses
+    lines over 4 MiB) would lose the event: for ``turn.started``, the whole run."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… [{len(text) - limit:,} more characters]"
+
+
 MAX_DEPTH = 128
 """The deepest nesting a value may have. pydantic's serialiser stops near 255 levels, and a
 value sits a few levels down in an event or a session document; no real value comes close."""
@@ -275,7 +284,7 @@ def error_info(exc: BaseException) -> ErrorInfo:
     return ErrorInfo(
         type=type(exc).__name__,
         code=code if isinstance(code, str) else "internal",
-        message=str(getattr(exc, "message", exc)),
+        message=safe_text(str(getattr(exc, "message", exc))),
         extra=safe_value(extra) if isinstance(extra, dict) else {},
     )
 

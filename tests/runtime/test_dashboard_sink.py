@@ -370,6 +370,29 @@ async def test_text_no_utf8_can_hold_is_shipped_with_a_replacement_character(
     assert sink.dropped == 0
 
 
+async def test_a_message_too_large_for_a_line_is_cut_in_its_event_and_the_run_arrives(
+        server: IngestServer, make_sink: Callable[..., DashboardSink]) -> None:
+    # A turn.started over the ingest's line limit was refused; the events after it were then
+    # refused one by one (a new run must begin with turn.started): the whole run was lost.
+    sink = make_sink(batch_events=10_000, batch_seconds=30.0)
+    memory = MemorySink()
+    engine = FlowEngine(flows=[FanFlow], sinks=[sink, memory])
+    message = "go " * 700_000  # 2.1 MB; the server takes lines up to 1 MB
+    reply = await engine.run("FanFlow", message, config={"n": 3})
+    assert reply.success, reply.message
+    await flush(sink)
+    run_id = memory.events[0].run_id
+    assert server.seqs(run_id) == list(range(len(memory.events)))
+    started = server.stored[run_id][0]
+    assert started.type == "turn.started" and started.message is not None
+    assert started.message == message[:64_000] + "… [2,036,000 more characters]"
+    assert server.status[run_id] == "finished"
+    assert sink.dropped == 0
+    doc = await engine.store.load(reply.session_id)
+    assert doc is not None and message in [  # the session keeps it whole
+        m.content for space in doc.flow.memory.values() for m in space.messages]
+
+
 async def test_an_interrupted_run_is_dropped_and_not_sent_again(
         server: IngestServer, make_sink: Callable[..., DashboardSink]) -> None:
     sink = make_sink(batch_events=5)
