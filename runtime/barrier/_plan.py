@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 from pydantic import ValidationError
 
 from ..errors import ParallelConfigurationError, ParallelDuplicateKeyError
-from ..jsonutil import json_copy
+from ..jsonutil import json_copy, lone_surrogate_in
 from ._host import BarrierHost, StepHost
 from .types import RunStepRequest
 
@@ -60,6 +60,9 @@ def plan_branches(
                 extra={"key": key, "indices": [seen[key], index]},
             )
         seen[key] = index
+        _check_text(f"The key of request {index}", key)
+        if item.user_message:
+            _check_text(f"The user_message of branch '{key}'", item.user_message)
         if not item.params and step.parallel_params_schema() is None:
             frozen: Mapping[str, Any] = _NO_PARAMS  # most requests: nothing to copy or check
         else:
@@ -82,6 +85,13 @@ def _request(raw: RunStepRequest | Mapping[str, Any]) -> RunStepRequest:
             )
         return RunStepRequest(**raw)
     raise ParallelConfigurationError(f"Not a run_steps() request: {raw!r}.")
+
+
+def _check_text(what: str, text: str) -> None:
+    """Refuse text no session, event or page could hold (two keys differing only there
+    would look alike everywhere they are shown)."""
+    if not text.isascii() and (problem := lone_surrogate_in(text)):
+        raise ParallelConfigurationError(f"{what} has {problem}.")
 
 
 def _key(item: RunStepRequest, step: StepHost, repeats: int) -> str:

@@ -107,6 +107,27 @@ async def test_a_non_string_key_is_a_configuration_error() -> None:
     out.raised(ParallelConfigurationError)
 
 
+@pytest.mark.parametrize(("request_", "said"), [
+    ({"key": "a\ud800"}, "The key of request 1 has text with a lone surrogate (U+D800 after 'a')"),
+    ({"key": "b", "user_message": "hi \udce9"},
+     "The user_message of branch 'b' has text with a lone surrogate (U+DCE9 after 'hi ')"),
+], ids=["key", "user_message"])
+async def test_a_lone_surrogate_in_a_key_or_message_is_a_configuration_error(
+    request_: dict[str, str], said: str,
+) -> None:
+    # Keys "a\ud800" and "a\udfff" were two branches that every event and page showed as
+    # one key, "a\ufffd"; a message with one is text no session can store.
+    started: list[str] = []
+    A = branch_step("A", _recorder(started))
+
+    async def body(coord: Step) -> Any:
+        return await coord.run_steps([{"step": A, "key": "ok"}, {"step": A, **request_}])
+
+    out = await run_body(body, [A])
+    assert out.raised(ParallelConfigurationError).message.startswith(said)
+    assert started == []
+
+
 async def test_params_are_frozen_inside_the_branch() -> None:
     async def mutate(step: Step, message: str | None) -> Any:
         params = step.parallel_invocation().params
