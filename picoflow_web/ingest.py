@@ -45,6 +45,7 @@ from picoflow_web.redact import may_hold_secret, redact
 from picoflow_web.relay_sender import RawJSON
 from runtime.events import (
     EVENT_TYPES,
+    MAX_ID_CHARS,
     SCHEMA_VERSION,
     SessionLoaded,
     SessionSaved,
@@ -60,7 +61,6 @@ MAX_BODY_BYTES = 64 * 1024 * 1024
 """Largest request body (a batch of events)."""
 MAX_LINE_BYTES = 4 * 1024 * 1024
 """Largest single event (a fork of many thousands of branches is large)."""
-MAX_ID_CHARS = 64
 """Longest run or session id (what the database columns hold)."""
 BROADCAST_EVENTS = 200
 """Events per group message, as the bridge batches them."""

@@ -242,6 +242,13 @@ class FlowEngine:
         it touches the session.
         """
         session_id = session_id or None
+        for name, value in (("session id", session_id), ("run id", run_id)):
+            if value is not None and len(value) > ev.MAX_ID_CHARS:
+                # Refused before any event: every event would carry it, and no dashboard
+                # (nor the web app's store) takes a longer one.
+                return _failure(FlowInputError(
+                    f"The {name} must be at most {ev.MAX_ID_CHARS} characters, not "
+                    f"{len(value)}."), "" if name == "session id" else session_id or "")
         # A new session's id is chosen now, so every event of the turn carries it.
         bus = EventBus([*self.sinks, *sinks], run_id=run_id,
                        session_id=session_id or str(uuid.uuid4()))

@@ -101,6 +101,7 @@ from .schema import (
 from .sinks import BoundedSink, CallbackSink, JsonlSink, MemorySink, dump_event, read_jsonl
 from .trace import dump_trace
 from .values import (
+    MAX_ID_CHARS,
     MAX_VALUE_CHARS,
     STRICT,
     STRICT_ENV,
@@ -119,6 +120,7 @@ __all__ = [
     "EVENT_ADAPTER",
     "EVENT_TYPES",
     "FOLDED_CHANNELS",
+    "MAX_ID_CHARS",
     "MAX_VALUE_CHARS",
     "SCHEMA_VERSION",
     "STRICT",

@@ -117,6 +117,22 @@ async def test_a_message_with_a_lone_surrogate_is_refused_before_any_session() -
     assert [e.type for e in memory.events] == ["turn.started", "turn.failed"]
 
 
+async def test_an_id_longer_than_a_dashboard_stores_is_refused_before_any_event() -> None:
+    # Every event carries both ids; a dashboard's ingest refused each line of such a run,
+    # and the web app's store holds 64 characters.
+    engine = FlowEngine(flows=[OrderFlow], sinks=[memory := MemorySink()])
+    reply = await engine.run("OrderFlow", "order", session_id="s" * 65)
+    assert (reply.success, reply.error_code, reply.session_id) == (False, "invalid_input", "")
+    assert reply.message == "The session id must be at most 64 characters, not 65."
+    reply = await engine.run("OrderFlow", "order", run_id="r" * 100)
+    assert (reply.success, reply.error_code) == (False, "invalid_input")
+    assert reply.message == "The run id must be at most 64 characters, not 100."
+    assert memory.events == []
+    reply = await engine.run("OrderFlow", "order", session_id="s" * 64, run_id="r" * 64)
+    assert reply.success, reply.message
+    assert {(e.run_id, e.session_id) for e in memory.events} == {("r" * 64, "s" * 64)}
+
+
 async def test_flow_info_carries_the_schema_examples_and_the_first_doc_paragraph() -> None:
     info = FlowEngine(flows=[OrderFlow]).flow_info("OrderFlow")
     assert info.id == "OrderFlow" and info.description == "Orders things."
