@@ -61,7 +61,6 @@ MAX_BODY_BYTES = 64 * 1024 * 1024
 """Largest request body (a batch of events)."""
 MAX_LINE_BYTES = 4 * 1024 * 1024
 """Largest single event (a fork of many thousands of branches is large)."""
-"""Longest run or session id (what the database columns hold)."""
 BROADCAST_EVENTS = 200
 """Events per group message, as the bridge batches them."""
 

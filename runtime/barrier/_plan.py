@@ -90,7 +90,8 @@ def _request(raw: RunStepRequest | Mapping[str, Any]) -> RunStepRequest:
 def _check_text(what: str, text: str) -> None:
     """Refuse text no session, event or page could hold (two keys differing only there
     would look alike everywhere they are shown)."""
-    if not text.isascii() and (problem := lone_surrogate_in(text)):
+    problem = lone_surrogate_in(text)  # ASCII text: one isascii()
+    if problem:
         raise ParallelConfigurationError(f"{what} has {problem}.")
 
 
