@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Mapping
 from typing import Any
 
 from .errors import StateValueError
-from .events.values import MAX_DEPTH, too_deep
+from .events.values import MAX_DEPTH, SURROGATE, too_deep
 
 
 def json_copy(value: Any, what: str = "value") -> Any:
@@ -20,7 +19,7 @@ def json_copy(value: Any, what: str = "value") -> Any:
     """
     kind = type(value)
     if kind is str:
-        if value.isascii() or not _SURROGATE.search(value):
+        if value.isascii() or not SURROGATE.search(value):
             return value  # immutable and already JSON: the common case, kept cheap
         raise _lone_surrogate(what, value)
     if kind is int or kind is bool or value is None:
@@ -34,19 +33,17 @@ def json_copy(value: Any, what: str = "value") -> Any:
     except (TypeError, ValueError) as exc:
         raise StateValueError(f"{what} must be plain JSON: {exc}") from None
     except RecursionError:
-        raise StateValueError(f"{what} must be plain JSON: nested deeper than {MAX_DEPTH} "
-                              "levels.") from None
-    if not text.isascii() and _SURROGATE.search(text):
+        raise _too_deep(what) from None
+    if not text.isascii() and SURROGATE.search(text):
         raise _lone_surrogate(what, text)
     copy = json.loads(text)
     if too_deep(copy, text):  # no store or serialiser takes it whole
-        raise StateValueError(f"{what} must be plain JSON: nested deeper than {MAX_DEPTH} "
-                              "levels.")
+        raise _too_deep(what)
     return copy
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
-"""A code point no UTF-8 can hold: what stores, sinks and browsers cannot take."""
+def _too_deep(what: str) -> StateValueError:
+    return StateValueError(f"{what} must be plain JSON: nested deeper than {MAX_DEPTH} levels.")
 
 
 def _lone_surrogate(what: str, text: str) -> StateValueError:
@@ -55,7 +52,7 @@ def _lone_surrogate(what: str, text: str) -> StateValueError:
 
 def lone_surrogate_in(text: str) -> str | None:
     """What is wrong with ``text`` if it holds a lone surrogate (None if it does not)."""
-    at = None if text.isascii() else _SURROGATE.search(text)
+    at = None if text.isascii() else SURROGATE.search(text)
     if at is None:
         return None
     around = text[max(0, at.start() - 20):at.start()]
@@ -72,7 +69,7 @@ def replace_lone_surrogates(value: Any) -> Any:
     """
     kind = type(value)
     if kind is str:
-        return value if value.isascii() else _SURROGATE.sub("\ufffd", value)
+        return value if value.isascii() else SURROGATE.sub("\ufffd", value)
     if kind is list:
         return [replace_lone_surrogates(item) for item in value]
     if kind is dict:

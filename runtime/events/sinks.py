@@ -8,12 +8,12 @@ bus turns that report into a ``sink.overflowed`` event.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
 from .schema import Event, parse_event
+from .values import SURROGATE
 
 
 class MemorySink:
@@ -111,9 +111,6 @@ def event_json(event: Event) -> bytes:
         return _replacing_surrogates(event)
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
 def _replacing_surrogates(event: Event) -> bytes:
     """The event's line with U+FFFD for each lone surrogate, as a UTF-8 decoder would put it.
 
@@ -123,9 +120,9 @@ def _replacing_surrogates(event: Event) -> bytes:
     """
     data = event.__pydantic_serializer__.to_python(event, mode="json")
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    if not _SURROGATE.search(text):  # the failure was something else: say what it was
+    if not SURROGATE.search(text):  # the failure was something else: say what it was
         return event.__pydantic_serializer__.to_json(event)
-    return _SURROGATE.sub("\ufffd", text).encode()
+    return SURROGATE.sub("\ufffd", text).encode()
 
 
 def read_jsonl(path: str | Path) -> list[Event]:

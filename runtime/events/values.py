@@ -20,6 +20,7 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import re
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
@@ -75,6 +76,10 @@ def safe_text(text: str, limit: int = MAX_VALUE_CHARS) -> str:
         return text
     return f"{text[:limit]}… [{len(text) - limit:,} more characters]"
 
+
+SURROGATE = re.compile("[\ud800-\udfff]")
+"""A code point no UTF-8 can hold (a lone surrogate): what stores, sinks and pages cannot
+take."""
 
 MAX_DEPTH = 128
 """The deepest nesting a value may have. pydantic's serialiser stops near 255 levels, and a
