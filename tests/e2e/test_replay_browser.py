@@ -42,9 +42,10 @@ def server() -> Iterator[tuple[LiveDaphne, str]]:
         yield found
 
 
-async def go_to(page: Any, hash_: str, turn: int) -> None:
+async def go_to(page: Any, hash_: str, turn: int, seq: int) -> None:
+    # Both attributes: a move within the turn already shown leaves data-turn as it was.
     await page.evaluate("h => { location.hash = h; }", hash_)
-    await page.wait_for_selector(f'#pf-session[data-turn="{turn}"]')
+    await page.wait_for_selector(f'#pf-session[data-turn="{turn}"][data-seq="{seq}"]')
 
 
 async def diff_rows(page: Any, container: str) -> dict[str, tuple[str, str, str]]:
@@ -90,7 +91,7 @@ async def test_a_hotel_session_replays_turn_by_turn_and_diffs_turn_3_against_tur
 
     # Turn 9 moves the cursor twice (Present -> Explore -> Present): drawn as rows and lanes.
     ninth = events[8]
-    await go_to(page, "#turn=9", 9)
+    await go_to(page, "#turn=9", 9, ninth[-1]["seq"])
     assert await page.locator("#pf-session-cursor").inner_text() == "PresentStep"
     tools = await page.locator('.pf-activity[data-activity="tool"]').all_inner_texts()
     called = [e["name"] for e in ninth if e["type"] == "tool.started"]
@@ -108,26 +109,26 @@ async def test_a_hotel_session_replays_turn_by_turn_and_diffs_turn_3_against_tur
     # The header follows the position: at turn 9's first event the tokens are those the
     # session had loaded (turns 1-8), at its end those plus turn 9's model calls.
     loaded = next(e for e in ninth if e["type"] == "session.loaded")
-    await go_to(page, "#turn=9&seq=0", 9)
+    await go_to(page, "#turn=9&seq=0", 9, 0)
     had = loaded["tokens"]["total_tokens"]
     assert int(await page.locator("#pf-session-tokens").inner_text()) == had
     assert await page.locator("#pf-session-status").inner_text() == "running"
     spent = sum(e["total_tokens"] for e in ninth if e["type"] == "model.finished")
-    await go_to(page, "#turn=9", 9)
+    await go_to(page, "#turn=9", 9, ninth[-1]["seq"])
     assert int(await page.locator("#pf-session-tokens").inner_text()) == had + spent
     assert await page.locator("#pf-session-status").inner_text() == "finished"
 
     # What one event changed: the new room type, inside the JSON text ExploreStep keeps.
     write = next(e for e in ninth if e["type"] == "state.replaced" and e["field"] == "json")
-    await go_to(page, f"#turn=9&seq={write['seq']}", 9)
+    await go_to(page, f"#turn=9&seq={write['seq']}", 9, write["seq"])
     step = await diff_rows(page, "#pf-diff-step")
     assert step[ROOM] == (
         "changed", "suite", json.loads(write["value"])["roomType"][0])
 
     # Turn 3 against turn 7: marks at the end of each.
-    await go_to(page, "#turn=3", 3)
+    await go_to(page, "#turn=3", 3, events[2][-1]["seq"])
     await page.locator("body").press("a")
-    await go_to(page, "#turn=7", 7)
+    await go_to(page, "#turn=7", 7, events[6][-1]["seq"])
     await page.locator("body").press("b")
     await page.wait_for_function(
         "() => document.querySelector('#pf-mark-b-label').textContent.startsWith('turn 7')")
