@@ -59,8 +59,10 @@ logger = logging.getLogger("picoflow.web")
 
 MAX_BODY_BYTES = 64 * 1024 * 1024
 """Largest request body (a batch of events)."""
-MAX_LINE_BYTES = 4 * 1024 * 1024
-"""Largest single event (a fork of many thousands of branches is large)."""
+MAX_LINE_BYTES = 32 * 1024 * 1024
+"""Largest single event. A fork's event lists every branch it requests: 100,000 bare
+branches make a 9 MB line, so the limit is well above that (a file or a body of many lines
+holds no less in memory)."""
 BROADCAST_EVENTS = 200
 """Events per group message, as the bridge batches them."""
 

@@ -71,7 +71,7 @@ def safe_value(value: Any, limit: int = MAX_VALUE_CHARS) -> Any:
 def safe_text(text: str, limit: int = MAX_VALUE_CHARS) -> str:
     """``text`` for an event's text field: whole up to ``limit`` characters, else cut there
     and saying how much is left out. A line no dashboard would take (its ingest refuses
-    lines over 4 MiB) would lose the event: for ``turn.started``, the whole run."""
+    lines over 32 MiB) would lose the event: for ``turn.started``, the whole run."""
     if len(text) <= limit:
         return text
     return f"{text[:limit]}… [{len(text) - limit:,} more characters]"

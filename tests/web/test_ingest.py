@@ -26,7 +26,17 @@ from picoflow_web.groups import run_group
 from picoflow_web.models import ApiToken, EventRecord, Run
 from picoflow_web.redact import MARKER
 from picoflow_web.store import DjangoSessionStore
-from runtime import FlowEngine, SessionStoreError
+from runtime import (
+    Flow,
+    FlowEngine,
+    LogicStep,
+    ModelSelection,
+    ParallelConfig,
+    Routable,
+    RunStepRequest,
+    SessionStoreError,
+    Step,
+)
 from runtime.events import MemorySink, dump_event
 from tests.remoteflow import TeamSurvey
 from tests.webhelpers import amake_user, atoken, bearer
@@ -202,6 +212,59 @@ async def test_an_oversized_line_and_an_oversized_body_are_refused(
     response = await post(client, token, body_of(lines[:3]))
     assert (response.status_code, response.json()["code"]) == (413, "body_too_large")
     assert not await Run.objects.filter(id="remote-1").aexists()
+
+
+class Wide(Flow):
+    """One fork of ``config.branches`` no-op branches, each with a note in its params."""
+
+    def config_model(self) -> ModelSelection:
+        return ModelSelection(provider="none", name="none")
+
+    def define_steps(self) -> list[Step]:
+        return [WideFork(self), Noop(self)]
+
+    def config_parallel_execution(self) -> ParallelConfig:
+        return ParallelConfig(max_invocations=100_000)
+
+
+class WideFork(LogicStep):
+    async def run_logic(self) -> Routable:
+        branches = int(self.get_context("config.branches"))
+        note = "n" * 300
+        await self.run_steps([RunStepRequest(Noop, key=str(i), params={"note": note})
+                              for i in range(branches)])
+        return "done"
+
+
+class Noop(LogicStep):
+    async def run_logic(self) -> Routable:
+        return None
+
+
+async def test_a_fork_of_many_thousands_of_branches_is_ingested_exported_and_imported() -> None:
+    sink = MemorySink()
+    engine = FlowEngine(flows=[Wide], sinks=[sink])
+    reply = await engine.run("Wide", "go", config={"branches": 14_000}, run_id="wide-1")
+    assert reply.success, reply.message
+    lines = [dump_event(event) for event in sink.events]
+    fork = next(i for i, e in enumerate(sink.events) if e.type == "barrier.forked")
+    # One event, over the 4 MiB an event could once be (a fork of 100,000 bare branches
+    # is 9 MB): refusing it lost the fork of a remote run, and an export could not come back.
+    assert len(lines[fork].encode()) > 4 * 1024 * 1024
+    response = await post(AsyncClient(), await ingest_token(), body_of(lines))
+    assert response.status_code == 200, response.json()
+    assert response.json()["runs"]["wide-1"]["last_seq"] == len(lines) - 1
+    assert (await stored("wide-1"))[fork] == json.loads(lines[fork])
+
+    auth = bearer(await atoken(await amake_user("operator")))
+    exported = await AsyncClient().get("/api/runs/wide-1/export", headers=auth)
+    body = b"".join([chunk async for chunk in exported.streaming_content])
+    copied = await AsyncClient().post("/api/import?copy=1", data=body, content_type=NDJSON,
+                                      headers=auth)
+    assert copied.status_code == 201, copied.content
+    copy = await Run.objects.exclude(id="wide-1").aget()
+    assert copy.event_count == len(lines)
+    assert (await stored(copy.id))[fork]["requests"] == json.loads(lines[fork])["requests"]
 
 
 async def test_ingest_needs_an_ndjson_body() -> None:
