@@ -8,6 +8,8 @@ from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
+from tests.webhelpers import wait_until
+
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 """Where browser tests leave their screenshots."""
@@ -44,6 +46,35 @@ async def stored_events(page: Any, run_id: str) -> list[dict[str, Any]]:
     return await page.evaluate(  # type: ignore[no-any-return]
         "async id => (await (await fetch(`/api/runs/${id}/events?after=-1&limit=5000`))"
         ".json()).events", run_id)
+
+
+DRAWN_TO = """n => !document.querySelector("#pf-run").classList.contains("pf-replaying")
+  && document.querySelector("#pf-last-seq").textContent === String(n)"""
+"""The run page is at its end, and its end is event ``n``."""
+
+
+async def run_ended(page: Any, status: str = "finished", timeout: float = 30_000) -> None:
+    """Wait until the run page shows its run ended ``status`` with every stored event
+    drawn, and the server has recorded that end.
+
+    ``#pf-run[data-status]`` alone says neither: the template renders the run's status, so
+    a run that ended before its page loaded is ``finished`` before any event is drawn (the
+    socket's first message, the summary, can likewise come before the last events); and the
+    run's last event is stored and sent before the server records the end (the run's status,
+    reply and new session id). The server is asked from here: ``wait_for_function`` takes a
+    returned promise for a truthy answer."""
+    await page.wait_for_selector(f"#pf-run[data-status={status}]", timeout=timeout)
+    run_id = await page.get_attribute("#pf-run", "data-run-id")
+    run: dict[str, Any] = {}
+
+    async def recorded() -> bool:
+        run.update(await page.evaluate(
+            "async id => (await (await fetch(`/api/runs/${id}`)).json()).run", run_id))
+        return bool(run["status"] == status)
+
+    await wait_until(recorded, timeout=timeout / 1000, interval=0.05,
+                     what=f"run {run_id} to be recorded {status}")
+    await page.wait_for_function(DRAWN_TO, arg=run["event_count"] - 1, timeout=timeout)
 
 
 async def start_run(page: Any, flow: str, message: str, *, goto: bool = True) -> str:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.browsing import dashboard, shot, start_run, stored_events
+from tests.e2e.browsing import dashboard, run_ended, shot, start_run, stored_events
 from tests.livedaphne import LiveDaphne
 
 pytest.importorskip("playwright.async_api", reason="pip install playwright")
@@ -28,7 +28,7 @@ def server() -> Iterator[tuple[LiveDaphne, str]]:
 
 async def finished_run(page: Any, flow: str, message: str) -> list[dict[str, Any]]:
     run_id = await start_run(page, flow, message)
-    await page.wait_for_selector("#pf-run[data-status=finished]", timeout=30_000)
+    await run_ended(page, timeout=30_000)
     return await stored_events(page, run_id)
 
 

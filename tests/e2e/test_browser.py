@@ -15,12 +15,15 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.browsing import ARGS, CHROMIUM, dashboard, shot, start_run
+from tests.e2e.browsing import ARGS, CHROMIUM, dashboard, run_ended, shot, start_run
 from tests.livedaphne import LiveDaphne
 
 playwright_api = pytest.importorskip("playwright.async_api", reason="pip install playwright")
 
 pytestmark = [pytest.mark.browser, pytest.mark.anyio]
+
+FRAME = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))"
+"""Resolves two frames on: a render the page scheduled before it has run."""
 
 HOSTILE = "<img src=x onerror=window.__pwned=1><script>window.__pwned=2</script>"
 
@@ -33,7 +36,7 @@ def server() -> Iterator[tuple[LiveDaphne, str]]:
 
 
 async def wait_finished(page: Any, timeout: float = 30_000) -> None:
-    await page.wait_for_selector("#pf-run[data-status=finished]", timeout=timeout)
+    await run_ended(page, timeout=timeout)
 
 
 async def api_run(page: Any, run_id: str) -> dict[str, Any]:
@@ -93,11 +96,7 @@ async def test_a_reload_mid_run_loses_and_repeats_no_event(page: Any) -> None:
         "() => Number(document.querySelector('#pf-last-seq')?.textContent) >= 5")
     assert await page.get_attribute("#pf-run", "data-status") == "running"
     await page.reload()
-    await wait_finished(page)
-    await page.wait_for_function(
-        "id => fetch(`/api/runs/${id}`).then(r => r.json()).then(j => "
-        "Number(document.querySelector('#pf-event-count').textContent) === j.run.event_count)",
-        arg=run_id)
+    await wait_finished(page)  # every stored event drawn
     stored = await api_run(page, run_id)
     count = int(await page.locator("#pf-event-count").inner_text())
     last = int(await page.locator("#pf-last-seq").inner_text())
@@ -114,8 +113,17 @@ async def test_hostile_strings_in_state_render_as_text(page: Any) -> None:
     await page.click('.pf-branch[data-path="0"]')
     await page.wait_for_selector('#pf-inspector[data-path="0"]')
     stored = await api_run(page, run_id)
-    for url in (f"/runs/{run_id}/", f"/sessions/{stored['session_id']}/", "/"):
+    session = f"/sessions/{stored['session_id']}/"
+    for url in (f"/runs/{run_id}/", session, "/"):
         await page.goto(url)
+        # What the page's scripts draw from the stored strings is there before they are
+        # looked for (no injected markup is no proof while nothing was drawn yet).
+        if url == session:
+            await page.wait_for_selector('#pf-session[data-loaded="1"][data-turn]')
+        elif url == "/":
+            await page.wait_for_selector(f'.pf-run-row[data-run-id="{run_id}"]')
+        else:
+            await run_ended(page)
         await page.wait_for_load_state("networkidle")
         assert await page.evaluate("() => window.__pwned") is None
         assert await page.locator("img[src=x]").count() == 0
@@ -241,7 +249,10 @@ async def test_the_runs_list_searches_sorts_and_links_the_query(page: Any) -> No
     head = page.locator("#pf-runs-head th", has=page.locator("[data-sort=events]"))
     assert await head.get_attribute("aria-sort") == "descending"
     await page.wait_for_url(re.compile(r"sort=-events"))
-    ordered = [await rows.nth(i).get_attribute("data-run-id") for i in range(await rows.count())]
+    # The address changes at the click, the rows in the page's next frame: read them after
+    # it, all at once.
+    await page.evaluate(FRAME)
+    ordered = await rows.evaluate_all("rows => rows.map(r => r.dataset.runId)")
     counts = [(await api_run(page, run_id))["event_count"] for run_id in ordered]
     assert counts == sorted(counts, reverse=True)
     assert ordered.index(research) < ordered.index(hotel)  # 51 events before a greeting's

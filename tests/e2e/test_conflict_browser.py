@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.browsing import dashboard, shot, start_run, stored_events
+from tests.e2e.browsing import dashboard, run_ended, shot, start_run, stored_events
 from tests.livedaphne import LiveDaphne
 
 pytest.importorskip("playwright.async_api", reason="pip install playwright")
@@ -30,7 +30,7 @@ def server() -> Iterator[tuple[LiveDaphne, str]]:
 
 async def finished_run(page: Any, flow: str, message: str) -> tuple[str, list[dict[str, Any]]]:
     run_id = await start_run(page, flow, message)
-    await page.wait_for_selector("#pf-run[data-status=finished]", timeout=30_000)
+    await run_ended(page, timeout=30_000)
     await page.wait_for_selector('.pf-conflicts .pf-conflict[data-barrier="b0"]')
     return run_id, await stored_events(page, run_id)
 
@@ -120,7 +120,8 @@ async def test_a_replacement_conflict_marks_both_writers_and_links_to_their_writ
     await page.click('.pf-branch[data-path="0"]')
     await page.wait_for_selector('#pf-inspector[data-path="0"]:not([data-barrier])')
     await page.click("#pf-seq-live")
-    await page.wait_for_selector('#pf-inspector .pf-own-row')
+    # Back at the end: at the write the scrubber was on, the branch may have written already.
+    await page.wait_for_selector('#pf-run:not(.pf-replaying) #pf-inspector .pf-own-row')
     own = page.locator("#pf-inspector .pf-own-table")
     problem = await own.locator(".pf-own-problem").inner_text()
     assert "VenueScout.venue" in problem and "replacement" in problem

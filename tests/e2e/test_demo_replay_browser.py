@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.browsing import dashboard, shot, start_run, stored_events
+from tests.e2e.browsing import dashboard, run_ended, shot, start_run, stored_events
 from tests.livedaphne import LiveDaphne
 
 pytest.importorskip("playwright.async_api", reason="pip install playwright")
@@ -288,7 +288,7 @@ async def follow_live(page: Any, flow: str, message: str) -> tuple[str, dict[str
     page.on("websocket", lambda ws: ws.on(
         "framereceived", lambda frame: frames.append((ws.url, str(frame)))))
     run_id = await start_run(page, flow, message)
-    await page.wait_for_selector("#pf-run[data-status=finished]", timeout=30_000)
+    await run_ended(page, timeout=30_000)
     await page.wait_for_selector(
         f'.pf-barrier[data-barrier="{BARRIER}"]:not([data-publication="pending"])')
     # The page followed the run as it went: the join reached it over the run's socket,
@@ -373,6 +373,9 @@ async def test_in_replay_the_join_s_marks_appear_only_from_the_join_event_on(
     await replayed(page, run_id, events, f"#barrier={BARRIER}&seq={before_join}")
     await page.wait_for_function(AT_RUN_SEQ, arg=before_join)
     await page.wait_for_selector("#pf-run.pf-replaying")
+    # The link's barrier is revealed in the frame whose events first hold it, and the tree
+    # and inspector are drawn only in the next: once the inspector shows the barrier.
+    await page.wait_for_selector(f'#pf-inspector[data-barrier="{BARRIER}"]')
     unjoined(await facts(page), paths)
     assert await page.locator("#pf-last-seq").inner_text() == str(before_join)
 

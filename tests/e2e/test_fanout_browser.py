@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.browsing import dashboard
+from tests.e2e.browsing import dashboard, run_ended
 from tests.e2e.test_browser import shot
 from tests.livedaphne import LiveDaphne
 
@@ -73,6 +73,10 @@ def from_events(events: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+WINDOW = "a => [Number(a.dataset.start), Number(a.dataset.end)]"
+"""The time axis's window as drawn (seconds), read at once."""
+
+
 async def count(page: Any, selector: str) -> int:
     return int((await page.locator(selector).inner_text()).replace(",", ""))
 
@@ -88,7 +92,7 @@ async def test_a_ten_thousand_branch_barrier_has_an_overview_and_paged_tables(
     await page.click(f"{FORM} button[type=submit]")
     await page.wait_for_url(re.compile(r"/runs/[0-9a-f]+/"))
     run_id = str(re.search(r"/runs/([0-9a-f]+)/", page.url).group(1))  # type: ignore[union-attr]
-    await page.wait_for_selector("#pf-run[data-status=finished]", timeout=240_000)
+    await run_ended(page, timeout=240_000)
 
     truth = from_events(await page.evaluate(ALL_EVENTS, run_id))
     failed = BRANCHES // FAIL_EVERY
@@ -159,11 +163,17 @@ async def test_a_ten_thousand_branch_barrier_has_an_overview_and_paged_tables(
     assert await axis.locator('.pf-axis-mark[data-kind="fork"]').count() == 1
     assert await axis.locator('.pf-axis-mark[data-kind="join"]').count() == 1
     span = None
+    start, end = await axis.evaluate(WINDOW)
     for _ in range(30):
         await page.keyboard.press("+")
-        await page.wait_for_function("() => document.getElementById('pf-axis').dataset.zoomed")
-        start = float(await axis.get_attribute("data-start") or 0)
-        end = float(await axis.get_attribute("data-end") or 0)
+        # Each press halves the window; the axis says "zoomed" from the first press on, so
+        # only a narrower window than the last one drawn is this press's.
+        await page.wait_for_function(
+            """([start, end]) => {
+              const axis = document.getElementById('pf-axis').dataset;
+              return axis.zoomed && Number(axis.end) - Number(axis.start) < end - start;
+            }""", arg=[start, end])
+        start, end = await axis.evaluate(WINDOW)
         span = end - start
         if span <= 0.010:
             break
@@ -187,7 +197,15 @@ async def test_a_ten_thousand_branch_barrier_has_an_overview_and_paged_tables(
     await page.click(f'{group} [data-count="rejected"] [data-show-status="rejected"]')
     await page.wait_for_function(
         "() => document.getElementById('pf-status-filter').value === 'rejected'")
-    await page.wait_for_selector(f'.pf-branch[data-path="{truth["rejected"][0]}"]')
+    # The filter is drawn once the first failed branch is the barrier's first row: the
+    # select changes at the click, the tree a frame or two later, and the rows around the
+    # slowest branch, drawn before, may hold that branch already.
+    await page.wait_for_function(
+        """([barrier, path]) => {
+          const row = sel => document.querySelector(sel)?.getAttribute('aria-rowindex');
+          const at = row(`.pf-barrier[data-barrier="${barrier}"]`);
+          return at != null && Number(row(`.pf-branch[data-path="${path}"]`)) === Number(at) + 1;
+        }""", arg=[barrier, truth["rejected"][0]])
     statuses = await page.locator(".pf-branch").evaluate_all(
         "els => [...new Set(els.map(e => e.dataset.status))]")
     assert statuses == ["rejected"]

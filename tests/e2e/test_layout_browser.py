@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.browsing import dashboard, shot, start_run
+from tests.e2e.browsing import dashboard, run_ended, shot, start_run
 from tests.livedaphne import LiveDaphne
 
 pytest.importorskip("playwright.async_api", reason="pip install playwright")
@@ -40,7 +40,7 @@ def server() -> Iterator[tuple[LiveDaphne, str]]:
 async def finished_run_at_1024(page: Any) -> str:
     await page.set_viewport_size({"width": WIDTH, "height": HEIGHT})
     run_id = await start_run(page, "ResearchFlow", "research tide pools")
-    await page.wait_for_selector("#pf-run[data-status=finished]", timeout=30_000)
+    await run_ended(page, timeout=30_000)
     await page.locator('.pf-row.pf-branch[data-path="0"]').first.click()
     await page.wait_for_selector('#pf-inspector[data-path="0"]:not([data-barrier])')
     return run_id

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.browsing import dashboard, logged_in_page
+from tests.e2e.browsing import dashboard, logged_in_page, run_ended
 from tests.e2e.test_browser import shot
 from tests.livedaphne import LiveDaphne, run_manage
 
@@ -117,6 +117,7 @@ async def test_a_turn_in_another_process_is_watched_live_and_stored_as_emitted(
     # The tree grew while the run was live: first the three teams, then research's two
     # analysts, all five at the end.
     assert any(0 < rows < 5 and status == "running" for rows, status in rows_seen), rows_seen
+    await run_ended(page)  # "finished" alone can come before the last events are drawn
     assert await page.locator(".pf-branch").count() == 5
     assert "remote" in (await page.locator("#pf-origin").inner_text())
     await shot(page, "remote_live_finished")

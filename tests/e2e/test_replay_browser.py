@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from picoflow_web.demos.hotel.script import CURRENT_DATE, REFERENCE_TURNS
-from tests.e2e.browsing import dashboard, logged_in_page, shot, start_run, stored_events
+from tests.e2e.browsing import dashboard, logged_in_page, run_ended, shot, start_run, stored_events
 from tests.livedaphne import LiveDaphne
 
 pytest.importorskip("playwright.async_api", reason="pip install playwright")
@@ -68,7 +68,8 @@ async def test_a_hotel_session_replays_turn_by_turn_and_diffs_turn_3_against_tur
         session = session or reply["session"]
         assert reply["session"] == session
     await page.goto(f"/sessions/{session}/")
-    await page.wait_for_selector('#pf-session[data-loaded="1"]')
+    # data-loaded comes a frame before the first position is drawn (data-turn, data-seq).
+    await page.wait_for_selector('#pf-session[data-loaded="1"][data-turn]')
     run_ids = await page.eval_on_selector_all(".pf-run-row",
                                               "rows => rows.map(r => r.dataset.runId)")
     assert len(run_ids) == 14
@@ -191,7 +192,7 @@ async def test_a_saved_nested_run_scrubbed_across_a_join_shows_the_write_only_af
     page: Any,
 ) -> None:
     run_id = await start_run(page, "ResearchFlow", "research tide pools")
-    await page.wait_for_selector("#pf-run[data-status=finished]", timeout=60_000)
+    await run_ended(page, timeout=60_000)
     events = await stored_events(page, run_id)
     # The planner's (path 0) own barrier: its finders' writes reach its view at that join.
     fork = next(e for e in events if e["type"] == "barrier.forked" and e["path"] == "0")
@@ -305,7 +306,7 @@ async def test_a_run_exported_and_imported_into_an_empty_database_folds_the_same
     page: Any, tmp_path: Any,
 ) -> None:
     run_id = await start_run(page, "ResearchFlow", "research the tides")
-    await page.wait_for_selector("#pf-run[data-status=finished]", timeout=60_000)
+    await run_ended(page, timeout=60_000)
     async with page.expect_download() as waiting:
         await page.click("#pf-export-run")
     exported = tmp_path / "run.jsonl"
@@ -320,7 +321,7 @@ async def test_a_run_exported_and_imported_into_an_empty_database_folds_the_same
             done = fresh.locator("#pf-import-result[data-state=ok]")
             await done.wait_for()
             await done.locator("a").click()  # the imported run's page: the same id
-            await fresh.wait_for_selector("#pf-run[data-status=finished]")
+            await run_ended(fresh)
             assert fresh.url.rstrip("/").endswith(run_id)
             imported = await fresh.evaluate(FOLDS, run_id)
             assert await fresh.locator(".pf-branch").count() == \
@@ -333,5 +334,5 @@ async def test_a_run_exported_and_imported_into_an_empty_database_folds_the_same
 
 async def _branch_rows(page: Any, run_id: str) -> int:
     await page.goto(f"/runs/{run_id}/")
-    await page.wait_for_selector("#pf-run[data-status=finished]")
+    await run_ended(page)
     return int(await page.locator(".pf-branch").count())
