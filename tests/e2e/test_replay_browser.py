@@ -203,7 +203,9 @@ async def test_a_saved_nested_run_scrubbed_across_a_join_shows_the_write_only_af
     written = news["value"]  # the contribution itself (the fold reduces it into the view)
     assert news["seq"] < join["seq"]
 
-    # A saved run opened again (a fresh page load replays it from the stored events).
+    # A saved run opened again (a fresh page load replays it from the stored events; from
+    # the same page a new hash alone would not load it again).
+    await page.goto("about:blank")
     await page.goto(f"/runs/{run_id}/#inv=0&seq={join['seq'] - 1}")
     await page.wait_for_selector('#pf-inspector[data-path="0"]')
     await page.wait_for_function("s => document.querySelector('#pf-last-seq').textContent === s",
