@@ -48,6 +48,9 @@ async def stored_events(page: Any, run_id: str) -> list[dict[str, Any]]:
         ".json()).events", run_id)
 
 
+FRAME = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))"
+"""Resolves two frames on: a render the page scheduled before it has run."""
+
 DRAWN_TO = """n => !document.querySelector("#pf-run").classList.contains("pf-replaying")
   && document.querySelector("#pf-last-seq").textContent === String(n)"""
 """The run page is at its end, and its end is event ``n``."""

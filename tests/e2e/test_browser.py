@@ -15,15 +15,12 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.browsing import ARGS, CHROMIUM, dashboard, run_ended, shot, start_run
+from tests.e2e.browsing import ARGS, CHROMIUM, FRAME, dashboard, run_ended, shot, start_run
 from tests.livedaphne import LiveDaphne
 
 playwright_api = pytest.importorskip("playwright.async_api", reason="pip install playwright")
 
 pytestmark = [pytest.mark.browser, pytest.mark.anyio]
-
-FRAME = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))"
-"""Resolves two frames on: a render the page scheduled before it has run."""
 
 HOSTILE = "<img src=x onerror=window.__pwned=1><script>window.__pwned=2</script>"
 
@@ -33,10 +30,6 @@ def server() -> Iterator[tuple[LiveDaphne, str]]:
     with dashboard({"PICOFLOW_DEMO_LATENCY": "0.6"},
                    extra_args=("--websocket-max-message-size", "67108864")) as found:
         yield found
-
-
-async def wait_finished(page: Any, timeout: float = 30_000) -> None:
-    await run_ended(page, timeout=timeout)
 
 
 async def api_run(page: Any, run_id: str) -> dict[str, Any]:
@@ -68,7 +61,7 @@ async def test_nested_fan_out_grows_live_and_the_inspector_shows_what_a_branch_c
         if await page.get_attribute("#pf-run", "data-status") == "finished":
             break
         await page.wait_for_timeout(60)
-    await wait_finished(page)
+    await run_ended(page)
     assert await page.get_attribute("#pf-status", "data-state") in ("open", "closed")
     # B and C first, then B's own D and E appear: the tree grew while branches ran.
     assert any(0 < rows < 4 and live for rows, live in seen), f"no partial live tree: {seen}"
@@ -96,7 +89,7 @@ async def test_a_reload_mid_run_loses_and_repeats_no_event(page: Any) -> None:
         "() => Number(document.querySelector('#pf-last-seq')?.textContent) >= 5")
     assert await page.get_attribute("#pf-run", "data-status") == "running"
     await page.reload()
-    await wait_finished(page)  # every stored event drawn
+    await run_ended(page)  # every stored event drawn
     stored = await api_run(page, run_id)
     count = int(await page.locator("#pf-event-count").inner_text())
     last = int(await page.locator("#pf-last-seq").inner_text())
@@ -109,7 +102,7 @@ async def test_a_reload_mid_run_loses_and_repeats_no_event(page: Any) -> None:
 
 async def test_hostile_strings_in_state_render_as_text(page: Any) -> None:
     run_id = await start_run(page, "ResearchFlow", f"research {HOSTILE}")
-    await wait_finished(page)
+    await run_ended(page)
     await page.click('.pf-branch[data-path="0"]')
     await page.wait_for_selector('#pf-inspector[data-path="0"]')
     stored = await api_run(page, run_id)
@@ -134,7 +127,7 @@ async def test_hostile_strings_in_state_render_as_text(page: Any) -> None:
 async def test_a_run_exported_from_its_page_imports_back_from_the_runs_list(
         page: Any, tmp_path: Path) -> None:
     run_id = await start_run(page, "ResearchFlow", "research tide pools")
-    await wait_finished(page)
+    await run_ended(page)
     async with page.expect_download() as waiting:
         await page.click("#pf-export-run")
     download = await waiting.value
@@ -158,7 +151,7 @@ async def test_a_run_exported_from_its_page_imports_back_from_the_runs_list(
     assert f"copy of {run_id}" in await done.inner_text()
     await shot(page, "import_copy")
     await done.locator("a").click()
-    await wait_finished(page)
+    await run_ended(page)
     assert "imported" in await page.locator("#pf-origin").inner_text()
     copy_id = page.url.rstrip("/").rsplit("/", 1)[1]
     assert copy_id != run_id
@@ -171,7 +164,7 @@ async def test_an_atomic_batch_with_a_failure_is_drawn_as_discarded_not_publishe
     page: Any,
 ) -> None:
     await start_run(page, "AtomicFlow", "book the trip")
-    await wait_finished(page)
+    await run_ended(page)
     barrier = page.locator('.pf-barrier[data-barrier="b0"]')
     # The join's record applied no field: no green badge, no green count.
     assert await barrier.locator(".pf-badge-published").count() == 0
@@ -232,9 +225,9 @@ async def test_an_atomic_batch_with_a_failure_is_drawn_as_discarded_not_publishe
 
 async def test_the_runs_list_searches_sorts_and_links_the_query(page: Any) -> None:
     research = await start_run(page, "ResearchFlow", "research kelp forests")
-    await wait_finished(page)
+    await run_ended(page)
     hotel = await start_run(page, "HotelFlow", "Hi")
-    await wait_finished(page)
+    await run_ended(page)
     await page.goto("/")
     rows = page.locator("#pf-runs-body .pf-run-row")
     await page.fill("#pf-filters [name=q]", "KELP")

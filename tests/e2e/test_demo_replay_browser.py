@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.browsing import dashboard, run_ended, shot, start_run, stored_events
+from tests.e2e.browsing import FRAME, dashboard, run_ended, shot, start_run, stored_events
 from tests.livedaphne import LiveDaphne
 
 pytest.importorskip("playwright.async_api", reason="pip install playwright")
@@ -125,7 +125,6 @@ FACTS = """() => {
 AT_RUN_SEQ = "s => document.querySelector('#pf-last-seq').textContent === String(s)"
 """The run page is at event ``s`` (pinned there, or its last)."""
 
-FRAME = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))"
 
 
 @pytest.fixture(scope="module")

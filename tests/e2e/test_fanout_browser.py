@@ -12,8 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.browsing import dashboard, run_ended
-from tests.e2e.test_browser import shot
+from tests.e2e.browsing import dashboard, run_ended, shot
 from tests.livedaphne import LiveDaphne
 
 playwright_api = pytest.importorskip("playwright.async_api", reason="pip install playwright")

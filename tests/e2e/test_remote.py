@@ -20,8 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.browsing import dashboard, logged_in_page, run_ended
-from tests.e2e.test_browser import shot
+from tests.e2e.browsing import dashboard, logged_in_page, run_ended, shot
 from tests.livedaphne import LiveDaphne, run_manage
 
 playwright_api = pytest.importorskip("playwright.async_api", reason="pip install playwright")

@@ -14,7 +14,15 @@ from typing import Any
 import pytest
 
 from picoflow_web.demos.hotel.script import CURRENT_DATE, REFERENCE_TURNS
-from tests.e2e.browsing import dashboard, logged_in_page, run_ended, shot, start_run, stored_events
+from tests.e2e.browsing import (
+    FRAME,
+    dashboard,
+    logged_in_page,
+    run_ended,
+    shot,
+    start_run,
+    stored_events,
+)
 from tests.livedaphne import LiveDaphne
 
 pytest.importorskip("playwright.async_api", reason="pip install playwright")
@@ -166,8 +174,7 @@ async def test_a_hotel_session_replays_turn_by_turn_and_diffs_turn_3_against_tur
     await page.locator("body").press(" ")
     assert await page.locator("#pf-play").inner_text() == "▶ Play"
     # The last step's frame is drawn before the position is read.
-    await page.evaluate(
-        "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
+    await page.evaluate(FRAME)
     turn = int(str(await page.get_attribute("#pf-session", "data-turn")))
     seq = int(str(await page.get_attribute("#pf-session", "data-seq")))
     # The next event may be the first of the next turn (a short turn can be paused on its end).
