@@ -193,3 +193,35 @@ async def test_a_header_with_a_line_break_sends_nothing(pool: ConnectionPool) ->
     assert len(script.requests) == 1
     assert b"Injected" not in script.requests[0]
     assert b"\r\nX-Fine: yes\r\n" in script.requests[0]
+
+
+async def test_bodies_larger_than_the_buffers_arrive_whole_both_ways(pool: ConnectionPool) -> None:
+    # Larger than the kernel's socket buffers and than what a connection reads ahead
+    # before it waits for its reader: sending and reading both pause and resume.
+    answer = bytes(range(256)) * (12 * 1024)  # 3 MiB
+    question = b"q" * (8 * 1024 * 1024)
+    script = Script([ok(answer)])
+    async with scripted(script) as port:
+        reply = await pool.request("POST", f"http://127.0.0.1:{port}/v1/x", headers={},
+                                   body=question, timeout=30)
+    assert reply.body == answer
+    assert script.requests[0].endswith(b"\r\n\r\n" + question)
+
+
+async def test_a_connection_the_server_dropped_unannounced_is_replaced(
+    pool: ConnectionPool,
+) -> None:
+    # The server hangs up after its reply without saying "Connection: close"; the next
+    # request, sent at once (no check before reuse), finds the connection dead before
+    # any reply byte and goes out again on a fresh one.
+    script = Script([ok(b"first")])
+    async with scripted(script) as port:
+        assert (await post(pool, port)).body == b"first"
+        [conn] = [c for conns in pool._state().idle.values() for c in conns]
+        with anyio.fail_after(5):
+            while not conn.peer_closed():  # the server's FIN is on its way
+                await anyio.sleep(0.01)
+        script.replies.append(ok(b"second"))
+        assert (await post(pool, port)).body == b"second"
+    assert script.connections == pool.connections_opened == 2
+    assert len(script.requests) == 2
