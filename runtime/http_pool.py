@@ -224,20 +224,17 @@ class ConnectionPool:
         self, conn: Connection, data: bytes, timeout: float
     ) -> tuple[HTTPReply, bool]:
         got_bytes = False
-        # One scope for the whole exchange, its deadline moved on at each read that made
-        # progress: the timeout bounds each wait, like a socket timeout, at the cost of
-        # one cancel scope per request instead of one per read.
-        scope = anyio.CancelScope(deadline=anyio.current_time() + timeout)
+        # The connection bounds each of its waits, like a socket timeout: a reply that
+        # keeps trickling in is not cut off, one that stalls is.
+        conn.timeout = timeout
         try:
-            with scope:
-                await conn.send(data)
-                head = await conn.receive_until(b"\r\n\r\n", _MAX_HEADER_BYTES)
-                got_bytes = True
-                status, version, headers = _parse_head(head)
-                if not _body_buffered(conn, headers):
-                    # Moving a deadline reschedules its timer: only when a read will wait.
-                    scope.deadline = anyio.current_time() + timeout
-                body, framed = await _read_body(conn, headers, scope, timeout)
+            await conn.send(data)
+            head = await conn.receive_until(b"\r\n\r\n", _MAX_HEADER_BYTES)
+            got_bytes = True
+            status, version, headers = _parse_head(head)
+            body, framed = await _read_body(conn, headers)
+        except TimeoutError:  # before OSError, of which it is a kind
+            raise HTTPTimeout(f"no reply within {timeout:g}s") from None
         except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError,
                 anyio.ClosedResourceError, OSError) as exc:
             if conn.reused and not got_bytes:
@@ -245,8 +242,6 @@ class ConnectionPool:
             raise HTTPTransportError(_describe(exc)) from None
         except anyio.DelimiterNotFound:
             raise HTTPTransportError("the reply's headers are too long") from None
-        if scope.cancelled_caught:
-            raise HTTPTimeout(f"no reply within {timeout:g}s")
         connection = headers.get("connection", "").lower()
         keep = framed and (
             "keep-alive" in connection if version == "HTTP/1.0" else "close" not in connection
@@ -307,12 +302,6 @@ def _head_start(
     return "".join(line + "\r\n" for line in lines).encode("latin-1"), sized
 
 
-def _body_buffered(conn: Connection, headers: dict[str, str]) -> bool:
-    """Whether the whole ``Content-Length`` body has already been read ahead."""
-    length = headers.get("content-length")
-    return length is not None and length.isdigit() and conn.buffered >= int(length)
-
-
 def _parse_head(head: bytes) -> tuple[int, str, dict[str, str]]:
     lines = head.decode("latin-1").split("\r\n")
     version, _, rest = lines[0].partition(" ")
@@ -327,16 +316,8 @@ def _parse_head(head: bytes) -> tuple[int, str, dict[str, str]]:
     return int(code), version, headers
 
 
-async def _read_body(
-    reader: Connection,
-    headers: dict[str, str],
-    scope: anyio.CancelScope,
-    timeout: float,
-) -> tuple[bytes, bool]:
-    """The body, and whether the connection is still framed (usable for another request).
-
-    Runs in the exchange's ``scope``, whose deadline each completed read moves on.
-    """
+async def _read_body(reader: Connection, headers: dict[str, str]) -> tuple[bytes, bool]:
+    """The body, and whether the connection is still framed (usable for another request)."""
     if "chunked" in headers.get("transfer-encoding", "").lower():
         chunks: list[bytes] = []
         while True:
@@ -351,7 +332,6 @@ async def _read_body(
                 return b"".join(chunks), True
             chunks.append(await reader.receive_exactly(size))
             await reader.receive_exactly(2)
-            scope.deadline = anyio.current_time() + timeout
     length = headers.get("content-length")
     if length is not None:
         if not length.isdigit():
@@ -364,7 +344,6 @@ async def _read_body(
             parts.append(await reader.receive())
         except anyio.EndOfStream:
             return b"".join(parts), False
-        scope.deadline = anyio.current_time() + timeout
 
 
 def _describe(exc: BaseException) -> str:

@@ -65,6 +65,7 @@ class ChatServer:
     release: threading.Event = field(default_factory=threading.Event)
     _cond: threading.Condition = field(default_factory=threading.Condition)
     _wave: int = 0
+    _waiting: int = 0
 
     def enter(self, body: Any) -> Reply:
         with self._cond:
@@ -74,9 +75,15 @@ class ChatServer:
             self.max_concurrent = max(self.max_concurrent, self.current)
             reply = self.replies.popleft() if self.replies else Reply(body=completion())
             if self.gate is not None:
+                # A wave counts the requests waiting in it, not all those in flight: a
+                # request of the last wave still writing its reply would otherwise fill
+                # the next wave's place, and the next wave's last request would wait out
+                # the deadline.
                 wave = self._wave
-                if self.current >= self.gate:
+                self._waiting += 1
+                if self._waiting >= self.gate:
                     self._wave += 1
+                    self._waiting = 0
                     self._cond.notify_all()
                 else:
                     self._cond.wait_for(lambda: self._wave > wave or self.release.is_set(),
