@@ -28,6 +28,8 @@ DYNAMIC_IMPORTERS = frozenset({"import_module", "__import__"})
 @dataclass(frozen=True)
 class Rules:
     forbidden: frozenset[str]
+    exceptions: dict[str, frozenset[str]]
+    """module -> the forbidden packages it alone may import"""
     layers: dict[str, tuple[frozenset[str], tuple[str, ...]]]
     """layer -> (third-party packages, layers it uses)"""
     consumers: dict[str, frozenset[str]]
@@ -38,6 +40,8 @@ class Rules:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
         return cls(
             forbidden=frozenset(data["runtime"]["forbidden"]),
+            exceptions={name: frozenset(tops)
+                        for name, tops in data["runtime"].get("exceptions", {}).items()},
             layers={name: (frozenset(spec["third_party"]), tuple(spec["uses"]))
                     for name, spec in data["layer"].items()},
             consumers={name: frozenset(spec["runtime"])
@@ -123,7 +127,7 @@ def violations(source: str, module: str, *, is_package: bool = False,
         if layer is None:
             continue
         third_party, uses = rules.layers[layer]
-        if top in rules.forbidden:
+        if top in rules.forbidden and top not in rules.exceptions.get(module, ()):
             out.append(f"line {line}: forbidden import '{target}'")
         elif top == "runtime":
             target_layer = rules.layer_of(target) or "runtime"
@@ -201,6 +205,9 @@ def test_a_forbidden_module_added_to_a_copy_of_the_tree_fails_the_scan(tmp_path:
         ("runtime.flow", "from channels.layers import get_channel_layer",
          "forbidden import 'channels.layers'"),
         ("runtime.engine", "import asyncio", "forbidden import 'asyncio'"),
+        # The one exception is for one module and one package.
+        ("runtime.http_pool", "import asyncio", "forbidden import 'asyncio'"),
+        ("runtime.http_conn", "import asyncio, trio", "forbidden import 'trio'"),
         ("runtime.engine", "import os, trio.lowlevel", "forbidden import 'trio.lowlevel'"),
         ("runtime.engine", "import requests", "may not import 'requests'"),
         ("runtime.events.schema", "import anyio", "layer runtime.events may not import 'anyio'"),
@@ -239,6 +246,7 @@ def test_the_scanner_accepts_what_the_rules_allow() -> None:
     assert violations("from ..events import BarrierOptions\nfrom ..errors import X\n"
                       "from .views import BranchView\nimport anyio\n",
                       "runtime.barrier._driver") == []
+    assert violations("import asyncio\nimport anyio.lowlevel\n", "runtime.http_conn") == []
     assert violations("from .schema import Event\nfrom . import values\n",
                       "runtime.events.fold") == []
     assert violations("from runtime import Flow\nfrom runtime.events import parse_event\n",
