@@ -42,9 +42,11 @@ class StepRecord(BaseModel):
 
 
 class SequenceEntry(BaseModel):
-    """One entry of the execution trail: top-level gotos at level 1, children deeper."""
+    """One entry of the execution trail: top-level gotos at level 1, children deeper.
 
-    model_config = ConfigDict(extra="forbid")
+    Frozen: a turn shares one entry among the branches that append equal ones."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     level: int = Field(ge=1)
     step_name: str

@@ -119,6 +119,9 @@ class Turn:
         self._channels: dict[str, Mapping[str, Channel]] = {}
         self._model_limiter: anyio.CapacityLimiter | Literal[False] | None = False
         self._concurrent_groups = 0
+        self._trail: dict[tuple[int, str], SequenceEntry] = {}
+        """One trail entry per (level, step name), shared by every branch that appends it:
+        entries are frozen, and siblings of a fan-out append equal ones."""
 
     def next_concurrent_group(self) -> int:
         """A number for the turn's next ``concurrent_steps()`` call (its events' group)."""
@@ -464,19 +467,23 @@ class Turn:
         worker = type(registered)(self.flow)
         # The fresh instance keeps the registered one's configuration (use_memory and
         # use_model in define_steps), which its constructor does not repeat.
+        name = worker.name
         namespace = registered.get_memory_space()
-        if namespace != worker.name:
+        if namespace != name:
             worker.use_memory(namespace)
         if registered.model_override is not None:
             worker.use_model(registered.model_override)
         view_token = current_view.set(view)
-        frame_token = frames.set((*frames.get(), worker))
+        stack = (*frames.get(), worker)
+        frame_token = frames.set(stack)
         try:
-            level = len(frames.get()) + 1
+            level = len(stack) + 1
             # No validation (level and name are the runtime's own): hot path of every branch,
-            # where pydantic's model_construct costs a few µs more per branch.
-            self.require_doc().flow.sequence.append(
-                _SEQUENCE_ENTRY(level=level, step_name=worker.name))
+            # where even building one entry per branch costs more than the lookup.
+            entry = self._trail.get((level, name))
+            if entry is None:
+                entry = self._trail[level, name] = _SEQUENCE_ENTRY(level=level, step_name=name)
+            self.require_doc().flow.sequence.append(entry)
             # No step.entered/exited for a branch: branch.started/fulfilled/rejected say it.
             kind = type(worker)
             if kind.on_enter is not _step.Step.on_enter:  # the base hooks do nothing

@@ -41,19 +41,27 @@ def plan_branches(
     if not requests:
         raise ParallelConfigurationError("run_steps() needs at least one request.")
     items = [_request(raw) for raw in requests]
-    steps = []
+    # A fan-out names few distinct steps: each is looked up (and asked for its params
+    # schema) once, not once per request.
+    resolved: dict[Any, _Resolved] = {}
+    steps: list[_Resolved] = []
     for item in items:
         try:
-            steps.append(host.require_step(item.step))
-        except Exception as exc:
-            raise ParallelConfigurationError(str(exc)) from exc
+            entry = resolved.get(item.step)
+        except TypeError:  # not hashable: looked up each time (require_step says why not)
+            entry = _resolve(host, item.step)
+        else:
+            if entry is None:
+                entry = resolved[item.step] = _resolve(host, item.step)
+        steps.append(entry)
     counts: dict[str, int] = {}
-    for step in steps:
-        counts[step.name] = counts.get(step.name, 0) + 1
+    for entry in steps:
+        counts[entry.name] = counts.get(entry.name, 0) + 1
     out = []
     seen: dict[str, int] = {}
-    for index, (item, step) in enumerate(zip(items, steps, strict=True)):
-        key = _key(item, step, counts[step.name])
+    for index, (item, entry) in enumerate(zip(items, steps, strict=True)):
+        step, name = entry.step, entry.name
+        key = _key(item, name, counts[name])
         if key in seen:
             raise ParallelDuplicateKeyError(
                 f"Requests {seen[key]} and {index} share the branch key '{key}'.",
@@ -63,12 +71,28 @@ def plan_branches(
         _check_text(f"The key of request {index}", key)
         if item.user_message:
             _check_text(f"The user_message of branch '{key}'", item.user_message)
-        if not item.params and step.parallel_params_schema() is None:
+        if not item.params and not entry.has_schema:
             frozen: Mapping[str, Any] = _NO_PARAMS  # most requests: nothing to copy or check
         else:
             frozen = freeze(_validate_params(step, key, item.params))
-        out.append(PlannedBranch(step, step.name, key, frozen, item.user_message))
+        out.append(PlannedBranch(step, name, key, frozen, item.user_message))
     return out
+
+
+class _Resolved(NamedTuple):
+    """A request's step as registered, its name and whether it declares a params schema."""
+
+    step: StepHost
+    name: str
+    has_schema: bool
+
+
+def _resolve(host: BarrierHost, target: Any) -> _Resolved:
+    try:
+        step = host.require_step(target)
+    except Exception as exc:
+        raise ParallelConfigurationError(str(exc)) from exc
+    return _Resolved(step, step.name, step.parallel_params_schema() is not None)
 
 
 _NO_PARAMS: Mapping[str, Any] = MappingProxyType({})
@@ -95,7 +119,7 @@ def _check_text(what: str, text: str) -> None:
         raise ParallelConfigurationError(f"{what} has {problem}.")
 
 
-def _key(item: RunStepRequest, step: StepHost, repeats: int) -> str:
+def _key(item: RunStepRequest, name: str, repeats: int) -> str:
     """The branch key: the request's (trimmed), else the step name when it is unique."""
     if item.key is not None and not isinstance(item.key, str):
         raise ParallelConfigurationError(
@@ -105,10 +129,10 @@ def _key(item: RunStepRequest, step: StepHost, repeats: int) -> str:
         return key
     if repeats > 1:
         raise ParallelConfigurationError(
-            f"Step '{step.name}' appears {repeats} times in one barrier: every request of a "
+            f"Step '{name}' appears {repeats} times in one barrier: every request of a "
             "repeated step needs a non-empty key."
         )
-    return step.name
+    return name
 
 
 def _validate_params(

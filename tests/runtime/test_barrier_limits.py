@@ -4,6 +4,7 @@ the model-call quota and token budgets. Cancellation lives in ``test_barrier_can
 
 from __future__ import annotations
 
+import itertools
 import operator
 from typing import Any, Literal
 
@@ -105,6 +106,39 @@ async def test_a_non_string_key_is_a_configuration_error() -> None:
 
     out = await run_body(body, [A])
     out.raised(ParallelConfigurationError)
+
+
+@pytest.mark.parametrize(("target", "said"), [
+    ("Nowhere", "Step 'Nowhere' is not defined in flow"),
+    (["A"], "go() requires a Step class with a non-empty id."),
+], ids=["unknown", "unhashable"])
+async def test_a_request_for_no_registered_step_is_a_configuration_error(
+    target: Any, said: str,
+) -> None:
+    # Steps are looked up once per distinct target; a target that cannot be a dict key
+    # still gets the lookup's own message.
+    started: list[str] = []
+    A = branch_step("A", _recorder(started))
+
+    async def body(coord: Step) -> Any:
+        return await coord.run_steps([{"step": A, "key": "a"}, {"step": target, "key": "b"}])
+
+    out = await run_body(body, [A])
+    assert said in out.raised(ParallelConfigurationError).message
+    assert started == []
+
+
+async def test_a_step_named_by_class_and_by_name_in_one_fork_is_one_repeated_step() -> None:
+    started: list[str] = []
+    A = branch_step("A", _recorder(started))
+
+    async def body(coord: Step) -> Any:
+        return await coord.run_steps([{"step": A}, {"step": "A"}])
+
+    out = await run_body(body, [A])
+    assert "Step 'A' appears 2 times in one barrier" in out.raised(
+        ParallelConfigurationError).message
+    assert started == []
 
 
 @pytest.mark.parametrize(("request_", "said"), [
@@ -339,6 +373,61 @@ async def test_a_wide_unlimited_fork_lets_its_first_branches_run_on_while_it_sta
     assert [b.output for b in out.value.branches] == list(range(64))
     assert seen.index(("on", 0)) < seen.index(("start", 63))
     assert sorted(seen) == sorted([(kind, i) for i in range(64) for kind in ("start", "on")])
+
+
+async def _start_batches(waits: bool, n: int = 200) -> list[int]:
+    """How many branches of one unlimited fork first ran in each turn of the event loop.
+
+    A ticker task counts the loop's turns (it yields once per turn); each branch notes
+    the count when it first runs, so branches started together share a count."""
+    turns = 0
+    first_turn = [-1] * n
+
+    async def ticker() -> None:
+        nonlocal turns
+        while True:
+            await anyio.lowlevel.checkpoint()
+            turns += 1
+
+    async def branch(step: Step, message: str | None) -> Any:
+        index = step.parallel_invocation().index
+        first_turn[index] = turns
+        if waits:  # where a model call would wait for its reply
+            await anyio.lowlevel.checkpoint()
+        return index
+
+    B = branch_step("B", branch)
+
+    async def body(coord: Step) -> Any:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(ticker)
+            batch = await coord.run_steps([{"step": B, "key": f"k{i}"} for i in range(n)])
+            tg.cancel_scope.cancel()
+        return batch
+
+    out = await run_body(body, [B])
+    assert [b.output for b in out.value.branches] == list(range(n))
+    return [len(list(group)) for _, group in itertools.groupby(first_turn)]
+
+
+async def test_an_unlimited_fork_starts_more_branches_per_turn_while_none_waits(
+    anyio_backend: str,
+) -> None:
+    # Each turn of the loop costs about as much as a no-op branch: branches that all end
+    # within their turn (CPU-only) are started in doubling batches, up to 64 a turn.
+    # (Counting turns needs asyncio's first-in, first-out ready queue; trio runs a turn's
+    # tasks in either order, so one turn's count can merge with the next.)
+    if anyio_backend != "asyncio":
+        pytest.skip("counting the loop's turns needs a first-in, first-out ready queue")
+    assert await _start_batches(waits=False) == [8, 16, 32, 64, 64, 16]
+
+
+async def test_an_unlimited_fork_starts_eight_branches_per_turn_while_some_wait(
+    anyio_backend: str,
+) -> None:
+    if anyio_backend != "asyncio":
+        pytest.skip("counting the loop's turns needs a first-in, first-out ready queue")
+    assert await _start_batches(waits=True) == [8] * 25
 
 
 async def test_a_barrier_nested_deeper_than_max_depth_raises_a_limit_error() -> None:
