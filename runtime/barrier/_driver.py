@@ -92,6 +92,7 @@ loop costs tens of µs, a no-op branch about as much; far larger batches lose ag
 branch then runs long after its task was made (measured: 1,000 no-op branches, 8 per turn
 1.75x a bare task group, 64 per turn 1.53x, all at once 1.57x)."""
 
+
 def _result(index: int, key: str, step: str, path: InvocationPath, status: BranchStatus,
             output: Any, error: BaseException | None, started: bool) -> BranchResult:
     """A :class:`BranchResult`, one per branch: frozen for the flows that read it, built

@@ -68,8 +68,9 @@ def plan_branches(
                 extra={"key": key, "indices": [seen[key], index]},
             )
         seen[key] = index
-        _check_text(f"The key of request {index}", key)
-        if item.user_message:
+        if not key.isascii():  # ASCII text cannot hold a lone surrogate
+            _check_text(f"The key of request {index}", key)
+        if item.user_message and not item.user_message.isascii():
             _check_text(f"The user_message of branch '{key}'", item.user_message)
         if not item.params and not entry.has_schema:
             frozen: Mapping[str, Any] = _NO_PARAMS  # most requests: nothing to copy or check
