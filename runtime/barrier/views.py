@@ -201,7 +201,7 @@ class BranchView:
         report). Costs the contributions made since the last call, never the field's
         value or its earlier contributions: a branch contributing k times pays O(k) in
         all, not O(k²)."""
-        # Called on every observed contribution: no allocation on the common path.
+        # Called on every observed contribution: one small tuple is all it allocates.
         if kind not in _FOLDED or name in self.private.get(step, _NONE):
             return False
         items = self.contributions.get(step, _NONE).get(name, ())
