@@ -438,7 +438,7 @@ def _session_record(run: Run) -> None:
         return  # a session this dashboard runs itself: its own document is the truth
     # The stored text, validated straight from JSON: no JSON field decoding it first.
     events = [parse_event(text) for _, text in read_texts(run.id, -1, run.last_seq + 1)]
-    model = fold(events)
+    model = fold(events, drafts=False)  # the canonical state is all it reads
     loaded = next((e for e in events if isinstance(e, SessionLoaded)), None)
     revision = max((e.revision for e in events if isinstance(e, SessionSaved)), default=0)
     reply = run.reply or {}

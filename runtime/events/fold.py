@@ -179,16 +179,28 @@ class RunModel:
     """``{seq, reason, requested_by, revision}`` of the ``turn.cancelled`` that ended it."""
     concurrent: list[ConcurrentGroup] = field(default_factory=list)
     """A coordinator's ``concurrent_steps()`` calls, their batches and children."""
+    drafts: bool = True
+    """Whether invocations keep their drafts and received publications (what
+    :func:`view_at` reads). Without them the fold keeps the canonical state, statuses and
+    barriers only."""
 
 
-def new_run() -> RunModel:
+def new_run(*, drafts: bool = True) -> RunModel:
     """An empty run model, ready for :func:`apply_event`."""
-    return RunModel(invocations={"": Invocation(path="", step="", status="running")})
+    return RunModel(invocations={"": Invocation(path="", step="", status="running")},
+                    drafts=drafts)
 
 
-def fold(events: Iterable[ev.Event], upto: int | None = None) -> RunModel:
-    """Fold one run's events (in ``seq`` order) up to and including ``upto``."""
-    run = new_run()
+def fold(events: Iterable[ev.Event], upto: int | None = None, *,
+         drafts: bool = True) -> RunModel:
+    """Fold one run's events (in ``seq`` order) up to and including ``upto``.
+
+    With ``drafts=False`` the branches' drafts are not kept (nor reduced: one branch's k
+    contributions to an append channel keep k growing copies of the list, O(k²) time and
+    memory), for a reader that wants the canonical state alone: the dashboard's record of
+    a remote session.
+    """
+    run = new_run(drafts=drafts)
     for event in events:
         if upto is not None and event.seq > upto:
             break
@@ -244,6 +256,8 @@ def _apply(run: RunModel, event: ev.Event) -> None:
         case ev.CursorMoved():
             run.cursor = event.to_step
         case ev.StateReplaced() | ev.StateRemoved() | ev.StateContributed():
+            if event.draft and not run.drafts:
+                return
             deleted = isinstance(event, ev.StateRemoved)
             if isinstance(event, ev.StateContributed):
                 value = event.result if event.channel is None or inv is None \
@@ -317,7 +331,7 @@ def _apply(run: RunModel, event: ev.Event) -> None:
                     barrier.undo[(item.step, item.field)] = (
                         item.field in fields, copy.deepcopy(fields.get(item.field)))
                     _set(run.state, item.step, item.field, item.value, item.deleted)
-                elif inv is not None:
+                elif inv is not None and run.drafts:
                     inv.changes.append((event.seq, item.step, item.field, item.value,
                                         item.deleted))
         case ev.JoinInvalidated():
@@ -430,6 +444,8 @@ def view_at(run: RunModel, path: str, seq: int | None = None) -> dict[str, Any]:
     ``KeyError`` for a path the run never announced. A fork-time base the events do not
     tell (a fork from an unknown invocation, recorded as an anomaly) reads as empty.
     """
+    if not run.drafts:
+        raise ValueError("This run was folded with drafts=False: it keeps no views.")
     return _view(run, path, seq, frozenset())
 
 

@@ -102,6 +102,39 @@ def test_real_runs_record_no_anomalies() -> None:
             assert ev.fold(events).anomalies == [], run_id
 
 
+def test_a_fold_without_drafts_keeps_the_same_canonical_state_and_reduces_none(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The dashboard's record of a remote session reads the canonical state alone; a fold
+    # that kept drafts would hold k growing copies of a list one branch appends to k times.
+    import importlib
+
+    from tests.golden.goldens import GOLDENS
+
+    # runtime.events.fold is the function too: the module, by its import name.
+    fold_module = importlib.import_module("runtime.events.fold")
+    whole = {run_id: ev.fold(events) for golden in GOLDENS
+             for run_id, events in ev.runs_of(ev.read_jsonl(golden.jsonl_path)).items()}
+    assert any(inv.changes for run in whole.values() for inv in run.invocations.values())
+
+    def no_reducing(*args: Any) -> Any:
+        raise AssertionError("a fold without drafts reduced a contribution")
+
+    monkeypatch.setattr(fold_module, "reduce_one", no_reducing)
+    for golden in GOLDENS:
+        for run_id, events in ev.runs_of(ev.read_jsonl(golden.jsonl_path)).items():
+            lean, full = ev.fold(events, drafts=False), whole[run_id]
+            assert (lean.state, lean.cursor, lean.tokens, lean.status, lean.reply) == (
+                full.state, full.cursor, full.tokens, full.status, full.reply), run_id
+            assert [inv.status for inv in lean.invocations.values()] == \
+                [inv.status for inv in full.invocations.values()]
+            assert all(not inv.changes and not inv.drafts
+                       for inv in lean.invocations.values())
+            if len(lean.invocations) > 1:
+                with pytest.raises(ValueError, match="drafts=False"):
+                    ev.view_at(lean, next(p for p in lean.invocations if p))
+
+
 def test_both_folds_export_every_bad_trace_the_same() -> None:
     exported = [python_export(events_of(name)) for name in TRACES]
     from_node = node_exports([(events_of(name), stops) for name, (_, stops) in
