@@ -201,7 +201,8 @@ class BranchView:
         report). Costs the contributions made since the last call, never the field's
         value or its earlier contributions: a branch contributing k times pays O(k) in
         all, not O(k²)."""
-        # Called on every observed contribution: one small tuple is all it allocates.
+        # Called on every observed contribution: allocates nothing for a first one, a small
+        # tuple for each after it.
         if kind not in _FOLDED or name in self.private.get(step, _NONE):
             return False
         items = self.contributions.get(step, _NONE).get(name, ())
@@ -220,9 +221,10 @@ class BranchView:
                 if c.meta.path != path or not _fits_value(kind, c.value):
                     fits = False
                     break
-        if self._folding is None:
-            self._folding = {}
-        self._folding[step, name] = (items, len(items), fits)
+        if len(items) > 1:  # a branch's only contribution (the usual case) keeps nothing
+            if self._folding is None:
+                self._folding = {}
+            self._folding[step, name] = (items, len(items), fits)
         return fits
 
     def _initial_of(self, step: str, name: str) -> Any:
