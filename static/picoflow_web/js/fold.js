@@ -43,7 +43,7 @@ import {
 } from "./fold_model.js";
 import { applyConcurrent } from "./fold_concurrent.js";
 import { keep, keepAll, keepEntry, keepField, keepLength, keepRun, logging } from "./fold_log.js";
-import { reduceOne } from "./fold_reduce.js";
+import { appendTip, grownChange, reduceOne } from "./fold_reduce.js";
 import { fieldBefore } from "./fold_views.js";
 
 /** What the events below change of an object, for the undo log (made once, not per event). */
@@ -164,14 +164,15 @@ export function applyEvent(run, event) {
     case "state.removed":
     case "state.contributed": {
       const deleted = event.type === "state.removed";
-      const value = event.type === "state.contributed" ? contributed(run, inv, event)
-        : event.type === "state.replaced" ? event.value : null;
       if (!event.draft) {
+        const value = event.type === "state.contributed" ? contributed(run, inv, event)
+          : event.type === "state.replaced" ? event.value : null;
         keepField(run.state, event.step);
         setField(run.state, event.step, event.field, value, deleted);
       } else if (inv) {
         /** @type {Change} */
-        const change = { seq: event.seq, step: event.step, field: event.field, value, deleted, kind: "draft", barrier: null };
+        const change = event.type === "state.contributed" ? contributionChange(run, inv, event)
+          : { seq: event.seq, step: event.step, field: event.field, value: event.type === "state.replaced" ? event.value : null, deleted, kind: "draft", barrier: null };
         keepLength(inv.changes);
         keepLength(inv.drafts);
         inv.changes.push(change);
@@ -502,6 +503,28 @@ function contributed(run, inv, event) {
     anomaly(run, event, `contribution to ${event.step}.${event.field}: ${/** @type {Error} */ (error).message}`);
     return null;
   }
+}
+
+/**
+ * A branch's draft change for a contribution it made (the event is a draft of `inv`).
+ * An `append` the fold reduces becomes a `grownChange`: pushed onto the list of the
+ * branch's previous append to the field when that one ends its list, else onto a copy
+ * of the value before (made once; the next appends push onto it).
+ * @param {Run} run @param {Invocation} inv @param {any} event @returns {Change}
+ */
+function contributionChange(run, inv, event) {
+  if (event.channel === "append") {
+    const tip = appendTip(inv.changes, event.step, event.field);
+    if (tip) {
+      tip.push(event.value);
+      return grownChange(event.seq, event.step, event.field, tip, tip.length);
+    }
+  }
+  const value = contributed(run, inv, event);
+  if (event.channel === "append" && Array.isArray(value)) {
+    return grownChange(event.seq, event.step, event.field, value, value.length);
+  }
+  return { seq: event.seq, step: event.step, field: event.field, value, deleted: false, kind: "draft", barrier: null };
 }
 
 /** @param {Run} run @param {any} event @param {string} message */

@@ -48,3 +48,48 @@ export function reduceOne(channel, present, before, value, key) {
       return { ...acc, ...value };
   }
 }
+
+/**
+ * Draft changes whose value is the first `length` items of `items`, a list the same
+ * branch's later appends extend in place.
+ * @type {WeakMap<object, {items: any[], length: number}>}
+ */
+const GROWN = new WeakMap();
+
+/**
+ * A branch's draft change of an `append` field holding its first `length` items of
+ * `items`. The branch's next contribution to the field pushes onto `items` instead of
+ * copying it (see `appendTip`): k contributions keep one list, not k growing copies, so
+ * folding them costs O(k) time and memory, not O(k²). Its value is made when first read
+ * (and kept), so a view reads only the changes it shows.
+ * @param {number} seq @param {string} step @param {string} field @param {any[]} items
+ * @param {number} length
+ */
+export function grownChange(seq, step, field, items, length) {
+  /** @type {any[] | null} */
+  let value = null;
+  const change = {
+    seq, step, field,
+    get value() { return (value ??= items.slice(0, length)); },
+    deleted: false, kind: /** @type {"draft"} */ ("draft"), barrier: null,
+  };
+  GROWN.set(change, { items, length });
+  return change;
+}
+
+/**
+ * The list a branch's next append to `step.field` may push onto: the one its last change
+ * of the field holds, when that change is a `grownChange` and still ends the list (after
+ * an undo it may not: the list then holds items of changes undone).
+ * @param {{step: string, field: string}[]} changes the branch's own changes
+ * @param {string} step @param {string} field
+ */
+export function appendTip(changes, step, field) {
+  for (let i = changes.length - 1; i >= 0; i -= 1) {
+    const c = changes[i];
+    if (c.step !== step || c.field !== field) continue;
+    const grown = GROWN.get(c);
+    return grown && grown.items.length === grown.length ? grown.items : null;
+  }
+  return null;
+}

@@ -53,7 +53,11 @@ function viewAtSeen(run, path, seq, seen) {
   const barrier = mustGet(run.barriers, /** @type {string} */ (inv.barrier), "barrier");
   const state = baseState(run, barrier, new Set([...seen, path]));
   const own = inv.changes.filter((c) => c.seq <= limit);
-  for (const c of own) setField(state, c.step, c.field, c.value, c.deleted);
+  // Each field takes its last change: the values of the others are not read (a change's
+  // value may be made on first read, see fold_reduce.js's grownChange).
+  const last = new Map();
+  for (const c of own) last.set(`${c.step}\u0000${c.field}`, c);
+  for (const c of last.values()) setField(state, c.step, c.field, c.value, c.deleted);
   const invisible = [];
   for (const other of barrier.branches) {
     if (other === path) continue;
@@ -61,13 +65,14 @@ function viewAtSeen(run, path, seq, seen) {
     if (!sibling) continue;
     for (const d of sibling.drafts) {
       if (d.seq <= limit) {
-        invisible.push({ path: other, key: sibling.key, seq: d.seq, step: d.step, field: d.field, value: d.value, deleted: d.deleted });
+        invisible.push({ path: other, key: sibling.key, seq: d.seq, step: d.step, field: d.field, get value() { return d.value; }, deleted: d.deleted });
       }
     }
   }
   return {
     state,
-    own: own.map((c) => ({ seq: c.seq, step: c.step, field: c.field, value: c.value, deleted: c.deleted, kind: c.kind, barrier: c.barrier })),
+    // Values read through: a list shows only the rows it draws.
+    own: own.map((c) => ({ seq: c.seq, step: c.step, field: c.field, get value() { return c.value; }, deleted: c.deleted, kind: c.kind, barrier: c.barrier })),
     invisible,
   };
 }
