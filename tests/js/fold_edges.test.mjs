@@ -8,23 +8,8 @@ import {
   applyEvent, applyEvents, baseAt, comparable, createRun, fold, published, reachesCanonical,
   viewAt,
 } from "../../static/picoflow_web/js/fold.js";
+import { fork, request, trace } from "./trace_builder.mjs";
 
-/** A tiny trace builder: seq and offset advance by themselves. */
-function trace() {
-  const events = [];
-  const add = (type, fields = {}, path = "") => {
-    const seq = events.length;
-    events.push({ v: 1, run_id: "r1", session_id: "s1", seq, time: "2026-01-01T00:00:00Z", offset: seq / 10, path, type, ...fields });
-    return seq;
-  };
-  return { events, add };
-}
-
-const request = (index, path, step, key) => ({ index, path, step, key, params: {}, user_message: null });
-const fork = (barrier, requests, extra = {}) => ({
-  barrier, caller_step: "Top", requests, policy: "retain-successes", checkpoint: "none",
-  max_concurrency: null, branch_timeout: null, token_budget: null, base: "canonical", ...extra,
-});
 const replaced = (step, field, value, draft = true) => ({ step, field, value, base: null, draft });
 const err = (code) => ({ type: "E", code, message: code, extra: {} });
 
