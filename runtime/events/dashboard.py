@@ -229,8 +229,7 @@ class DashboardSink:
             if not queue:  # a new batch starts aging: the sender sets its clock by it
                 self._first_at = time.monotonic()
                 self._cv.notify()
-            # _line_of inlined: this is the path of nearly every event.
-            queue.append(_tuple_new(_Line, (event.run_id, event.seq, event_json(event))))
+            queue.append(_line_of(event))
             if len(queue) == self.batch_events:
                 self._cv.notify()
             return None

@@ -410,23 +410,17 @@ async def _start_batches(waits: bool, n: int = 200) -> list[int]:
     return [len(list(group)) for _, group in itertools.groupby(first_turn)]
 
 
-async def test_an_unlimited_fork_starts_more_branches_per_turn_while_none_waits(
-    anyio_backend: str,
-) -> None:
+# Counting the loop's turns needs asyncio's first-in, first-out ready queue: trio runs a
+# turn's tasks in either order, so one turn's count could merge with the next.
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_an_unlimited_fork_starts_more_branches_per_turn_while_none_waits() -> None:
     # Each turn of the loop costs about as much as a no-op branch: branches that all end
     # within their turn (CPU-only) are started in doubling batches, up to 64 a turn.
-    # (Counting turns needs asyncio's first-in, first-out ready queue; trio runs a turn's
-    # tasks in either order, so one turn's count can merge with the next.)
-    if anyio_backend != "asyncio":
-        pytest.skip("counting the loop's turns needs a first-in, first-out ready queue")
     assert await _start_batches(waits=False) == [8, 16, 32, 64, 64, 16]
 
 
-async def test_an_unlimited_fork_starts_eight_branches_per_turn_while_some_wait(
-    anyio_backend: str,
-) -> None:
-    if anyio_backend != "asyncio":
-        pytest.skip("counting the loop's turns needs a first-in, first-out ready queue")
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_an_unlimited_fork_starts_eight_branches_per_turn_while_some_wait() -> None:
     assert await _start_batches(waits=True) == [8] * 25
 
 
