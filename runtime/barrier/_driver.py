@@ -1,15 +1,15 @@
-"""The barrier driver: fork branches onto an anyio task group, then join them.
+"""The barrier driver: fork branches onto a task group, then join them.
 
 Theory of operation. :func:`run_barrier` validates the options and requests
 (:mod:`._plan`), gives each branch a :class:`~.views.BranchView` over the caller's current
 view, and starts branches **in request order** — the starting loop acquires the
 concurrency limiter itself, so the queue order does not depend on the backend's task
 scheduling (an unlimited barrier starts eight between two turns of the event loop). Each
-branch runs in its own task, stopped through the task's handle, with its view and
-execution frame set by the host. The pure join (:mod:`._join`) then decides what publishes, and
-:meth:`_Barrier.publish` applies it: to the canonical state for a root barrier (with an
-optional checkpoint save, rolled back if the save fails), or into the calling branch's
-view.
+branch runs in its own task (in asyncio's own task group on asyncio, see :mod:`._spawn`),
+stopped by cancelling that task, with its view and execution frame set by the host. The
+pure join (:mod:`._join`) then decides what publishes, and :meth:`_Barrier.publish`
+applies it: to the canonical state for a root barrier (with an optional checkpoint save,
+rolled back if the save fails), or into the calling branch's view.
 
 Why each branch catches its own exceptions: an ordinary branch error is data (it lands in
 ``rejected``), so the task group only ever sees cancellation; callers never have to
@@ -25,11 +25,11 @@ late writes are dropped) and are cancelled.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any, final
 
 import anyio
 import anyio.lowlevel
-from anyio import TaskHandle
 
 from .. import events as ev
 from ..errors import (
@@ -46,6 +46,7 @@ from ..jsonutil import json_copy
 from ._host import BarrierHost
 from ._join import DELETED, JoinResult, join
 from ._plan import PlannedBranch, plan_branches, thaw
+from ._spawn import BranchTask, branch_group
 from .types import (
     BarrierUsage,
     BranchResult,
@@ -164,7 +165,7 @@ class _Barrier:
         self.outcomes: list[BranchResult | None] = [None] * len(self.plan)
         self.running: set[int] = set()
         """Request indices of the branches running now."""
-        self.tasks: list[TaskHandle[None] | None] = [None] * len(self.plan)
+        self.tasks: list[BranchTask | None] = [None] * len(self.plan)
         """The task of each running branch, by request index: cancelling it stops the
         branch."""
         self.reasons: dict[int, BaseException] = {}
@@ -198,7 +199,7 @@ class _Barrier:
         batch, due = _START_BATCH, _START_BATCH
         async with anyio.create_task_group() as outer:
             outer.start_soon(self._watch_cancel)
-            async with anyio.create_task_group() as tg:
+            async with branch_group() as spawn:
                 for index in range(len(self.plan)):
                     if limiter is not None:
                         # Its acquire yields to the loop even when a slot is free: the
@@ -215,7 +216,7 @@ class _Barrier:
                             limiter.release_on_behalf_of(index)
                         self._never_start(index)
                         break
-                    self.tasks[index] = tg.start_soon(self._run_branch, index, limiter)
+                    self.tasks[index] = spawn(partial(self._run_branch, index, limiter))
             outer.cancel_scope.cancel()
         self.usage.on_exhausted.clear()
 
@@ -232,8 +233,8 @@ class _Barrier:
             self._report_branch(index, started=False)
 
     async def _run_branch(self, index: int, limiter: anyio.CapacityLimiter | None) -> None:
-        # The branch's task is cancelled through its handle (grace expired, budget spent):
-        # the scope anyio gives every task, rather than a second one per branch.
+        # The branch's task is cancelled itself (grace expired, budget spent), rather than
+        # through a cancel scope per branch: one would cost as much as a no-op branch.
         item, view = self.plan[index], self.views[index]
         bus = self.host.bus
         if bus is not None:
