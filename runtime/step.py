@@ -272,9 +272,7 @@ class Step:
                 f"parallel_invocation() is only available inside a run_steps() branch "
                 f"(step '{self.name}')."
             )
-        return ParallelInvocation(params=view.params, key=view.key, index=view.index,
-                                  path=view.path, cancel=view.cancel,
-                                  session_id=self.flow.session_id)
+        return view.invocation(self.flow.session_id)
 
     async def run_steps(
         self,

@@ -56,6 +56,7 @@ from .types import (
     ParallelBatchResult,
     Publication,
     RunStepRequest,
+    build_frozen,
     format_path,
 )
 from .views import BranchView, View, current_view, snapshot_of
@@ -96,12 +97,9 @@ branch then runs long after its task was made (measured: 1,000 no-op branches, 8
 
 def _result(index: int, key: str, step: str, path: InvocationPath, status: BranchStatus,
             output: Any, error: BaseException | None, started: bool) -> BranchResult:
-    """A :class:`BranchResult`, one per branch: frozen for the flows that read it, built
-    here without the frozen ``__init__``'s ``object.__setattr__`` per field (eight)."""
-    made = object.__new__(BranchResult)
-    made.__dict__.update(index=index, key=key, step=step, path=path, status=status,
-                         output=output, error=error, started=started)
-    return made
+    """A :class:`BranchResult`, one per branch: frozen for the flows that read it."""
+    return build_frozen(BranchResult, index=index, key=key, step=step, path=path,
+                        status=status, output=output, error=error, started=started)
 
 
 # The events of every branch, built by their makers: one call each, no dict merge.

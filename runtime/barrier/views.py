@@ -27,7 +27,15 @@ from ..errors import (
 )
 from ..events import FOLDED_CHANNELS
 from .reducers import Channel, ContributionMeta
-from .types import BarrierUsage, CancelToken, DirectResult, InvocationPath, format_path
+from .types import (
+    BarrierUsage,
+    CancelToken,
+    DirectResult,
+    InvocationPath,
+    ParallelInvocation,
+    build_frozen,
+    format_path,
+)
 
 # Memory histories are lists of the core's Message records; the barrier only copies the
 # lists, so it does not need (or import) the type.
@@ -245,6 +253,12 @@ class BranchView:
         self.path_str = format_path(self.path)
         """The invocation path as text (computed once: every event of the branch uses it)."""
 
+    def invocation(self, session_id: str) -> ParallelInvocation:
+        """What the branch knows about itself (``step.parallel_invocation()``)."""
+        return build_frozen(ParallelInvocation, params=self.params, key=self.key,
+                            index=self.index, path=self.path, cancel=self.cancel,
+                            session_id=session_id)
+
     # -- writing -------------------------------------------------------------------------
 
     def violate(self, what: str, **extra: Any) -> ParallelMutationError:
@@ -310,7 +324,7 @@ class BranchView:
             raise error
         base = self.base.state_of(step).get(name)
         self._seq += 1
-        meta = ContributionMeta(path=self.path, key=self.key, seq=self._seq)
+        meta = build_frozen(ContributionMeta, path=self.path, key=self.key, seq=self._seq)
         contribution = Contribution(step, name, value, meta, base, self.path_str)
         self.contributions.setdefault(step, {}).setdefault(name, []).append(contribution)
         return contribution

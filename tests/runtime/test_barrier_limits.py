@@ -4,6 +4,7 @@ the model-call quota and token budgets. Cancellation lives in ``test_barrier_can
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import operator
 from typing import Any, Literal
@@ -15,15 +16,19 @@ from pydantic import BaseModel, ConfigDict
 
 from runtime import (
     BranchBudgetError,
+    BranchResult,
     BranchTimeoutError,
     CancelToken,
+    ContributionMeta,
     ExecutionFrameError,
     ParallelConfig,
     ParallelConfigurationError,
     ParallelDuplicateKeyError,
+    ParallelInvocation,
     ParallelLimitError,
     Rule,
     Step,
+    StepChannels,
 )
 from tests.runtime.barrier_helpers import (
     InFlightModel,
@@ -277,6 +282,37 @@ async def test_parallel_invocation_describes_the_branch() -> None:
     assert {inv.session_id for inv in (one, two, nested)} == {out.reply.session_id}
     assert isinstance(one.cancel, CancelToken) and not one.cancel.cancelled
     assert len(one.idempotency_key) == 32 and int(one.idempotency_key, 16) >= 0
+
+
+async def test_the_records_a_barrier_makes_per_branch_are_whole_frozen_dataclasses() -> None:
+    """They are made without their ``__init__`` (a frozen one costs a setattr per field):
+    each must still hold every field, compare equal to one made the usual way, and refuse
+    changes."""
+    made: list[Any] = []
+
+    def keep(acc: Any, value: Any, meta: ContributionMeta) -> Any:
+        made.append(meta)
+        return [*acc, value]
+
+    async def work(step: Step, message: str | None) -> Any:
+        made.append(step.parallel_invocation())
+        step.contribute_state("items", 1)
+        return "out"
+
+    W = branch_step("W", work, channels={"items": StepChannels.reduced(keep, [])})
+
+    async def body(coord: Step) -> Any:
+        return await coord.run_steps([{"step": W, "key": "a", "params": {"n": 1}}])
+
+    out = await run_body(body, [W])
+    made.extend(out.value.branches)
+    assert [type(m) for m in made] == [ParallelInvocation, ContributionMeta, BranchResult]
+    for record in made:
+        names = [f.name for f in dataclasses.fields(record)]
+        assert sorted(vars(record)) == sorted(names)
+        assert record == type(record)(**{name: getattr(record, name) for name in names})
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            record.key = "changed"
 
 
 async def test_the_idempotency_key_is_stable_per_session_path_and_key() -> None:
