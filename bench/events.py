@@ -36,6 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 from fanout import TIMINGS, FanFlow  # noqa: E402
+from ratios import ratio, spread  # noqa: E402
 
 from runtime import FlowEngine  # noqa: E402
 from runtime.events import EventSink, JsonlSink, MemorySink  # noqa: E402
@@ -95,11 +96,6 @@ def measure(n: int, reps: int, tmp: Path) -> dict[str, list[float]]:
             if round_ >= 2:  # two warm-up rounds
                 samples[name].append(elapsed)
     return samples
-
-
-def ratio(samples: dict[str, list[float]], top: str, bottom: str = "no sink") -> float:
-    """Median of the per-round ratios."""
-    return statistics.median(a / b for a, b in zip(samples[top], samples[bottom], strict=True))
 
 
 def events_per_branch(n: int) -> tuple[float, int]:
@@ -172,10 +168,11 @@ def main() -> None:
         for name, values in samples.items():
             seconds = statistics.median(values)
             extra = "" if name == "no sink" else (
-                f"   +{per(seconds - base):6.1f} µs  ratio {ratio(samples, name):5.2f}x")
+                f"   +{per(seconds - base):6.1f} µs  ratio "
+                f"{ratio(samples, name, 'no sink'):5.2f}x {spread(samples, name, 'no sink')}")
             print(f"  {name:<12} {per(seconds):8.1f}{extra}")
         print(f"  events per branch inside the barrier: {per_branch:.2f} ({total} in the turn)")
-        verdicts[kind] = ratio(samples, "MemorySink")
+        verdicts[kind] = ratio(samples, "MemorySink", "no sink")
     missed = False
     for kind, what in (("noop", "no-op branches"), ("add", "one contribution per branch")):
         met = verdicts[kind] <= TARGETS[kind]

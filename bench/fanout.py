@@ -31,7 +31,10 @@ from typing import Annotated, Any, TypedDict
 
 import anyio
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from ratios import ratio, spread
 
 from runtime import (
     Flow,
@@ -192,11 +195,6 @@ def interleaved(reps: int, variants: dict[str, Any]) -> dict[str, list[float]]:
     return samples
 
 
-def ratio(samples: dict[str, list[float]], top: str, bottom: str) -> float:
-    """Median of the per-round ratios."""
-    return statistics.median(a / b for a, b in zip(samples[top], samples[bottom], strict=True))
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=1000)
@@ -226,12 +224,13 @@ def main() -> None:
         print(f"  LangGraph Send, async no-op node  {per['langgraph']:8.1f}")
         print(f"  LangGraph Send + operator.add     {per['langgraph_add']:8.1f}")
     print(f"ratio run_steps(no-op) / bare task group    {ratio(samples, 'noop', 'bare'):6.2f}x"
-          "  (target <= 1.5; median of per-round ratios)")
+          f"  {spread(samples, 'noop', 'bare')}  (target <= 1.5)")
     if lg:
         print(f"ratio run_steps(no-op) / LangGraph no-op    "
               f"{ratio(samples, 'noop', 'langgraph'):6.3f}")
         print(f"ratio run_steps(append) / LangGraph append  "
-              f"{ratio(samples, 'add', 'langgraph_add'):6.3f}   (target <= 0.1; both reduce "
+              f"{ratio(samples, 'add', 'langgraph_add'):6.3f}  "
+              f"{spread(samples, 'add', 'langgraph_add', 3)}  (target <= 0.1; both reduce "
               "one list)")
     elif not args.no_langgraph:
         print("LangGraph not installed: pip install langgraph to measure the ratio")

@@ -30,7 +30,10 @@ from typing import Any
 
 import anyio
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from ratios import ratio, spread
 
 from runtime import (
     Flow,
@@ -177,11 +180,6 @@ def _sinks(*sinks: EventSink) -> list[EventSink]:
     return list(sinks)
 
 
-def ratio(samples: dict[str, list[float]], top: str, bottom: str = "off") -> float:
-    """Median of the per-round ratios."""
-    return statistics.median(a / b for a, b in zip(samples[top], samples[bottom], strict=True))
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--outer", type=int, default=10)
@@ -196,13 +194,13 @@ def main() -> None:
     for name in ("off", "on", "on+flush", "memory", "built"):
         ms = statistics.median(samples[name]) * 1e3
         print(f"  {name:<9} {ms:8.1f} ms   {ms * 1e3 / branches:7.1f} µs per branch")
-    print(f"ratio turn, DashboardSink on / off       {ratio(samples, 'on'):5.2f}x "
-          f"(target <= {TARGET})")
-    print(f"ratio turn + final flush, on / off       {ratio(samples, 'on+flush'):5.2f}x")
-    print(f"ratio turn, MemorySink / off (reference) {ratio(samples, 'memory'):5.2f}x "
+    print(f"ratio turn, DashboardSink on / off       {ratio(samples, 'on', 'off'):5.2f}x "
+          f"{spread(samples, 'on', 'off')} (target <= {TARGET})")
+    print(f"ratio turn + final flush, on / off       {ratio(samples, 'on+flush', 'off'):5.2f}x")
+    print(f"ratio turn, MemorySink / off (reference) {ratio(samples, 'memory', 'off'):5.2f}x "
           "(events built and kept)")
-    print(f"ratio turn, built / off (the floor)      {ratio(samples, 'built'):5.2f}x "
-          "(events built and dropped: any sink pays this)")
+    print(f"ratio turn, built / off (the floor)      {ratio(samples, 'built', 'off'):5.2f}x "
+          f"{spread(samples, 'built', 'off')} (events built and dropped: any sink pays this)")
     print(f"ratio turn, DashboardSink / built        {ratio(samples, 'on', 'built'):5.2f}x "
           "(what shipping adds)")
 
