@@ -353,6 +353,15 @@ class _Barrier:
         if late:
             host.emit(ev.CancelGraceExpired, path=self.caller_path, barrier=self.id,
                       closed=[self.views[i].path_str for i in late])
+        # On asyncio a task's cancellation is delivered once: a branch that swallowed it
+        # (a library retrying on it, say) would keep the barrier open, and a stopped turn
+        # waits for its barriers to close. Cancel what still runs again, once per grace
+        # period, as trio's cancellation holds until the branch ends.
+        while self.running:
+            with anyio.move_on_after(self.config.cancellation_grace):
+                await self.drained.wait()
+            for index in sorted(self.running):
+                self._stop(index)
 
     # -- join and publish ----------------------------------------------------------------
 

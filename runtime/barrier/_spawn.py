@@ -11,10 +11,11 @@ What differs between the two, and why neither breaks a rule of the seed:
 
 - Stopping one branch (grace period expired, token budget spent) cancels its task once.
   On asyncio that is one ``CancelledError`` at the branch's next await: asyncio's own,
-  edge-triggered cancellation. On trio the cancellation holds at every await until the
-  branch ends. Either way the branch's view was closed first, so what it writes afterwards
-  is dropped; a branch that swallows the ``CancelledError`` runs on, unpublished, and the
-  barrier waits for it.
+  edge-triggered cancellation (an anyio shield inside the branch does not hold it back).
+  On trio the cancellation holds at every await until the branch ends. Either way the
+  branch's view was closed first, so what it writes afterwards is dropped; a branch that
+  swallows the ``CancelledError`` is cancelled again once per grace period until it ends
+  (the driver's ``_watch_cancel``), so it cannot keep its barrier, or a stopped turn, open.
 - Cancelling the caller (a cancel scope around ``run_steps``, the turn being stopped)
   reaches every branch either way: asyncio's group cancels its tasks when the task waiting
   on it is cancelled, and re-raises the cancellation once they have ended.

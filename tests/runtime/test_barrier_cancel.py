@@ -277,6 +277,36 @@ async def test_a_branch_past_the_grace_loses_its_writes_and_cannot_fork() -> Non
     assert (out.state("Late"), out.state("Leaf")) == ({}, {})
 
 
+async def test_a_branch_that_swallows_its_cancellation_is_cancelled_again_until_it_ends(
+) -> None:
+    """A stopped turn waits for its barriers to close: a branch that swallows the
+    cancellation once (asyncio delivers it once) must not keep its barrier open."""
+    token = CancelToken()
+    entered = anyio.Event()
+    swallowed: list[str] = []
+
+    async def stubborn(step: Step, message: str | None) -> Any:
+        entered.set()
+        try:
+            await anyio.sleep_forever()
+        except anyio.get_cancelled_exc_class():
+            swallowed.append("once")  # a library retrying on it, say
+        await anyio.sleep_forever()  # the next cancellation ends the branch here
+
+    Stubborn = branch_step("Stubborn", stubborn)
+
+    async def body(coord: Step) -> ParallelBatchResult:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_cancel_when, token, "stop", entered)
+            with anyio.fail_after(5):  # not a timing bound: without the fix it never ends
+                return await coord.run_steps([{"step": Stubborn}], cancel=token)
+
+    out = await run_body(body, [Stubborn], config=ParallelConfig(cancellation_grace=U))
+    assert out.error is None and swallowed == ["once"]
+    branch = out.value.branches[0]
+    assert branch.status == "rejected" and isinstance(branch.error, BranchCancelledError)
+
+
 async def test_cancelling_the_caller_ends_every_branch_before_run_steps_returns() -> None:
     """A cancel scope around ``run_steps`` reaches every running branch, nested barriers'
     too, and ``run_steps`` returns only once all of them have ended (on asyncio the branches
