@@ -19,7 +19,7 @@ Cancellation: a cancel token (linked to the caller's and to the calling branch's
 a root barrier to the turn's) is watched by one task. Queued branches never start;
 running branches are told through the token (model calls stop at once); after the flow's
 grace period, branches still running lose their publication rights (their view closes,
-late writes are dropped) and are cancelled.
+late writes are dropped) and are cancelled, again once per grace period while they run.
 """
 
 from __future__ import annotations
