@@ -406,6 +406,38 @@ async def test_a_stubborn_branch_closes_at_the_grace_before_the_step_is_stopped_
     assert order == sorted(order) and order[-1] == len(types) - 1
 
 
+async def test_a_branch_that_swallows_its_cancellation_cannot_keep_a_stopped_turn_open(
+) -> None:
+    """The hard stop waits for the turn's root barriers to close; on asyncio a branch's
+    cancellation is delivered once, so the barrier cancels a late branch again."""
+    token = CancelToken()
+    entered = anyio.Event()
+    swallowed: list[str] = []
+
+    async def swallower(step: Step, message: str | None) -> Any:
+        entered.set()
+        try:
+            await anyio.sleep_forever()
+        except anyio.get_cancelled_exc_class():
+            swallowed.append("once")
+        await anyio.sleep_forever()
+
+    Late = branch_step("Late", swallower)
+
+    async def fork(desk: Step) -> Routable:
+        await desk.run_steps([{"step": Late}])
+        return "unreachable"
+
+    harness = Harness(desk_flow([fork], Late, config=ParallelConfig(cancellation_grace=U)))
+    with anyio.fail_after(5):  # not a timing bound: without the re-cancel it never ends
+        reply = await harness.run(cancel=token, run_id="swallow",
+                                  stop=stopper(token, [entered], "enough"))
+    stopped(reply, "enough", reply.session_id)
+    assert swallowed == ["once"]
+    rejected = only(harness.events("swallow"), ev.BranchRejected)
+    assert rejected.cancelled and rejected.started
+
+
 # -- cancellation is not failure -------------------------------------------------------------
 
 
