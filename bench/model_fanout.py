@@ -36,9 +36,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import anyio
+from ratios import ratio, spread
 
 from runtime import (
     Flow,
@@ -237,6 +239,7 @@ def main() -> None:
     print(f"model fan-out: {n} branches, max_concurrency={concurrency}, server answers "
           f"after {args.latency_ms:g} ms; ideal ({n}/{concurrency}) x {args.latency_ms:g} ms"
           f" = {ideal:.3f} s; median of {args.reps} runs")
+    samples["ideal"] = [ideal] * args.reps
     for variant in variants:
         wall = statistics.median(samples[variant])
         stats = seen[variant][-1]
@@ -245,12 +248,10 @@ def main() -> None:
             f"   server: {stats['connections']} connections for {stats['requests']} "
             f"requests, at most {stats['max_concurrent']} at once")
         print(f"  {variant:<7} wall {wall:.3f} s   ideal {ideal:.3f} s   ratio "
-              f"{wall / ideal:.2f}x{verdict}{seen_by}")
+              f"{wall / ideal:.2f}x {spread(samples, variant, 'ideal')}{verdict}{seen_by}")
     for top, bottom in (("thread", "pooled"), ("pooled", "no-http")):
-        ratio = statistics.median(
-            t / b for t, b in zip(samples[top], samples[bottom], strict=True)
-        )
-        print(f"  {top} / {bottom} (median of per-round ratios): {ratio:.2f}x")
+        print(f"  {top} / {bottom} (median of per-round ratios): "
+              f"{ratio(samples, top, bottom):.2f}x {spread(samples, top, bottom)}")
 
 
 if __name__ == "__main__":
