@@ -204,6 +204,22 @@ def failing(message: str, data: dict[str, Any] | None = None) -> BranchFn:
     return fn
 
 
+def swallowing_once(entered: anyio.Event, swallowed: list[str]) -> BranchFn:
+    """A branch body that sets ``entered``, then swallows its first cancellation (as a
+    library retrying on it might: noted in ``swallowed``) and waits again: only a second
+    cancellation ends it."""
+
+    async def fn(step: Step, message: str | None) -> Any:
+        entered.set()
+        try:
+            await anyio.sleep_forever()
+        except anyio.get_cancelled_exc_class():
+            swallowed.append("once")
+        await anyio.sleep_forever()
+
+    return fn
+
+
 def user_state(state: Mapping[str, Any]) -> dict[str, Any]:
     """``state`` without framework fields (``_saveOn``, ``_transient``)."""
     return {k: v for k, v in state.items() if not k.startswith("_")}

@@ -21,7 +21,14 @@ from runtime import (
     Rule,
     Step,
 )
-from tests.runtime.barrier_helpers import U, branch_step, run_body, saving, wait
+from tests.runtime.barrier_helpers import (
+    U,
+    branch_step,
+    run_body,
+    saving,
+    swallowing_once,
+    wait,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -284,16 +291,7 @@ async def test_a_branch_that_swallows_its_cancellation_is_cancelled_again_until_
     token = CancelToken()
     entered = anyio.Event()
     swallowed: list[str] = []
-
-    async def stubborn(step: Step, message: str | None) -> Any:
-        entered.set()
-        try:
-            await anyio.sleep_forever()
-        except anyio.get_cancelled_exc_class():
-            swallowed.append("once")  # a library retrying on it, say
-        await anyio.sleep_forever()  # the next cancellation ends the branch here
-
-    Stubborn = branch_step("Stubborn", stubborn)
+    Stubborn = branch_step("Stubborn", swallowing_once(entered, swallowed))
 
     async def body(coord: Step) -> ParallelBatchResult:
         async with anyio.create_task_group() as tg:

@@ -37,7 +37,7 @@ from runtime import (
 )
 from runtime import events as ev
 from runtime.events import CallbackSink, EventSink, MemorySink
-from tests.runtime.barrier_helpers import U, branch_step, user_state, wait
+from tests.runtime.barrier_helpers import U, branch_step, swallowing_once, user_state, wait
 from tests.runtime.helpers import GateModel, RecordingStore, ScriptedFlow, load
 
 pytestmark = pytest.mark.anyio
@@ -413,16 +413,7 @@ async def test_a_branch_that_swallows_its_cancellation_cannot_keep_a_stopped_tur
     token = CancelToken()
     entered = anyio.Event()
     swallowed: list[str] = []
-
-    async def swallower(step: Step, message: str | None) -> Any:
-        entered.set()
-        try:
-            await anyio.sleep_forever()
-        except anyio.get_cancelled_exc_class():
-            swallowed.append("once")
-        await anyio.sleep_forever()
-
-    Late = branch_step("Late", swallower)
+    Late = branch_step("Late", swallowing_once(entered, swallowed))
 
     async def fork(desk: Step) -> Routable:
         await desk.run_steps([{"step": Late}])
