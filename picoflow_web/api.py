@@ -37,6 +37,7 @@ from picoflow_web.bodies import answer
 from picoflow_web.engine import get_engine
 from picoflow_web.errors import error
 from picoflow_web.jsonbody import MAX_BODY_BYTES, read_json
+from runtime.events import MAX_ID_CHARS, id_problem
 
 View = Callable[..., Awaitable[HttpResponse]]
 
@@ -113,11 +114,12 @@ def _readable(request: HttpRequest) -> access.Projects:
 Body = TypeVar("Body", bound=BaseModel)
 
 
-def parse_body(request: HttpRequest, model: type[Body]) -> Body:
-    """The request's JSON body as ``model`` (one of :mod:`picoflow_web.bodies`, the
-    models the OpenAPI document is generated from): what the document says is what is
-    accepted. A body that does not fit is a 400 naming each wrong field."""
-    data = read_json(request)
+def parse_body(request: HttpRequest, model: type[Body], limit: int = MAX_BODY_BYTES) -> Body:
+    """The request's JSON body (of at most ``limit`` bytes) as ``model`` (one of
+    :mod:`picoflow_web.bodies`, the models the OpenAPI document is generated from): what
+    the document says is what is accepted. A body that does not fit is a 400 naming each
+    wrong field."""
+    data = read_json(request, limit)
     try:
         return model.model_validate(data)
     except ValidationError as exc:
@@ -227,6 +229,8 @@ async def run_events(request: HttpRequest, run_id: str) -> HttpResponse:
     if run is None:
         return error(f"No run {run_id!r}.", 404, "not_found")
     after = services.seq_param(request.GET.get("after"), "after", -1)
+    if request.GET.get("compact", "0") not in ("0", "1"):
+        raise services.InputError("compact must be 0 or 1.", error_code="bad_parameter")
     if _wants_ndjson(request):
         return _event_stream(request, run.id, run.session_id, after)
     limit = services.seq_param(request.GET.get("limit"), "limit", selectors.EVENT_PAGE)
@@ -272,7 +276,7 @@ async def run_otlp(request: HttpRequest, run_id: str) -> HttpResponse:
     except otlp.OtlpUnavailable as exc:
         return error(str(exc), 501, "otlp_unavailable")
     response = HttpResponse(text, content_type="application/json")
-    response["Content-Disposition"] = f'attachment; filename="run-{run_id}.otlp.json"'
+    response["Content-Disposition"] = exporting.disposition("run", run_id, ".otlp.json")
     return response
 
 
@@ -298,17 +302,22 @@ async def ai_run(request: HttpRequest) -> HttpResponse:
 
     The session comes from the ``Chat-Session-Id`` request header or the body's
     ``session`` field. (PicoFlow spells the header ``CHAT_SESSION_ID``; servers drop
-    request headers with underscores, Daphne included, so send it hyphenated.)
+    request headers with underscores, Daphne included, so send it hyphenated.) A turn that
+    has not ended within ``PICOFLOW_RUN_WAIT`` seconds is answered 202 with its run id and
+    where to follow it (``Location: /api/runs/<id>``); the run goes on.
     """
     ask = parse_body(request, bodies.AiRun)
     session_id = _blank(ask.session) or request.headers.get("Chat-Session-Id")
-    run, reply = await services.run_execute(
-        flow=ask.flowName, message=_blank(ask.message), session_id=session_id,
-        config=ask.config, user=request.api_user,  # type: ignore[attr-defined]
-        grant=_access(request), project=_blank(ask.project),
-        run_id=_blank(request.headers.get("PicoFlow-Run-Id")),
-        coordinator=_coordinator(request),
-    )
+    try:
+        run, reply = await services.run_execute(
+            flow=ask.flowName, message=_blank(ask.message), session_id=session_id,
+            config=ask.config, user=request.api_user,  # type: ignore[attr-defined]
+            grant=_access(request), project=_blank(ask.project),
+            run_id=_blank(request.headers.get("PicoFlow-Run-Id")),
+            coordinator=_coordinator(request),
+        )
+    except services.RunStillGoing as going:
+        return _pending(going.run, going.waited)
     body = bodies.AiReply(success=reply.success, completed=reply.completed,
                           message=reply.message, session=reply.session_id,
                           contentType=reply.content_type, run=run.id,
@@ -321,6 +330,18 @@ async def ai_run(request: HttpRequest) -> HttpResponse:
         response = answer(body, status)
     response["CHAT_SESSION_ID"] = reply.session_id
     response["Chat-Session-Id"] = reply.session_id
+    response["PicoFlow-Run-Id"] = run.id
+    return response
+
+
+def _pending(run: Any, waited: float) -> HttpResponse:
+    """202: the run had not ended within ``PICOFLOW_RUN_WAIT``; where to follow it."""
+    follow = f"/api/runs/{run.id}"
+    response = answer(bodies.AiPending(
+        run=run.id, status=run.status, follow=follow,
+        message=f"Run {run.id} has not ended within {waited:g} s; "
+                f"it goes on: follow it at {follow}."), 202)
+    response["Location"] = follow
     response["PicoFlow-Run-Id"] = run.id
     return response
 
@@ -393,11 +414,19 @@ async def ingest_events(request: HttpRequest) -> HttpResponse:
     return answer(bodies.IngestReply.model_validate({"runs": runs}))
 
 
+HEARTBEAT_BODY_BYTES = MAX_BODY_BYTES + bodies.MAX_HEARTBEAT_RUNS * (MAX_ID_CHARS + 4)
+"""Room for the most run ids a heartbeat may name, each of the longest length."""
+
+
 @api_view("POST", scope="ingest")
 async def ingest_heartbeat(request: HttpRequest) -> HttpResponse:
     """``POST /api/ingest/heartbeat`` ``{"runs": [run ids]}``: these remote runs' turns are
     still going, so they are not declared interrupted. The reply is that of ingest."""
-    ids = parse_body(request, bodies.Heartbeat).runs
+    ids = parse_body(request, bodies.Heartbeat, HEARTBEAT_BODY_BYTES).runs
+    for run_id in ids:
+        problem = id_problem(run_id)
+        if problem is not None:  # no run has it: a sender that made it up is told so
+            raise services.InputError(problem, error_code="bad_run_id")
     grant = _access(request)
     project = grant.token_project or access.DEFAULT_PROJECT
     grant.require(project, "ingest", f"project {project!r}")

@@ -14,6 +14,14 @@ from typing import Any, ClassVar, Literal
 from django.http import HttpResponse
 from pydantic import BaseModel, ConfigDict, Field, RootModel
 
+from runtime.events import ID_PATTERN
+
+ID_SCHEMA: dict[str, Any] = {"pattern": f"^{ID_PATTERN.pattern}$"}
+"""What the document says of a run or session id a request names. Checked where it is
+used, with its own error code (``bad_run_id``, ``bad_session_id``)."""
+ID_OR_EMPTY: dict[str, Any] = {"pattern": f"^({ID_PATTERN.pattern})?$"}
+"""A session a request may name: an id, or empty for none (as absent: a new session)."""
+
 
 class _Open(BaseModel):
     model_config = ConfigDict(extra="allow")
@@ -108,7 +116,7 @@ class RunStart(_Open):
 
     flow: str
     message: str | None = Field(default=None, max_length=20_000)
-    session_id: str | None = Field(default=None, max_length=64)
+    session_id: str | None = Field(default=None, max_length=64, json_schema_extra=ID_OR_EMPTY)
     config: dict[str, Any] | None = None
     project: str | None = None
 
@@ -118,7 +126,7 @@ class AiRun(_Open):
 
     flowName: str
     message: str | None = None
-    session: str | None = None
+    session: str | None = Field(default=None, json_schema_extra=ID_OR_EMPTY)
     config: dict[str, Any] | None = None
     project: str | None = None
 
@@ -136,8 +144,20 @@ class AiReply(_Open):
     OMITTED_WHEN_NONE = ("error_code", "run")
 
 
+class AiPending(_Open):
+    """``POST /ai/run``'s 202: the turn had not ended within ``PICOFLOW_RUN_WAIT``; it goes
+    on, and ``follow`` (``/api/runs/<run>``) says how it ends."""
+
+    run: str
+    status: Literal["queued", "running"]
+    follow: str
+    message: str
+
+
 class AiEnd(_Open):
-    session: str | None = None
+    """``POST /ai/end``: the session, here or in the ``Chat-Session-Id`` header."""
+
+    session: str | None = Field(default=None, json_schema_extra=ID_OR_EMPTY)
 
 
 class AiEnded(BaseModel):
@@ -158,10 +178,14 @@ class IngestReply(BaseModel):
     runs: dict[str, RunPosition]
 
 
+MAX_HEARTBEAT_RUNS = 1000
+
+
 class Heartbeat(BaseModel):
     """``POST /api/ingest/heartbeat``: remote runs whose turns are still going."""
 
-    runs: list[str] = Field(max_length=1000)
+    runs: list[str] = Field(max_length=MAX_HEARTBEAT_RUNS, json_schema_extra={
+        "items": {"type": "string", **ID_SCHEMA}})
 
 
 class ImportedRun(BaseModel):
@@ -189,7 +213,7 @@ class ImportReply(BaseModel):
 
 MODELS: tuple[type[BaseModel], ...] = (
     Error, RunSummary, RunOut, RunList, EventPage, SessionDoc, SessionOut, FlowInfo,
-    FlowList, FlowNames, RunStart, AiRun, AiReply, AiEnd, AiEnded, RunPosition,
+    FlowList, FlowNames, RunStart, AiRun, AiReply, AiPending, AiEnd, AiEnded, RunPosition,
     IngestReply, Heartbeat, ImportedRun, ImportReply)
 
 

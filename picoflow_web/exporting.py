@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import AsyncIterator, Iterable, Iterator
+from urllib.parse import quote
 
 from asgiref.sync import sync_to_async
 
@@ -106,10 +107,25 @@ def session_runs(session_id: str, projects: Projects = None) -> list[str] | None
     return list(runs.order_by("started_at", "id").values_list("id", flat=True))
 
 
-def filename(kind: str, ident: str) -> str:
+def filename(kind: str, ident: str, suffix: str = ".jsonl") -> str:
     """``run-<id>.jsonl``: ids are the client's, so anything but a plain name character
     becomes ``_`` before it goes into a header."""
-    return f"{kind}-{re.sub(r'[^A-Za-z0-9._-]', '_', ident)[:64]}.jsonl"
+    return f"{kind}-{re.sub(r'[^A-Za-z0-9._-]', '_', ident)[:64]}{suffix}"
 
 
-__all__ = ["CONTENT_TYPE", "EXPORT_PAGE", "alines", "filename", "lines", "session_runs"]
+def disposition(kind: str, ident: str, suffix: str = ".jsonl") -> str:
+    """The ``Content-Disposition`` of a download named after a run or a session, as RFC
+    6266 has it: ``filename="..."`` in plain name characters (:func:`filename`), and, when
+    the id needed more (a run stored before ids were checked), the exact name as
+    ``filename*=UTF-8''...``, percent-encoded: no quote, line break or raw UTF-8 ever
+    reaches the header."""
+    plain = filename(kind, ident, suffix)
+    exact = f"{kind}-{ident}{suffix}"
+    if exact == plain:
+        return f'attachment; filename="{plain}"'
+    return (f"attachment; filename=\"{plain}\"; "
+            f"filename*=UTF-8''{quote(exact, safe='', errors='replace')}")
+
+
+__all__ = ["CONTENT_TYPE", "EXPORT_PAGE", "alines", "disposition", "filename", "lines",
+           "session_runs"]

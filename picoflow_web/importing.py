@@ -1,8 +1,9 @@
 """Import: a JSONL export (of this dashboard or another) stored back as runs.
 
 The file is read by ingest's own parser (:func:`picoflow_web.ingest.parse_lines`: every
-line valid JSON, a known event type of this schema version, within
-:data:`~picoflow_web.ingest.MAX_LINE_BYTES`, valid UTF-8 without lone surrogates) and
+line valid JSON, a known event type of this schema version with each field of its JSON
+type, valid run and session ids, numbers the database holds and a ``time`` that is a date,
+within :data:`~picoflow_web.ingest.MAX_LINE_BYTES`, valid UTF-8 without lone surrogates) and
 stored by ingest's own path (:func:`~picoflow_web.ingest.store_lines`: the runs, their
 status, counts, reply and session record derived from the events), so an imported run is
 what an ingested one would be, but for its origin (``{"kind": "import"}``). Stricter than
@@ -12,9 +13,11 @@ record has), nothing repeats, nothing follows the event that ended the turn, and
 ``run.interrupted`` a dashboard records is accepted.
 
 Everything is checked before anything is stored, and stored in one transaction: a refused
-file leaves the database as it was. A run id (or a session id) that exists already is
-refused (409) unless the file is imported as a copy: then every run gets a new id, every
-session a new one, rewritten in each event's envelope (the only place events name them).
+file leaves the database as it was. A run id (or a session id) that exists already in
+the target project is refused (409), one of another project is not found there (404, as
+ids of other projects are everywhere), unless the file is imported as a copy: then every
+run gets a new id, every session a new one, rewritten in each event's envelope (the only
+place events name them).
 """
 
 from __future__ import annotations
@@ -86,28 +89,45 @@ def _copied(lines: list[Line]) -> tuple[list[Line], dict[str, str]]:
 
 
 def _plan_new(lines: list[Line], runs: dict[str, Run], project: str) -> list[Planned]:
-    """Every run new: a stored run id, or a session id anyone uses, is refused."""
+    """Every run new: a run id or a session id in use is refused, a 409 in ``project``,
+    elsewhere the 404 of an id that does not exist here, checked last (as an unknown id
+    would pass every check)."""
     grouped = by_run(lines)
-    _refuse_taken("run", {run_id: items[0] for run_id, items in grouped.items()}, set(runs))
+    first = {run_id: items[0] for run_id, items in grouped.items()}
+    _refuse_taken("run", first, {i for i, run in runs.items() if run.project_id == project})
     sessions: dict[str, Line] = {}
     for line in lines:
         if line.data["session_id"]:
             sessions.setdefault(line.data["session_id"], line)
-    taken = set(StoredSession.objects.filter(id__in=sessions).values_list("id", flat=True))
-    taken |= set(Run.objects.filter(session_id__in=sessions).values_list("session_id",
-                                                                         flat=True))
-    _refuse_taken("session", sessions, taken)
+    owners = set(StoredSession.objects.filter(id__in=sessions).values_list("id", "project_id"))
+    owners |= set(Run.objects.filter(session_id__in=sessions).values_list("session_id",
+                                                                          "project_id"))
+    ours = {session_id for session_id, owner in owners if owner == project}
+    _refuse_taken("session", sessions, ours)
+    _refuse_taken("session", sessions, {session_id for session_id, _ in owners} - ours,
+                  elsewhere=project)
+    _refuse_taken("run", first, {i for i, run in runs.items() if run.project_id != project},
+                  elsewhere=project)
     return [Planned(run_id, None, items) for run_id, items in grouped.items()]
 
 
-def _refuse_taken(what: str, first: dict[str, Line], taken: set[str]) -> None:
-    """Refuse the first id (by where it first appears) that is ``taken``."""
+def _refuse_taken(what: str, first: dict[str, Line], taken: set[str],
+                  elsewhere: str | None = None) -> None:
+    """Refuse the first id (by where it first appears) that is ``taken``; ``elsewhere``:
+    taken in other projects than this one, where it is not found (404), not "taken"."""
     for ident, line in first.items():
-        if ident in taken:
-            raise IngestError(409, f"{what}_exists",
-                              f"Line {line.number}: {what} {ident} exists already; import "
-                              "the file as a copy (?copy=1, --copy) to store it under new "
-                              "ids.", line=line.number, **{f"{what}_id": ident})
+        if ident not in taken:
+            continue
+        if elsewhere is not None:
+            raise IngestError(404, "not_found",
+                              f"Line {line.number}: {what} id {ident} cannot be used in "
+                              f"project {elsewhere!r}; import the file as a copy (?copy=1, "
+                              "--copy) to store it under new ids.", line=line.number,
+                              **{f"{what}_id": ident})
+        raise IngestError(409, f"{what}_exists",
+                          f"Line {line.number}: {what} {ident} exists already; import "
+                          "the file as a copy (?copy=1, --copy) to store it under new "
+                          "ids.", line=line.number, **{f"{what}_id": ident})
 
 
 def _when(line: Line) -> datetime:

@@ -4,7 +4,9 @@ A user's own process — an application, a script, a notebook, a test — runs i
 ships their events here (``runtime.events.DashboardSink`` does it, or anything that speaks
 this contract): ``POST /api/ingest`` with one event per line, as the runtime serialised
 it. Each request is checked whole before anything is written — every line parses, is a
-known event type of this schema version, and continues its run's stored sequence (a
+known event type of this schema version with every field of its JSON type, names valid ids
+(:mod:`runtime.events.ids`; else 400 ``bad_run_id`` / ``bad_session_id``), holds numbers
+the database can store, and continues its run's stored sequence (a
 resent event already stored is accepted and ignored, a gap is refused with the ``seq``
 expected next, unless a ``sink.overflowed`` of the same request says those events were
 lost) — so a refused request stores nothing of itself. Then, in one transaction,
@@ -38,19 +40,20 @@ from django.http import HttpRequest
 from django.utils import timezone
 from pydantic import ValidationError
 
-from picoflow_web import app_settings, groups, relay
+from picoflow_web import app_settings, groups, relay, stalls
 from picoflow_web.eventlog import insert_rows, read_texts
+from picoflow_web.jsonbody import DECODER, NumberTooLarge
 from picoflow_web.models import DEFAULT_PROJECT, EventRecord, Project, Run, StoredSession
 from picoflow_web.redact import may_hold_secret, redact
 from picoflow_web.relay_sender import RawJSON
 from runtime.events import (
     EVENT_TYPES,
-    MAX_ID_CHARS,
     SCHEMA_VERSION,
     SessionLoaded,
     SessionSaved,
     dump_event,
     fold,
+    id_problem,
     interruption,
     parse_event,
 )
@@ -155,7 +158,13 @@ def _refuse(number: int, code: str, message: str, status: int = 400, **details: 
 
 
 def _parse(number: int, raw: bytes, *, recorded: bool = False) -> tuple[dict[str, Any], str]:
-    """A line's event and its text (checked, not yet redacted); raises for a bad one."""
+    """A line's event and its text (checked, not yet redacted); raises for a bad one.
+
+    Every field is checked by its JSON type before anything reads it: the event's model
+    validates in strict mode (``"2"`` is no ``seq``, ``true`` no number), as the stored
+    line is the text as sent and every reader (the browser, an export, an import) takes
+    the values in it as they are.
+    """
     if len(raw) > MAX_LINE_BYTES:
         raise _refuse(number, "line_too_large",
                       f"{len(raw)} bytes is larger than the {MAX_LINE_BYTES} an event may be.",
@@ -166,36 +175,36 @@ def _parse(number: int, raw: bytes, *, recorded: bool = False) -> tuple[dict[str
         raise _refuse(number, "not_utf8", f"not UTF-8 ({exc.reason} at byte {exc.start})."
                       ) from None
     try:
-        data = json.loads(text, parse_constant=_not_json)
+        data = DECODER.decode(text)
     except RecursionError:
         raise _refuse(number, "malformed_json", "JSON nested too deeply.") from None
+    except NumberTooLarge as exc:
+        raise _refuse(number, "number_too_large", f"{exc}.") from None
     except ValueError as exc:
         raise _refuse(number, "malformed_json", f"not JSON ({exc}).") from None
     if not isinstance(data, dict):
         raise _refuse(number, "malformed_event", "an event is a JSON object.")
-    if data.get("v") != SCHEMA_VERSION:
+    version = data.get("v")
+    if type(version) is not int or version != SCHEMA_VERSION:
         raise _refuse(number, "schema_version",
-                      f"schema version {data.get('v')!r}; this dashboard reads version "
+                      f"schema version {_shown(version)}; this dashboard reads version "
                       f"{SCHEMA_VERSION}.", expected_version=SCHEMA_VERSION)
     kind = data.get("type")
-    if kind not in EVENT_TYPES:
-        raise _refuse(number, "unknown_event_type", f"unknown event type {kind!r}.")
+    model = EVENT_TYPES.get(kind) if isinstance(kind, str) else None
+    if model is None:
+        raise _refuse(number, "unknown_event_type", f"unknown event type {_shown(kind)}.")
     if kind == "run.interrupted" and not recorded:
         raise _refuse(number, "reserved_event_type",
                       "run.interrupted is recorded by the dashboard, not sent to it.")
     try:
-        parse_event(data)
+        model.model_validate(data, strict=True)
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}"
-                             for e in exc.errors()[:5])
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))[:80]}: {e['msg']}"
+                             for e in exc.errors(include_url=False)[:5])
         raise _refuse(number, "invalid_event", f"not a valid {kind} event: {problems}."
                       ) from None
     except RecursionError:
         raise _refuse(number, "invalid_event", "values nested too deeply.") from None
-    for name in ("run_id", "session_id"):
-        if len(data[name]) > MAX_ID_CHARS or (name == "run_id" and not data[name]):
-            raise _refuse(number, "invalid_event",
-                          f"{name} must be 1 to {MAX_ID_CHARS} characters.")
     # What the event store can hold: no lone surrogates, no NUL (PostgreSQL). UTF-8 that
     # decoded holds neither, so only a line with \u escapes can: only those are re-encoded.
     if b"\\u" in raw:
@@ -206,12 +215,41 @@ def _parse(number: int, raw: bytes, *, recorded: bool = False) -> tuple[dict[str
                           ) from None
         if b"\\u0000" in encoded:
             raise _refuse(number, "invalid_text", "text with a NUL character (\\u0000).")
+    _check_envelope(number, data)
     return data, text.strip()
 
 
-def _not_json(name: str) -> Any:
-    # Python's json takes NaN and Infinity; JSON (the store, every browser) does not.
-    raise ValueError(f"{name} is not a JSON value")
+MAX_STORED_INT = 2**31 - 1
+"""Largest ``seq`` or ``revision``: the database's integer columns (PostgreSQL's
+``integer``) hold no more."""
+STORED_INTS = ("seq", "first_seq", "last_seq", "revision")
+MAX_TIME = 253402300799.0
+"""The last second of the year 9999: a later ``time`` is no date (nor is one before 1970)."""
+
+
+def _check_envelope(number: int, data: dict[str, Any]) -> None:
+    """The ids, the numbers the database stores and the time of a validated event."""
+    problem = id_problem(data["run_id"], "run id")
+    if problem is not None:
+        raise _refuse(number, "invalid_event", problem, error_code="bad_run_id")
+    if data["session_id"]:
+        problem = id_problem(data["session_id"], "session id")
+        if problem is not None:
+            raise _refuse(number, "invalid_event", problem, error_code="bad_session_id")
+    for name in STORED_INTS:
+        value = data.get(name)
+        if isinstance(value, int) and value > MAX_STORED_INT:
+            raise _refuse(number, "number_too_large", f"{name} is larger than "
+                          f"{MAX_STORED_INT}, the largest the dashboard stores.")
+    if not 0 <= data["time"] <= MAX_TIME:
+        raise _refuse(number, "invalid_event", f"time {data['time']!r} is no date (Unix "
+                      f"seconds, 0 to {MAX_TIME:.0f}).")
+
+
+def _shown(value: Any) -> str:
+    """A value a client sent, as a message may repeat it (short)."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 @dataclass
@@ -226,14 +264,17 @@ class Planned:
 def _plan(lines: list[Line], runs: dict[str, Run], project: str) -> list[Planned]:
     """Check every run's lines against what is stored; raise for the first refusal."""
     plans = []
+    hidden: list[Planned] = []
     for run_id, items in by_run(lines).items():
         run = runs.get(run_id)
-        last = run.last_seq if run is not None else -1
         if run is not None and run.project_id != project:
-            # Another project's run: said as little about it as an unknown id would be.
-            raise IngestError(409, "run_id_taken",
-                              f"Run id {run_id} is taken; a new run needs a new id.",
-                              run_id=run_id, line=items[0].number)
+            # Another project's run does not exist here: its lines are checked as an
+            # unknown run's are, and refused only where one would be made, after every
+            # other check, so the answer is the one an unknown id gets wherever it can be.
+            hidden.append(Planned(run_id, None, continuing(run_id, items, 0)))
+            check_first(run_id, hidden[-1].fresh)
+            continue
+        last = run.last_seq if run is not None else -1
         if run is not None and not run.is_remote:
             raise IngestError(409, "not_remote",
                               f"Run {run_id} was executed by this dashboard; its events "
@@ -252,7 +293,38 @@ def _plan(lines: list[Line], runs: dict[str, Run], project: str) -> list[Planned
         if run is None:
             check_first(run_id, plan.fresh)
         plans.append(plan)
+    _refuse_foreign_sessions(plans + hidden, project)
+    made = next((plan for plan in hidden if plan.fresh), None)
+    if made is not None:
+        line = made.fresh[0].number
+        raise IngestError(404, "not_found", f"Line {line}: run id {made.run_id} cannot be "
+                          f"used in project {project!r}; a new run needs a new id.",
+                          run_id=made.run_id, line=line)
     return plans
+
+
+def _refuse_foreign_sessions(plans: list[Planned], project: str) -> None:
+    """Refuse (404) the first line naming a session another project uses: a remote run
+    continues a session of its own project or starts a new one."""
+    named: dict[str, Line] = {}
+    for plan in plans:
+        known = plan.run.session_id if plan.run is not None else ""
+        for line in plan.fresh:  # a run's own session was checked when it was named
+            session_id = line.data["session_id"]
+            if session_id and session_id != known:
+                named.setdefault(session_id, line)
+    if not named:
+        return
+    elsewhere = set(StoredSession.objects.filter(id__in=named).exclude(
+        project_id=project).values_list("id", flat=True))
+    elsewhere |= set(Run.objects.filter(session_id__in=named).exclude(
+        project_id=project).values_list("session_id", flat=True))
+    if elsewhere:
+        line = min((named[session_id] for session_id in elsewhere), key=lambda found: found.number)
+        session_id = line.data["session_id"]
+        raise IngestError(404, "not_found", f"Line {line.number}: session id {session_id} "
+                          f"cannot be used in project {project!r}; name a session of this "
+                          "project, or a new one.", session_id=session_id, line=line.number)
 
 
 def by_run(lines: list[Line]) -> dict[str, list[Line]]:
@@ -508,24 +580,32 @@ def _heartbeat_sync(run_ids: list[str], project: str) -> dict[str, dict[str, Any
 
 def interrupt_silent_runs() -> Stored:
     """Declare every remote run silent for longer than the timeout interrupted: store its
-    ``run.interrupted`` event (not yet broadcast)."""
+    ``run.interrupted`` event (not yet broadcast).
+
+    Not while the database is stalled, nor until remote processes had the timeout's
+    length of a writable database to report after a stall ended (a heartbeat is a write):
+    see :mod:`picoflow_web.stalls`.
+    """
     timeout = app_settings.get("REMOTE_TIMEOUT")
     out = Stored()
-    cutoff = timezone.now() - timedelta(seconds=timeout)
-    candidates = Run.objects.filter(status=Run.Status.RUNNING, origin__kind="remote",
-                                    last_seen_at__lt=cutoff).values_list("id", flat=True)
-    for run_id in list(candidates):
-        with transaction.atomic():
-            run = Run.objects.select_for_update().filter(
-                id=run_id, status=Run.Status.RUNNING, last_seen_at__lt=cutoff).first()
-            if run is None or run.last_seen_at is None:
-                continue  # heard from (or ended) meanwhile
-            last = EventRecord.objects.filter(run_id=run_id).order_by("-seq").values_list(
+    round_ = stalls.Round()
+    running = Run.objects.filter(status=Run.Status.RUNNING, origin__kind="remote")
+    if not running.exists():
+        return out  # nobody to judge: no need to take the write lock
+    with transaction.atomic():  # SQLite: waits here for the write lock
+        now = timezone.now()
+        silent_runs = list(running.select_for_update().filter(
+            last_seen_at__lt=now - timedelta(seconds=timeout)))
+        if not round_.calm(patience=timeout / 4, grace=timeout):
+            return out
+        for run in silent_runs:
+            assert run.last_seen_at is not None
+            last = EventRecord.objects.filter(run_id=run.id).order_by("-seq").values_list(
                 "payload", flat=True).first()
             if last is None:
                 continue
             silent = (timezone.now() - run.last_seen_at).total_seconds()
-            out.events[run_id] = [store_interruption(
+            out.events[run.id] = [store_interruption(
                 run, last, silent_for=silent,
                 reason=f"No events or heartbeats for {timeout:g} s: the process running it "
                        "stopped reporting.")]

@@ -2,9 +2,15 @@
 
 Refused before anything is stored, each with its own ``error_code``:
 
+* sent as another media type than ``application/json`` (``; charset=utf-8`` may follow) —
+  415 ``unsupported_media_type``: a browser's form or a ``text/plain`` fetch cannot pass
+  for the API's JSON;
 * larger than :data:`MAX_BODY_BYTES` — 413 ``body_too_large`` (read from the stream, so
   Django's own cap and its HTML error never apply);
-* not UTF-8 JSON — 400 ``malformed_json``;
+* not UTF-8 JSON — 400 ``malformed_json``; that includes ``NaN``, ``Infinity`` and
+  ``-Infinity``, which Python's parser takes but JSON (the store, every browser) has not;
+* a number of more than :data:`MAX_NUMBER_DIGITS` characters, or one too large for a
+  float (``1e400``) — 400 ``number_too_large``;
 * nested deeper than :data:`MAX_DEPTH` — 400 ``too_deep`` (Python's parser gives up
   with a RecursionError far below what a small body can nest, and values nested a few
   hundred deep still break the database's JSON functions and the runtime's copies);
@@ -15,6 +21,7 @@ Refused before anything is stored, each with its own ``error_code``:
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from django.http import HttpRequest
@@ -25,6 +32,47 @@ MAX_BODY_BYTES = 64 * 1024
 """Largest JSON body of the API (ingest has its own, larger limit)."""
 MAX_DEPTH = 32
 """Deepest nesting of objects and arrays a JSON body may have (the body itself is 1)."""
+MAX_NUMBER_DIGITS = 1000
+"""Longest number literal (digits, sign, point and exponent) a JSON text may hold."""
+MEDIA_TYPE = "application/json"
+
+
+class NumberTooLarge(ValueError):
+    """A number no JSON reader here should be asked to hold (raised by :data:`DECODER`)."""
+
+
+def _constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def _integer(text: str) -> int:
+    # Checked before int(): past Python's own limit its error names its internals.
+    if len(text) > MAX_NUMBER_DIGITS:
+        raise NumberTooLarge(f"a number too large (more than {MAX_NUMBER_DIGITS} digits)")
+    return int(text)
+
+
+def _float(text: str) -> float:
+    if len(text) > MAX_NUMBER_DIGITS:
+        raise NumberTooLarge(f"a number too large (more than {MAX_NUMBER_DIGITS} digits)")
+    value = float(text)
+    if value in (math.inf, -math.inf):
+        raise NumberTooLarge(f"a number too large for a float ({text[:20]})")
+    return value
+
+
+DECODER = json.JSONDecoder(parse_constant=_constant, parse_int=_integer, parse_float=_float)
+"""The JSON parser of every body and event line: ``NaN``/``Infinity`` refused
+(``ValueError``), numbers bounded (:class:`NumberTooLarge`)."""
+
+
+def require_json(request: HttpRequest) -> None:
+    """Refuse (415) a body sent as another media type than JSON in UTF-8."""
+    charset = request.content_params.get("charset", "utf-8").strip('"').lower()
+    if request.content_type != MEDIA_TYPE or charset not in ("utf-8", "utf8"):
+        sent = request.META.get("CONTENT_TYPE") or "no Content-Type"
+        raise InputError(f"Send the body as {MEDIA_TYPE} (UTF-8), not {sent[:100]}.",
+                         "unsupported_media_type", status=415)
 
 
 def read_body(request: HttpRequest, limit: int = MAX_BODY_BYTES) -> bytes:
@@ -82,23 +130,28 @@ def parse(raw: bytes) -> Any:
     except UnicodeDecodeError:
         raise InputError("Body is not JSON (not UTF-8).", error_code="malformed_json") from None
     try:
-        data = json.loads(text or "{}")
+        data = DECODER.decode(text or "{}")
     except RecursionError:
         raise InputError(f"Body nests deeper than {MAX_DEPTH} levels.",
                          error_code="too_deep") from None
+    except NumberTooLarge as exc:
+        raise InputError(f"Body has {exc}.", error_code="number_too_large") from None
     except ValueError as exc:
         raise InputError(f"Body is not JSON: {exc}", error_code="malformed_json") from None
     check_value(data)
     return data
 
 
-def read_json(request: HttpRequest) -> dict[str, Any]:
-    """The request's JSON object body (see the module docstring for what is refused)."""
-    data = parse(read_body(request))
+def read_json(request: HttpRequest, limit: int = MAX_BODY_BYTES) -> dict[str, Any]:
+    """The request's JSON object body of at most ``limit`` bytes (see the module docstring
+    for what is refused)."""
+    raw = read_body(request, limit)  # a body too large is that first, whatever its type
+    require_json(request)
+    data = parse(raw)
     if not isinstance(data, dict):
         raise InputError("Body must be a JSON object.", error_code="wrong_type")
     return data
 
 
-__all__ = ["MAX_BODY_BYTES", "MAX_DEPTH", "check_value", "parse", "read_body",
-           "read_json"]
+__all__ = ["DECODER", "MAX_BODY_BYTES", "MAX_DEPTH", "MAX_NUMBER_DIGITS", "MEDIA_TYPE",
+           "NumberTooLarge", "check_value", "parse", "read_body", "read_json", "require_json"]

@@ -22,9 +22,11 @@ from pydantic import BaseModel
 
 from picoflow_web import __version__, runs_query
 from picoflow_web.bodies import (
+    ID_OR_EMPTY,
     MODELS,
     AiEnd,
     AiEnded,
+    AiPending,
     AiReply,
     AiRun,
     Error,
@@ -40,6 +42,9 @@ from picoflow_web.bodies import (
     SessionOut,
 )
 from picoflow_web.engine import get_engine
+from picoflow_web.jsonbody import MAX_BODY_BYTES, MAX_DEPTH, MAX_NUMBER_DIGITS
+from runtime import FlowInfo
+from runtime.events import ID_PATTERN, MAX_ID_CHARS
 
 ERRORS = (400, 401, 403, 404, 405, 409, 413)
 
@@ -68,6 +73,8 @@ def _operation(summary: str, ok: dict[int, tuple[Any, ...]], *,
     elif body is not None:
         operation["requestBody"] = {"required": True, "content": {
             "application/json": {"schema": _ref(body)}}}
+        # A JSON body sent as another media type (or charset) is refused.
+        responses.setdefault("415", _json(_ref(Error), "An error"))
     if params:
         operation["parameters"] = params
     return operation
@@ -80,10 +87,20 @@ def _streamable(operation: dict[str, Any]) -> dict[str, Any]:
     return operation
 
 
+def _body_optional(operation: dict[str, Any]) -> dict[str, Any]:
+    operation["requestBody"]["required"] = False
+    return operation
+
+
+CHAT_SESSION = {"name": "Chat-Session-Id", "in": "header", "required": False,
+                "description": "The session, PicoFlow's way (a body's session comes first)",
+                "schema": {"type": "string", **ID_OR_EMPTY}}
+
+
 def _path_param(name: str) -> dict[str, Any]:
     return {"name": name, "in": "path", "required": True,
-            "schema": {"type": "string", "minLength": 1, "maxLength": 64,
-                       "pattern": "^[A-Za-z0-9_-]+$"}}
+            "schema": {"type": "string", "minLength": 1, "maxLength": MAX_ID_CHARS,
+                       "pattern": f"^{ID_PATTERN.pattern}$"}}
 
 
 def _query(name: str, schema: dict[str, Any]) -> dict[str, Any]:
@@ -97,8 +114,34 @@ NDJSON = {"application/x-ndjson": {"schema": {
 """The ingest body: lines of events (each line is checked against the event schema)."""
 
 
+INFO = ("Every error is one JSON shape (the Error schema) with a 4xx status. Besides what "
+        f"each schema says, a JSON body is refused whole when it is larger than "
+        f"{MAX_BODY_BYTES // 1024} KB (413), nests deeper than {MAX_DEPTH} levels, or holds "
+        "text with a NUL character or a lone surrogate, NaN, Infinity, or a number of more "
+        f"than {MAX_NUMBER_DIGITS} characters (400).")
+
+
 EXPORT = ({"type": "string"}, "One stored event per line (an attachment)",
           "application/x-ndjson")
+
+WHEN = {"type": "string", "anyOf": [{"format": "date-time"}, {"maxLength": 0}],
+        "description": "An ISO 8601 date and time (one without an offset is UTC)"}
+
+NOT_BLANK = r"[^\s\x1c-\x1f\x85]|\ufeff"
+"""A text with something besides whitespace, as Python's ``str.strip`` sees whitespace
+(what the runtime checks a message with); spelled so that ECMA, Rust and Python regular
+expressions all agree: their whitespace classes differ on these characters."""
+
+
+def _per_flow(flows: list[FlowInfo], field: str) -> list[dict[str, Any]]:
+    """The flows that need a message: a start naming one of them has a message that is
+    not blank. (A config's fit is left to each flow's ``config_schema`` in ``GET
+    /api/flows``: the flow's own pydantic model checks it, with conversions no JSON Schema
+    states.)"""
+    return [{"if": {"required": [field], "properties": {field: {"const": flow.id}}},
+             "then": {"required": ["message"],
+                      "properties": {"message": {"type": "string", "pattern": NOT_BLANK}}}}
+            for flow in flows if flow.needs_message]
 
 
 def document() -> dict[str, Any]:
@@ -108,14 +151,19 @@ def document() -> dict[str, Any]:
         schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
         schemas.update(schema.pop("$defs", {}))
         schemas[model.__name__] = schema
-    names = get_engine().get_flow_names()
+    engine = get_engine()
+    names = engine.get_flow_names()
+    flows = [engine.flow_info(name) for name in names]
     schemas["RunStart"]["properties"]["flow"]["enum"] = names
     schemas["AiRun"]["properties"]["flowName"]["enum"] = names
+    schemas["RunStart"]["allOf"] = _per_flow(flows, "flow")
+    schemas["AiRun"]["allOf"] = _per_flow(flows, "flowName")
     seq = {"type": "integer", "minimum": -1, "maximum": 2**31}
     run_id, session_id = _path_param("run_id"), _path_param("session_id")
     return {
         "openapi": "3.1.0",
-        "info": {"title": "PicoFlow Web API", "version": __version__},
+        "info": {"title": "PicoFlow Web API", "version": __version__,
+                 "description": INFO},
         "paths": {
             "/api/flows": {"get": _operation("The served flows", {
                 200: (_ref(FlowList), "The flows")})},
@@ -128,10 +176,10 @@ def document() -> dict[str, Any]:
                     _query("rejected", {"type": "string"}),
                     _query("project", {"type": "string"}),
                     _query("q", {"type": "string", "maxLength": runs_query.MAX_QUERY}),
-                    _query("sort", {"type": "string", "enum": [
-                        f"{way}{name}" for name in runs_query.SORTS for way in ("", "-")]}),
-                    _query("since", {"type": "string", "format": "date-time"}),
-                    _query("until", {"type": "string", "format": "date-time"})]),
+                    # Empty, as for every filter here, is the same as absent.
+                    _query("sort", {"type": "string", "enum": ["", *(
+                        f"{way}{name}" for name in runs_query.SORTS for way in ("", "-"))]}),
+                    _query("since", WHEN), _query("until", WHEN)]),
                 "post": _operation("Start a run (queued for a worker)", {
                     201: (_ref(RunOut), "The queued run")}, body=RunStart),
             },
@@ -175,13 +223,17 @@ def document() -> dict[str, Any]:
                 200: (_ref(FlowNames), "The names")})},
             "/ai/run": {"post": _operation("Run a turn and wait for its reply", {
                 200: (_ref(AiReply), "The reply"),
+                202: (_ref(AiPending), "No reply within PICOFLOW_RUN_WAIT seconds: the run "
+                      "goes on; follow it at /api/runs/<run> (the Location header)"),
                 400: ({"anyOf": [_ref(AiReply), _ref(Error)]}, "A failed turn or bad input"),
                 409: ({"anyOf": [_ref(AiReply), _ref(Error)]}, "A session conflict")},
                 body=AiRun)},
-            "/ai/end": {"post": _operation("Delete a session", {
-                200: (_ref(AiEnded), "Deleted"),
-                404: ({"anyOf": [_ref(AiEnded), _ref(Error)]}, "No such session")},
-                body=AiEnd)},
+            "/ai/end": {"post": _body_optional(_operation(
+                "Delete a session: the one the body's session names, else the "
+                "Chat-Session-Id header's (one of them is needed)", {
+                    200: (_ref(AiEnded), "Deleted"),
+                    404: ({"anyOf": [_ref(AiEnded), _ref(Error)]}, "No such session")},
+                body=AiEnd, params=[CHAT_SESSION]))},
         },
         "components": {
             "schemas": schemas,

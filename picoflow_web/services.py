@@ -8,16 +8,14 @@ bridge's sink while the turn runs (:mod:`picoflow_web.bridge`). Reads are in
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import re
 import uuid
 from typing import Any
 
 from django.db import IntegrityError
 from django.utils import timezone
 
-from picoflow_web import app_settings, groups, selectors
+from picoflow_web import app_settings, groups, run_ends, selectors
 from picoflow_web.access import DEFAULT_PROJECT, Access, NotFound
 from picoflow_web.bridge import RunRecorder
 from picoflow_web.engine import get_engine
@@ -25,6 +23,7 @@ from picoflow_web.models import Project, Run
 from picoflow_web.redact import redact
 from picoflow_web.store import acting_in
 from runtime import CancelToken, ConfigValidationError, FlowInputError, RunReply
+from runtime.events import ID_PATTERN, id_problem
 
 logger = logging.getLogger("picoflow.web")
 
@@ -99,8 +98,7 @@ def _check(flow: str, message: str | None, session_id: str | None,
         raise InputError("message must be a string.")
     if message is not None and len(message) > MAX_MESSAGE_CHARS:
         raise InputError(f"message is longer than {MAX_MESSAGE_CHARS} characters.")
-    if session_id is not None and (not isinstance(session_id, str) or len(session_id) > 64):
-        raise InputError("session id must be a string of at most 64 characters.")
+    check_id(session_id, "session id")
     try:
         return engine.check_input(flow, message, config)
     except ConfigValidationError as exc:
@@ -110,8 +108,23 @@ def _check(flow: str, message: str | None, session_id: str | None,
         raise InputError(str(exc), exc.code) from None
 
 
-RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+async def _coordinator_in(run_id: str, project: str) -> None:
+    """A child names a coordinator run of its own project: any other id, another
+    project's or an unknown one, is not found (404), the same answer for both."""
+    if not await Run.objects.filter(id=run_id, project_id=project).aexists():
+        raise NotFound(f"No coordinator run {run_id!r} in project {project!r}.")
+
+
+RUN_ID = ID_PATTERN
 """A run id a client may choose (a coordinator names its children's runs)."""
+
+
+def check_id(value: Any, what: str) -> None:
+    """Refuse (400 ``bad_run_id`` / ``bad_session_id``) an id outside the one definition
+    (:data:`runtime.events.ID_PATTERN`); None or ``""`` names none."""
+    problem = None if value is None or value == "" else id_problem(value, what)
+    if problem is not None:
+        raise InputError(problem, error_code=f"bad_{what.replace(' ', '_')}")
 
 
 async def run_start(
@@ -126,27 +139,31 @@ async def run_start(
     it (and a run whose task could not be queued says so instead of waiting forever).
     ``grant`` is the requester's access: the turn runs in a project it may run in.
     """
-    if session_id is not None and (not isinstance(session_id, str) or len(session_id) > 64):
-        raise InputError("session id must be a string of at most 64 characters.")
+    check_id(session_id, "session id")
+    check_id(run_id, "run id")
     # Who may run where first: a request not allowed to run learns nothing of the flows.
     in_project = await _project_of(grant, session_id, project)
+    if coordinator is not None:
+        await _coordinator_in(str(coordinator["run_id"]), in_project)
     config = redact(_check(flow, message, session_id, config))  # never stored with secrets
     if in_project == DEFAULT_PROJECT:  # made on first use (a fresh or flushed database)
         await Project.objects.aget_or_create(name=DEFAULT_PROJECT)
     authenticated = user is not None and getattr(user, "is_authenticated", False)
-    if run_id is not None and not RUN_ID.fullmatch(run_id):
-        raise InputError("A run id is 1 to 64 letters, digits, '.', '_' or '-'.",
-                         error_code="bad_run_id")
     origin: dict[str, Any] = {"kind": "worker"}
     if coordinator:
         origin["coordinator"] = coordinator
     try:
         run = await Run.objects.acreate(
-            id=run_id or uuid.uuid4().hex, flow=flow, message=message or "",
+            id=run_id or uuid.uuid4().hex, flow=flow, message=redact(message or ""),
             session_id=session_id or "", project_id=in_project,
             config=config, status=Run.Status.QUEUED, origin=origin,
             started_by=user if authenticated else None)
     except IntegrityError:
+        owner = await Run.objects.filter(id=run_id or "").values_list(
+            "project_id", flat=True).afirst()
+        if owner != in_project:  # another project's run does not exist here
+            raise NotFound(f"Run id {run_id!r} cannot be used in project {in_project!r}; "
+                           "a new run needs a new id.") from None
         # A resent request of a coordinator's child: it must never run twice.
         raise InputError(f"Run {run_id!r} exists already; it is not started again.",
                          code="run_exists", status=409, error_code="run_exists") from None
@@ -170,20 +187,33 @@ async def run_execute(
     project: str | None = None, run_id: str | None = None,
     coordinator: dict[str, Any] | None = None,
 ) -> tuple[Run, RunReply]:
-    """Queue a turn and wait for its end (``POST /ai/run`` answers with the reply)."""
+    """Queue a turn and wait for its end (``POST /ai/run`` answers with the reply); raises
+    :class:`RunStillGoing` when it has not ended within ``PICOFLOW_RUN_WAIT``."""
     run = await run_start(flow=flow, message=message, session_id=session_id, config=config,
                           user=user, grant=grant, project=project, run_id=run_id,
                           coordinator=coordinator)
     return await run_wait(run.id)
 
 
-async def run_wait(run_id: str, poll: float = 0.05) -> tuple[Run, RunReply]:
-    """Wait until the run ended (whoever executes it); the run and its reply."""
-    while True:
-        run = await Run.objects.aget(id=run_id)
-        if run.status in Run.ENDED:
-            return run, reply_of(run)
-        await asyncio.sleep(poll)
+class RunStillGoing(Exception):
+    """The run had not ended when its waiter gave up (``PICOFLOW_RUN_WAIT``)."""
+
+    def __init__(self, run: Run, waited: float) -> None:
+        super().__init__(f"Run {run.id} is {run.status} still after {waited:g} s.")
+        self.run, self.waited = run, waited
+
+
+async def run_wait(run_id: str, timeout: float | None = None) -> tuple[Run, RunReply]:
+    """Wait until the run ended (whoever executes it); the run and its reply.
+
+    Waits by hearing the run's end (:mod:`picoflow_web.run_ends`), for ``timeout``
+    seconds (default ``PICOFLOW_RUN_WAIT``); raises :class:`RunStillGoing` after that.
+    """
+    limit = float(app_settings.get("RUN_WAIT") if timeout is None else timeout)
+    run = await run_ends.wait(run_id, limit)
+    if run.status not in Run.ENDED:
+        raise RunStillGoing(run, limit)
+    return run, reply_of(run)
 
 
 def reply_of(run: Run) -> RunReply:
@@ -198,7 +228,10 @@ def reply_of(run: Run) -> RunReply:
 
 async def run_execute_claimed(run: Run, *, cancel: CancelToken | None = None) -> RunReply:
     """Execute a run a worker has claimed, recording its events; its reply."""
-    recorder = RunRecorder(run.id, lease_seconds=app_settings.get("WORKER_LEASE"))
+    # Its worker's alone: a worker that lost the run (interrupted, or another worker
+    # holds it) stores no more events and no reply.
+    recorder = RunRecorder(run.id, lease_seconds=app_settings.get("WORKER_LEASE"),
+                           worker=run.worker or None)
     recorder.start()
     try:
         with acting_in(run.project_id):  # the session store reads and writes only its own
@@ -209,23 +242,26 @@ async def run_execute_claimed(run: Run, *, cancel: CancelToken | None = None) ->
         await recorder.close()
     cancelled = reply.error_code == TURN_CANCELLED
     await run_finish(run.id, reply.model_dump(),
-                     status=Run.Status.CANCELLED if cancelled else None)
+                     status=Run.Status.CANCELLED if cancelled else None,
+                     worker=run.worker or None)
     return reply
 
 
 async def run_finish(run_id: str, reply: dict[str, Any], *, status: str | None = None,
-                     only_from: str = Run.Status.RUNNING) -> Run:
+                     only_from: str = Run.Status.RUNNING, worker: str | None = None) -> Run:
     """Record a turn's reply on its run, and announce the ended run.
 
-    Only a run still ``only_from`` (running) changes: one declared interrupted meanwhile
-    (its lease lapsed) stays interrupted.
+    Only a run still ``only_from`` (running), and still ``worker``'s when given, changes:
+    one declared interrupted meanwhile (its lease lapsed) stays interrupted, and one
+    another worker holds is left to it.
     """
     if status is None:
         status = Run.Status.FINISHED if reply["success"] else Run.Status.FAILED
     # The reply's session id, not the request's: a turn without one started a session.
-    await Run.objects.filter(id=run_id, status=only_from).aupdate(
-        status=status, reply=reply, session_id=reply["session_id"], finished_at=timezone.now(),
-        lease_expires_at=None)
+    mine = {"worker": worker} if worker else {}
+    await Run.objects.filter(id=run_id, status=only_from, **mine).aupdate(
+        status=status, reply=redact(reply), session_id=reply["session_id"],
+        finished_at=timezone.now(), lease_expires_at=None)
     run = await Run.objects.aget(id=run_id)
     await run_broadcast(run)
     return run
@@ -286,6 +322,7 @@ async def session_end(session_id: str, grant: Access) -> bool:
 __all__ = [
     "InputError",
     "RunEnded",
+    "RunStillGoing",
     "reply_of",
     "run_broadcast",
     "run_cancel",

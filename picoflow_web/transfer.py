@@ -27,10 +27,10 @@ def _grant(request: HttpRequest) -> access.Access:
     return request.access  # type: ignore[attr-defined,no-any-return]
 
 
-def _attachment(ids: list[str], name: str) -> StreamingHttpResponse:
+def _attachment(ids: list[str], kind: str, ident: str) -> StreamingHttpResponse:
     response = StreamingHttpResponse(exporting.alines(ids),
                                      content_type=exporting.CONTENT_TYPE)
-    response["Content-Disposition"] = f'attachment; filename="{name}"'
+    response["Content-Disposition"] = exporting.disposition(kind, ident)
     return response
 
 
@@ -40,7 +40,7 @@ async def run_export(request: HttpRequest, run_id: str) -> HttpResponse:
     run = await selectors.run_get(run_id, projects=_grant(request).readable())
     if run is None:
         return error(f"No run {run_id!r}.", 404, "not_found")
-    return _attachment([run.id], exporting.filename("run", run.id))
+    return _attachment([run.id], "run", run.id)
 
 
 @api_view("GET")
@@ -50,7 +50,7 @@ async def session_export(request: HttpRequest, session_id: str) -> HttpResponse:
     ids = await sync_to_async(exporting.session_runs)(session_id, _grant(request).readable())
     if ids is None:
         return error(f"No session {session_id!r}.", 404, "not_found")
-    return _attachment(ids, exporting.filename("session", session_id))
+    return _attachment(ids, "session", session_id)
 
 
 def _flag(value: str | None) -> bool:

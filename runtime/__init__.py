@@ -24,6 +24,8 @@ from .barrier import (
 from .concurrent import ChildReply, ConcurrentResult
 from .engine import FlowEngine, FlowInfo, RunReply
 from .errors import (
+    BadRunIdError,
+    BadSessionIdError,
     BarrierInvalidError,
     BranchBudgetError,
     BranchCancelledError,
@@ -77,6 +79,8 @@ from .transitions import Transition, direct, go, stay
 
 __all__ = [
     "TERMINATE_SESSION_TOOL",
+    "BadRunIdError",
+    "BadSessionIdError",
     "BarrierInvalidError",
     "BarrierOptions",
     "BranchBudgetError",

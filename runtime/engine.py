@@ -26,6 +26,8 @@ from . import events as ev
 from .barrier import CancelToken
 from .concurrent import COORDINATOR_KEY, RESERVED_KEYS
 from .errors import (
+    BadRunIdError,
+    BadSessionIdError,
     ConfigValidationError,
     FlowDefinitionError,
     FlowInputError,
@@ -232,7 +234,10 @@ class FlowEngine:
 
         ``run_id`` names the turn's events (default: a fresh id); ``sinks`` receive this
         turn's events besides the engine's. An empty ``session_id`` is the same as None: a
-        new session with a generated id.
+        new session with a generated id. Ids given must be valid
+        (:data:`runtime.events.ID_PATTERN`: 1 to 64 ASCII letters, digits, ``.``, ``_``,
+        ``-``); another is refused before any event (``error_code`` ``bad_run_id`` or
+        ``bad_session_id``).
 
         ``cancel`` stops the turn when it fires (``cancel.cancel(reason, by)``, from another
         thread through the loop: ``loop.call_soon_threadsafe(cancel.cancel, reason, by)``):
@@ -242,13 +247,14 @@ class FlowEngine:
         it touches the session.
         """
         session_id = session_id or None
-        for name, value in (("session id", session_id), ("run id", run_id)):
-            if value is not None and len(value) > ev.MAX_ID_CHARS:
+        for refusal, value in ((BadSessionIdError, session_id), (BadRunIdError, run_id)):
+            problem = None if value is None or value == "" else ev.id_problem(
+                value, "session id" if refusal is BadSessionIdError else "run id")
+            if problem is not None:
                 # Refused before any event: every event would carry it, and no dashboard
-                # (nor the web app's store) takes a longer one.
-                return _failure(FlowInputError(
-                    f"The {name} must be at most {ev.MAX_ID_CHARS} characters, not "
-                    f"{len(value)}."), "" if name == "session id" else session_id or "")
+                # (its store, URLs, headers and channel groups) takes it.
+                return _failure(refusal(problem), "" if refusal is BadSessionIdError
+                                else session_id or "")
         # A new session's id is chosen now, so every event of the turn carries it.
         bus = EventBus([*self.sinks, *sinks], run_id=run_id,
                        session_id=session_id or str(uuid.uuid4()))
@@ -387,8 +393,10 @@ class FlowEngine:
                 raise SessionFlowInvariantError(f"Session '{stored.id}' has no current step.")
             restored = await flow.on_restore_session_doc(stored)
             if restored is not None:
+                # Not saved here: the turn's first save (a crossing, a checkpoint, the
+                # final one) writes it, so a turn that loses the race for the session
+                # (another saved it after this turn loaded it) has saved nothing.
                 turn.restore_document(restored)
-                await flow.save_session("restored")
                 await flow.require_current_step().on_restore()
                 turn.emit_loaded(new_session=False)
                 return

@@ -9,7 +9,9 @@ Every error the runtime raises on purpose derives from :class:`PicoFlowError`::
     ├─ FlowNotRegisteredError           FlowEngine.run() named a flow it does not know
     ├─ FlowInputError (ValueError)      a request does not fit the flow (nothing started)
     │  ├─ MessageRequiredError          the flow needs a message and got an empty one
-    │  └─ ConfigValidationError         the config does not match Flow.config_schema()
+    │  ├─ ConfigValidationError         the config does not match Flow.config_schema()
+    │  ├─ BadRunIdError                 the run id is not a valid id (runtime.events.ids)
+    │  └─ BadSessionIdError             the session id is not a valid id
     ├─ ExecutionFrameError              go() from a child execution frame, or a tool-response
     │                                   helper (stay, direct) called outside a tool handler
     ├─ SessionError                     something about the session document
@@ -114,6 +116,22 @@ class ConfigValidationError(FlowInputError):
     """
 
     code = "invalid_config"
+
+
+class BadRunIdError(FlowInputError):
+    """The run id given to :meth:`runtime.FlowEngine.run` is not a valid id: 1 to 64
+    ASCII letters, digits, ``.``, ``_`` or ``-``, beginning with a letter or a digit
+    (:data:`runtime.events.ID_PATTERN`). Refused before any event: every event carries it,
+    and a dashboard takes no other."""
+
+    code = "bad_run_id"
+
+
+class BadSessionIdError(FlowInputError):
+    """The session id given to :meth:`runtime.FlowEngine.run` is not a valid id (the same
+    definition as a run id's)."""
+
+    code = "bad_session_id"
 
 
 class ExecutionFrameError(PicoFlowError):

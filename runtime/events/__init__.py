@@ -3,6 +3,8 @@
 =================  ========================================================================
 ``schema``         the pydantic models only: the envelope, every event type, the union
                    :data:`Event`, :func:`parse_event`, :func:`json_schema`, nested records
+``ids``            the one definition of a valid run or session id (:data:`ID_PATTERN`,
+                   :func:`id_problem`)
 ``values``         plain-JSON values for events (:func:`safe_value`, truncation),
                    :func:`error_info`, and :func:`build`, the emit hot path (checked under
                    ``PICOFLOW_STRICT_EVENTS=1``)
@@ -45,6 +47,7 @@ from .fold import (
     runs_of,
     view_at,
 )
+from .ids import ID_CHARACTERS, ID_PATTERN, MAX_ID_CHARS, id_problem, is_valid_id
 from .makers import event_maker, record_maker
 from .schema import (
     EVENT_ADAPTER,
@@ -101,7 +104,6 @@ from .schema import (
 from .sinks import BoundedSink, CallbackSink, JsonlSink, MemorySink, dump_event, read_jsonl
 from .trace import dump_trace
 from .values import (
-    MAX_ID_CHARS,
     MAX_VALUE_CHARS,
     STRICT,
     STRICT_ENV,
@@ -120,6 +122,8 @@ __all__ = [
     "EVENT_ADAPTER",
     "EVENT_TYPES",
     "FOLDED_CHANNELS",
+    "ID_CHARACTERS",
+    "ID_PATTERN",
     "MAX_ID_CHARS",
     "MAX_VALUE_CHARS",
     "SCHEMA_VERSION",
@@ -196,7 +200,9 @@ __all__ = [
     "error_info",
     "event_maker",
     "fold",
+    "id_problem",
     "interruption",
+    "is_valid_id",
     "json_schema",
     "new_run",
     "parse_event",

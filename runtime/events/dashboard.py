@@ -30,6 +30,9 @@ The ingest contract, client side:
 * 401/403: logged once (logger ``picoflow``); the sink stops sending and drops everything.
 * 400/413: logged; the offending line (the reply's ``line``, 1-based) or else the whole batch
   is dropped, and reported as lost.
+* A run whose run or session id is not a valid id (:mod:`runtime.events.ids`; the engine
+  refuses such ids, an :class:`~runtime.events.bus.EventBus` used directly does not) is
+  never sent: its events are dropped, counted in ``dropped``, with one warning.
 * Heartbeats: every ``heartbeat_seconds`` the sink POSTs ``{url}/api/ingest/heartbeat``
   ``{"runs": [...]}`` for the runs between ``turn.started`` and ``turn.finished`` /
   ``turn.failed`` that no batch reached meanwhile, so the server does not declare them
@@ -67,6 +70,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from .ids import id_problem
 from .schema import Event, SinkOverflowed
 from .sinks import event_json
 
@@ -196,6 +200,8 @@ class DashboardSink:
         self._sending = False
         self._runs: dict[str, _Run] = {}
         self._dead: set[str] = set()
+        self._bad_ids: set[str] = set()
+        """Runs whose run or session id no dashboard takes (also in ``_dead``)."""
         self._held = 0
         """Number of open covers (gaps) across runs: the batch taker's slow path."""
         self._disabled: str | None = None
@@ -237,9 +243,13 @@ class DashboardSink:
     def _handle_special(self, event: Event) -> tuple[int, int] | None:
         run_id = event.run_id
         if self._closing or self._disabled or run_id in self._dead:
+            self.dropped += run_id in self._bad_ids
             return None
         run = self._runs.get(run_id)
         if run is None:
+            if self._refuse_ids(run_id, event.session_id):
+                self.dropped += 1
+                return None
             run = self._runs[run_id] = _Run(session_id=event.session_id)
         run.last_seq = max(run.last_seq, event.seq)
         run.last_offset = event.offset
@@ -271,6 +281,20 @@ class DashboardSink:
         if len(self._queue) >= self.batch_events:
             self._cv.notify()
         return None
+
+    def _refuse_ids(self, run_id: str, session_id: str) -> bool:
+        """Under the lock, at a run's first event: whether its ids are ones no dashboard
+        takes (see :mod:`runtime.events.ids`); then nothing of the run is sent (each
+        batch would be refused, and so would the report of what was lost)."""
+        problem = id_problem(run_id, "run id") or (
+            id_problem(session_id, "session id") if session_id else None)
+        if problem is None:
+            return False
+        self._dead.add(run_id)
+        self._bad_ids.add(run_id)
+        logger.warning("The events of run %r are not sent to the dashboard: %s", run_id,
+                       problem)
+        return True
 
     def _drop(self, event: Event) -> None:
         run = self._runs.get(event.run_id)
@@ -446,6 +470,9 @@ class DashboardSink:
     def _lose(self, run_id: str, first: int, last: int, count: int) -> None:
         """Under the lock: events of a run are gone for good; report them."""
         if run_id in self._dead or count <= 0:
+            return
+        if run_id not in self._runs and self._refuse_ids(run_id, ""):
+            self.dropped += count
             return
         run = self._runs.setdefault(run_id, _Run())
         self.dropped += count

@@ -182,6 +182,9 @@ class SessionSaved(_Event):
     revision: int
     reason: Literal["created", "started", "restored", "crossing", "final", "aborted",
                     "checkpoint"]
+    """Why it saved. A turn does not save when it loads a session (a turn that then loses
+    the race for it has saved nothing); ``restored`` is read in records of versions that
+    did."""
 
 
 class StepEntered(_Event):

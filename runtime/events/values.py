@@ -30,9 +30,6 @@ from .schema import ErrorInfo, RunInterrupted
 
 _E = TypeVar("_E", bound=BaseModel)
 
-MAX_ID_CHARS = 64
-"""The longest run or session id: what a dashboard stores (and its ingest takes)."""
-
 MAX_VALUE_CHARS = 64_000
 """A value whose JSON is longer than this is replaced by a :class:`Truncated` marker."""
 

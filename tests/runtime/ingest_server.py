@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from runtime.events import Event, parse_event
+from runtime.events import Event, is_valid_id, parse_event
 
 
 @dataclass
@@ -163,6 +163,10 @@ class IngestServer:
                 events.append(parse_event(line))
             except ValueError as exc:
                 return 400, {"type": "error", "code": "bad_event", "message": str(exc)[:200],
+                             "line": number}
+            if not is_valid_id(events[-1].run_id):  # as a dashboard's ingest refuses it
+                return 400, {"type": "error", "code": "invalid_event",
+                             "error_code": "bad_run_id", "message": "bad run id",
                              "line": number}
         covers: dict[str, list[tuple[int, int]]] = {}
         for event in events:

@@ -370,6 +370,50 @@ async def test_text_no_utf8_can_hold_is_shipped_with_a_replacement_character(
     assert sink.dropped == 0
 
 
+async def test_a_run_whose_ids_no_dashboard_takes_is_not_sent_and_others_are(
+        server: IngestServer, make_sink: Callable[..., DashboardSink],
+        caplog: pytest.LogCaptureFixture) -> None:
+    # The engine refuses such ids; a bus used directly does not. A dashboard stored such a
+    # run, then answered 500 for each batch after the first.
+    sink = make_sink(batch_events=10_000, batch_seconds=30.0)
+    buses = [EventBus([sink], run_id="run 1", session_id="s1"),
+             EventBus([sink], run_id="run-2", session_id="s\u00e9ance"),
+             EventBus([sink], run_id="run-3", session_id="s3")]
+    with caplog.at_level(logging.WARNING, logger="picoflow"):
+        for bus in buses:
+            bus.emit(TurnStarted, flow="F", message="hi")
+            bus.emit(BranchStarted, "0", barrier="b0", index=0, key="k", step="Leaf")
+            bus.emit(TurnFinished, success=True, completed=True, message="ok",
+                     content_type="text/plain")
+        await flush(sink)
+    sent = [line for r in server.of("ingest") for line in r.lines]
+    assert {parse_event(line).run_id for line in sent} == {"run-3"}
+    assert server.seqs("run-3") == [0, 1, 2] and server.status["run-3"] == "finished"
+    assert [r.status for r in server.of("ingest")] == [200]
+    assert sink.dropped == 6
+    warned = [r.getMessage() for r in caplog.records if r.name == "picoflow"]
+    assert len(warned) == 2
+    assert "'run 1'" in warned[0] and "not ' ' (character 4)" in warned[0]
+    assert "'run-2'" in warned[1] and "The session id may hold only" in warned[1]
+
+
+async def test_a_refused_line_of_a_run_with_a_bad_id_is_not_reported_back_and_forth(
+        server: IngestServer, make_sink: Callable[..., DashboardSink]) -> None:
+    # The run's first event took the fast path (no turn.started): the dashboard refuses its
+    # line, and the sink's report of the loss would carry the same id, refused again.
+    sink = make_sink(batch_events=10_000, batch_seconds=30.0)
+    bus = EventBus([sink], run_id="a/b", session_id="s1")
+    bus.emit(BranchStarted, "0", barrier="b0", index=0, key="k", step="Leaf")
+    await flush(sink)
+    bus.emit(BranchStarted, "1", barrier="b0", index=1, key="k1", step="Leaf")
+    bus.emit(TurnFinished, success=True, completed=True, message="ok",
+             content_type="text/plain")
+    await flush(sink)
+    assert [r.status for r in server.of("ingest")] == [400]
+    assert sink.dropped == 3
+    assert server.stored == {}
+
+
 async def test_a_message_too_large_for_a_line_is_cut_in_its_event_and_the_run_arrives(
         server: IngestServer, make_sink: Callable[..., DashboardSink]) -> None:
     # A turn.started over the ingest's line limit was refused; the events after it were then

@@ -220,8 +220,8 @@ async def test_turns_of_one_session_run_one_after_the_other_in_arrival_order() -
         "Start", "m1", "gated answer: m1", "m2", "gated answer: m2", "m3",
     ]
     doc = await load(engine, "shared")
-    # create 0, after on_start 1, end of turn 2; each restored turn: restore save + end save
-    assert doc.revision == 6
+    # create 0, after on_start 1, end of turn 2; each restored turn: its end save
+    assert doc.revision == 4
     assert engine._locks == {}
 
 
@@ -313,14 +313,14 @@ class MigratingFlow(ChatFlow):
         return doc
 
 
-async def test_a_restored_document_is_saved_before_the_turn_runs() -> None:
+async def test_a_restored_document_is_saved_with_the_turns_own_save() -> None:
     engine, _ = make_engine(MigratingFlow, rules=echo())
     first = await engine.run("MigratingFlow", "hi")
     second = await engine.run("MigratingFlow", "again", first.session_id)
     assert second.session_id == first.session_id
     doc = await load(engine, first.session_id)
     assert doc.flow.context["migrated"] is True
-    assert doc.revision == 4
+    assert doc.revision == 3  # restoring saves nothing: the final save wrote the migration
 
 
 async def test_config_becomes_context_on_the_first_turn_and_is_ignored_later() -> None:
@@ -381,6 +381,6 @@ async def test_a_session_survives_an_engine_restart_on_sqlite(tmp_path: Path) ->
         assert (second.session_id, second.message) == (first.session_id, "echo two")
         assert model.requests[0].system_prompt == "Speak Dutch."
         assert [m.content for m in model.requests[0].messages if m.type == "ai"] == ["echo one"]
-        assert (await load(restarted, first.session_id)).revision == 4
+        assert (await load(restarted, first.session_id)).revision == 3
     finally:
         await restarted.close()

@@ -10,6 +10,7 @@ import pytest
 from pydantic import BaseModel, Field
 
 from runtime import (
+    BadRunIdError,
     ConfigValidationError,
     Flow,
     FlowDefinitionError,
@@ -122,15 +123,52 @@ async def test_an_id_longer_than_a_dashboard_stores_is_refused_before_any_event(
     # and the web app's store holds 64 characters.
     engine = FlowEngine(flows=[OrderFlow], sinks=[memory := MemorySink()])
     reply = await engine.run("OrderFlow", "order", session_id="s" * 65)
-    assert (reply.success, reply.error_code, reply.session_id) == (False, "invalid_input", "")
+    assert (reply.success, reply.error_code, reply.session_id) == (False, "bad_session_id", "")
     assert reply.message == "The session id must be at most 64 characters, not 65."
     reply = await engine.run("OrderFlow", "order", run_id="r" * 100)
-    assert (reply.success, reply.error_code) == (False, "invalid_input")
+    assert (reply.success, reply.error_code) == (False, "bad_run_id")
     assert reply.message == "The run id must be at most 64 characters, not 100."
     assert memory.events == []
     reply = await engine.run("OrderFlow", "order", session_id="s" * 64, run_id="r" * 64)
     assert reply.success, reply.message
     assert {(e.run_id, e.session_id) for e in memory.events} == {("r" * 64, "s" * 64)}
+
+
+BAD_IDS = {
+    "a space": ("order 1", "may hold only ASCII letters, digits, '.', '_' and '-', not ' ' "
+                "(character 6)"),
+    "a non-ASCII letter": ("ordre-\u00e9", "not '\u00e9' (character 7)"),
+    "a slash": ("a/b", "not '/' (character 2)"),
+    "a quote": ('a"b', "not '\"' (character 2)"),
+    "a tab": ("a\tb", "not '\\t' (character 2)"),
+    "CR LF": ("a\r\nb", "not '\\r' (character 2)"),
+    "a colon": ("a:b", "not ':' (character 2)"),
+    "a leading dot": (".a", "must begin with a letter or a digit, not '.'"),
+    "a leading dash": ("-a", "must begin with a letter or a digit, not '-'"),
+}
+
+
+@pytest.mark.parametrize(("bad", "why"), BAD_IDS.values(), ids=BAD_IDS.keys())
+async def test_an_id_outside_the_definition_is_refused_before_any_event(bad: str, why: str
+                                                                        ) -> None:
+    # Such an id went into every event; a dashboard stored the run, then failed (500) on
+    # its channel group, its page's websocket and its download names.
+    engine = FlowEngine(flows=[OrderFlow], sinks=[memory := MemorySink()])
+    reply = await engine.run("OrderFlow", "order", run_id=bad)
+    assert (reply.success, reply.error_code) == (False, "bad_run_id")
+    assert reply.message.startswith("The run id ") and why in reply.message
+    reply = await engine.run("OrderFlow", "order", session_id=bad)
+    assert (reply.success, reply.error_code, reply.session_id) == (False, "bad_session_id", "")
+    assert reply.message.startswith("The session id ") and why in reply.message
+    assert memory.events == []
+    assert await engine.store.load(bad) is None
+    with pytest.raises(FlowInputError):  # both refusals are input errors
+        raise BadRunIdError("x")
+    ok = await engine.run("OrderFlow", "order", session_id="Order.session_1-a",
+                          run_id="0rder.run_1-A")
+    assert ok.success, ok.message
+    assert {(e.run_id, e.session_id) for e in memory.events} == {
+        ("0rder.run_1-A", "Order.session_1-a")}
 
 
 async def test_flow_info_carries_the_schema_examples_and_the_first_doc_paragraph() -> None:

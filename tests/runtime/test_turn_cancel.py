@@ -219,15 +219,15 @@ async def test_stopping_a_turn_mid_barrier_ends_it_cancelled_at_its_last_saved_r
     assert batch.cancelled and [b.status for b in batch.branches] == [
         "fulfilled", "fulfilled", "rejected"]
 
-    # Saved: the restore and the barrier's checkpoint, nothing after the stop.
+    # Saved: the barrier's checkpoint, nothing after the stop.
     saves = [(e.reason, e.revision) for e in events if isinstance(e, ev.SessionSaved)]
-    assert [reason for reason, _ in saves] == ["restored", "checkpoint"]
+    assert [reason for reason, _ in saves] == ["checkpoint"]
     cancelled = events[-1]
     assert isinstance(cancelled, ev.TurnCancelled)
     assert (cancelled.path, cancelled.reason, cancelled.requested_by) == (
         "", "user pressed stop", "ada")
     doc = await load(harness.engine, sid)
-    assert doc.revision == cancelled.revision == saves[-1][1] == before.revision + 2
+    assert doc.revision == cancelled.revision == saves[-1][1] == before.revision + 1
     assert doc.run_status == "running"
     assert {r.name: user_state(r.state) for r in doc.flow.steps} == {
         "Desk": {"greeted": True}, "Indexer": {"indexed": True}}

@@ -530,6 +530,8 @@ async def test_a_coordinators_child_keeps_its_chosen_run_id_and_never_runs_twice
     user = await amake_user()
     client = token_client()
     auth = bearer(await atoken(user))
+    # The coordinator: a run of the child's project.
+    await Run.objects.acreate(id="coord-1", flow="HotelFlow", project_id="default")
     headers = {"PicoFlow-Run-Id": "coord-1-c0-3", "PicoFlow-Coordinator-Run": "coord-1",
                "PicoFlow-Coordinator-Group": "c0", "PicoFlow-Coordinator-Batch": "1",
                "PicoFlow-Coordinator-Item": "3"}
@@ -548,7 +550,7 @@ async def test_a_coordinators_child_keeps_its_chosen_run_id_and_never_runs_twice
     again = await post_json(client, "/ai/run", body, **auth, **headers)
     assert again.status_code == 409, again.content
     assert again.json()["code"] == "run_exists"
-    assert await Run.objects.filter(id__startswith="coord-1").acount() == 1
+    assert await Run.objects.filter(id__startswith="coord-1-").acount() == 1
     assert await EventRecord.objects.filter(run_id=run.id).acount() == events
 
     bad = await post_json(client, "/ai/run", body,

@@ -510,7 +510,9 @@ async def test_an_id_longer_than_the_store_holds_is_refused() -> None:
     long_id = _with(lines[0], run_id="r" * 65)
     response = await post(AsyncClient(), await ingest_token(), long_id + "\n")
     assert (response.status_code, response.json()["code"]) == (400, "invalid_event")
-    assert "run_id must be 1 to 64 characters" in response.json()["message"]
+    assert response.json()["error_code"] == "bad_run_id"
+    assert response.json()["message"] == (
+        "Line 1: The run id must be at most 64 characters, not 65.")
 
 
 async def test_an_ended_run_takes_only_a_sinks_report_of_what_it_lost() -> None:

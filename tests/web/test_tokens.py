@@ -162,10 +162,10 @@ async def test_an_ingest_token_for_p_cannot_write_into_q() -> None:
     first = await _ingest(q_token, "".join(lines[:3]))
     assert first.status_code == 200, first.content
     assert (await Run.objects.aget(id="q-run")).project_id == "q"
-    # p's token continues q's run: refused, nothing stored.
+    # p's token continues q's run: refused as a run p does not have, nothing stored.
     refused = await _ingest(p_token, "".join(lines[3:]))
     assert refused.status_code == 409, refused.content
-    assert refused.json()["error_code"] == "run_id_taken"
+    assert (refused.json()["error_code"], refused.json()["expected_seq"]) == ("seq_gap", 0)
     assert (await Run.objects.aget(id="q-run")).last_seq == 2
     beat = await AsyncClient().post("/api/ingest/heartbeat", data={"runs": ["q-run"]},
                                     content_type="application/json", headers=bearer(p_token))

@@ -2,7 +2,7 @@
 import_events``, with the line and a stable code, and store nothing.
 
 The file under test is two real turns of the golden HotelFlow session (runs ``hotel-1``,
-lines 1-9, and ``hotel-2``, lines 10-16), broken in the second run, so a refusal that
+lines 1-9, and ``hotel-2``, lines 10-15), broken in the second run, so a refusal that
 stored the good first run would show. Another run is stored beforehand, so "nothing
 changed" is checked against a database that is not empty.
 """
@@ -28,7 +28,7 @@ from tests.webhelpers import amake_user, atoken, bearer
 pytestmark = [pytest.mark.anyio, pytest.mark.django_db(transaction=True)]
 
 NDJSON = "application/x-ndjson"
-HOTEL = BY_NAME["hotel"].jsonl_path.read_bytes().splitlines()[:16]
+HOTEL = BY_NAME["hotel"].jsonl_path.read_bytes().splitlines()[:15]
 Lines = list[bytes]
 
 
@@ -86,7 +86,7 @@ def repeated(number: int) -> Callable[[Lines], Lines]:
 
 
 def after_the_end(lines: Lines) -> Lines:
-    return [*lines, json.dumps({**event(lines[12]), "seq": 7}).encode()]
+    return [*lines, json.dumps({**event(lines[12]), "seq": 6}).encode()]
 
 
 BAD_FILES = [
@@ -104,7 +104,7 @@ BAD_FILES = [
     ("non-UTF-8 bytes", replaced(15, b'"hotel-2"', b'"hotel-\xff2"'), 400, "not_utf8", 15),
     ("lone surrogate", replaced(15, b'"hotel-2"', b'"hotel-\\ud8002"'), 400, "invalid_text",
      15),
-    ("event after the end", after_the_end, 400, "after_end", 17),
+    ("event after the end", after_the_end, 400, "after_end", 16),
 ]
 
 
