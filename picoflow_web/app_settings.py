@@ -59,6 +59,7 @@ DEFAULTS: dict[str, tuple[Reader, Any]] = {
     "REMOTE_TIMEOUT": (conf.env_seconds, 30.0),
     "WORKER_LEASE": (conf.env_seconds, 10.0),
     "WORKER_POLL": (conf.env_seconds, 0.1),
+    "RUN_WAIT": (conf.env_seconds, 300.0),
     "WORKER_CONCURRENCY": (conf.env_int, 1),
     "WORKERS": (_int0, 4),
     "WORKER_NICE": (_int0, 10),
@@ -68,8 +69,7 @@ DEFAULTS: dict[str, tuple[Reader, Any]] = {
     "DEMOS": (conf.env_bool, True),
     "MODEL": (_text, "scripted"),
     "DEMO_LATENCY": (_latency, 0.25),
-    "REDACT_KEYS": (lambda name, default: tuple(conf.env_list(name, default)),
-                    "api_key,apikey,token,secret,password,authorization"),
+    "REDACT_KEYS": (lambda name, default: tuple(conf.env_list(name, default)), ""),
 }
 """Every name the ``PICOFLOW`` dict may hold: how its environment variable is read, and
 the default when that variable is unset."""
@@ -97,5 +97,5 @@ def get(name: str) -> Any:
 def data_dir() -> Path:
     """The app's data folder (first user's password), created on first use."""
     path = Path(get("DATA_DIR"))
-    path.mkdir(parents=True, exist_ok=True)
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)  # private: a password is kept there
     return path
