@@ -16,8 +16,9 @@ says it is congested, and the run waits at its next await point (a branch start,
 call) until the store caught up; nothing is dropped.
 
 A run that is not ``running`` any more (its worker's lease lapsed and it was declared
-interrupted, see :mod:`picoflow_web.leases`) takes no more events: ``run.interrupted`` is
-its last one, so the batch that would follow it is dropped, and so is the rest.
+interrupted, see :mod:`picoflow_web.leases`), or not the recorder's ``worker``'s any more,
+takes no more events from it: ``run.interrupted`` is its last one, so the batch that would
+follow it is dropped, and so is the rest.
 
 Everything else about a run (creating it, recording its reply, telling the runs list) is a
 service: see :mod:`picoflow_web.services`.
@@ -56,8 +57,11 @@ class RunRecorder:
 
     def __init__(self, run_id: str, *, batch_events: int = 200,
                  batch_seconds: float = 0.01, max_buffered: int = 20_000,
-                 lease_seconds: float | None = None, store_events: int = 2_000) -> None:
+                 lease_seconds: float | None = None, store_events: int = 2_000,
+                 worker: str | None = None) -> None:
         self.run_id = run_id
+        self.worker = worker
+        """The worker executing the run: while another one holds it, nothing is stored."""
         self.lease_seconds = lease_seconds
         self.batch_events = batch_events
         self.store_events = max(batch_events, store_events)
@@ -155,8 +159,9 @@ class RunRecorder:
                     for i in range(0, len(batch), size)])
             else:
                 self.ended = True
-                logger.warning("Run %s is not running any more (declared interrupted?)"
-                               ": its later events are not stored", self.run_id)
+                logger.warning("Run %s is not running here any more (declared interrupted, "
+                               "or another worker holds it): its later events are not "
+                               "stored", self.run_id)
         except Exception:  # keep pumping; the run itself must not die of it
             logger.exception("Storing events of run %s failed", self.run_id)
 
@@ -184,7 +189,8 @@ class RunRecorder:
         # silence, does not stretch the turn.
         duration = max((e.offset for e in batch if e.type != "run.interrupted"),
                        default=self.duration)
-        running = Run.objects.filter(id=self.run_id, status=Run.Status.RUNNING)
+        running = Run.objects.filter(id=self.run_id, status=Run.Status.RUNNING,
+                                     **({"worker": self.worker} if self.worker else {}))
         try:
             with transaction.atomic():
                 insert_events(self.run_id, batch, texts)

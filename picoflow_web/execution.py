@@ -2,7 +2,8 @@
 
 Called by the queued task (:mod:`picoflow_web.tasks`) in whichever worker took it. A run
 that is not queued any more (stopped before it started, interrupted, or taken by another
-worker) is not executed.
+worker) is not executed; one whose lease this worker loses while it runs (declared
+interrupted, or held by another worker) is stopped, and nothing more of it is recorded.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ async def run_in_worker(run_id: str, worker: str) -> str:
     def cancel(reason: str, by: str | None) -> None:  # called from the keeper's thread
         loop.call_soon_threadsafe(lambda: token.cancel(reason, by=by))
 
-    def lost() -> None:
+    def lost() -> None:  # the recorder and the reply are refused by the run's row too
         cancel("the worker lost its lease on the run", None)
 
     keeper = leases.LeaseKeeper(run_id, worker, on_cancel=cancel, on_lost=lost)
@@ -40,6 +41,9 @@ async def run_in_worker(run_id: str, worker: str) -> str:
         await services.run_execute_claimed(run, cancel=token)
     finally:
         await asyncio.to_thread(keeper.stop)
+    if keeper.lost:
+        logger.warning("Worker %s stopped run %s: its lease was gone", worker, run_id)
+        return "lost"
     ended = await sync_to_async(lambda: type(run).objects.get(id=run_id).status)()
     return str(ended)
 

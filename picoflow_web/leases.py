@@ -10,12 +10,19 @@ A lease that expired means its worker stopped (killed, machine gone, or stuck fo
 than a lease): :func:`expire` declares such runs ``interrupted`` with a stored
 ``run.interrupted`` event that names the worker and the session revision the session stays
 at. Web servers (their watchdog) and workers (at start-up and while they wait) run it.
+
+A database that takes no writes for a while (another connection holds its lock) is no
+lost worker: the keeper retries its renewal for as long as that lasts, and time the
+database was stalled counts against a lease only after the stall ended
+(:mod:`picoflow_web.stalls`). A worker that finds its lease gone (its run was declared
+interrupted, or another worker holds it) stops its turn and records nothing more.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -23,7 +30,7 @@ from typing import Any
 from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 
-from picoflow_web import app_settings
+from picoflow_web import app_settings, stalls
 from picoflow_web.ingest import Stored, store_interruption
 from picoflow_web.models import EventRecord, Run
 
@@ -53,17 +60,26 @@ class LeaseKeeper(threading.Thread):
     A thread, not a task on the turn's event loop: a turn with a hundred thousand ready
     branches can keep its loop busy for seconds, and the lease must not lapse for that.
     ``on_cancel(reason, by)`` is called once, from this thread, when someone asks the run
-    to stop; ``on_lost()`` when the lease was lost (the run was declared interrupted).
+    to stop; ``on_lost()`` once, when the lease is not this worker's any more (the run was
+    declared interrupted, or another worker holds it): the turn must stop and record
+    nothing more.
+
+    Each renewal is a transaction of its own that waits for the database's write lock
+    (up to the busy timeout) and dates the new deadline once it has it, so a stalled
+    database delays a renewal but does not shorten the lease it writes. A renewal that
+    failed (the stall outlasted the busy timeout) is tried again at the next tick.
     """
 
     def __init__(self, run_id: str, worker: str, *,
                  on_cancel: Callable[[str, str | None], None],
                  on_lost: Callable[[], None]) -> None:
         super().__init__(name=f"lease-{run_id}", daemon=True)
-        self.run_id, self.worker = run_id, worker
+        self.run_id, self.worker = run_id, worker[:100]
         self.on_cancel, self.on_lost = on_cancel, on_lost
         self._done = threading.Event()
         self._cancel_seen = False
+        self.lost = False
+        """Whether the lease was found gone (``on_lost`` was called)."""
 
     def stop(self) -> None:
         self._done.set()
@@ -71,28 +87,49 @@ class LeaseKeeper(threading.Thread):
 
     def run(self) -> None:
         renew_every = lease_seconds() / 4
-        since_renewal = 0.0
+        tick = min(CANCEL_POLL, renew_every)
+        due = time.monotonic() + renew_every
         try:
-            while not self._done.wait(min(CANCEL_POLL, renew_every)):
-                since_renewal += min(CANCEL_POLL, renew_every)
+            while not self._done.wait(max(0.0, min(tick, due - time.monotonic()))):
                 try:
-                    if since_renewal >= renew_every:
-                        since_renewal = 0.0
+                    if time.monotonic() >= due:
+                        started = time.monotonic()
                         if not self._renew():
-                            self.on_lost()
+                            if self._lost():
+                                self.lost = True
+                                self.on_lost()
                             return
+                        # A renewal that waited long may carry a deadline dated before
+                        # the wait ended (PostgreSQL's row locks): renew again at once.
+                        waited = time.monotonic() - started
+                        due = time.monotonic() + (0.0 if waited > renew_every else renew_every)
                     if not self._cancel_seen:
                         self._check_cancel()
-                except Exception:  # a busy database: try again next round
-                    logger.exception("Keeping the lease of run %s failed", self.run_id)
+                except Exception:  # the database refused (a stall past the busy timeout)
+                    logger.exception("Keeping the lease of run %s failed; trying again",
+                                     self.run_id)
         finally:
             connection.close()
 
     def _renew(self) -> bool:
-        expires = timezone.now() + timedelta(seconds=lease_seconds())
-        return bool(Run.objects.filter(
-            id=self.run_id, status=Run.Status.RUNNING, worker=self.worker,
-        ).update(lease_expires_at=expires))
+        """Push the lease's end a lease ahead; False when the run is not running here."""
+        with transaction.atomic():  # SQLite: waits here for the write lock
+            expires = timezone.now() + timedelta(seconds=lease_seconds())
+            return bool(Run.objects.filter(
+                id=self.run_id, status=Run.Status.RUNNING, worker=self.worker,
+            ).update(lease_expires_at=expires))
+
+    def _lost(self) -> bool:
+        """Whether a run no longer running here was lost, not ended by its own turn (whose
+        end may come just before the keeper is stopped)."""
+        held = Run.objects.filter(id=self.run_id).values_list("status", "worker").first()
+        if held is not None and held[1] == self.worker and held[0] in Run.ENDED - {
+                Run.Status.INTERRUPTED}:
+            return False
+        logger.warning("Worker %s lost its lease on run %s (%s): it stops the turn and "
+                       "records nothing more", self.worker, self.run_id,
+                       "gone" if held is None else f"{held[0]}, worker {held[1] or '?'}")
+        return True
 
     def _check_cancel(self) -> None:
         request = Run.objects.filter(id=self.run_id).values_list(
@@ -104,23 +141,30 @@ class LeaseKeeper(threading.Thread):
 
 
 def expire() -> Stored:
-    """Declare every run whose worker lease expired interrupted (stored, not published)."""
+    """Declare every run whose worker lease expired interrupted (stored, not published).
+
+    Not while the database is stalled, nor until workers had a lease's time to renew
+    after a stall ended (:mod:`picoflow_web.stalls`).
+    """
     out = Stored()
-    now = timezone.now()
-    expired = Run.objects.filter(status=Run.Status.RUNNING, origin__kind="worker",
-                                 lease_expires_at__lt=now).values_list("id", flat=True)
-    for run_id in list(expired):
-        with transaction.atomic():
-            run = Run.objects.select_for_update().filter(
-                id=run_id, status=Run.Status.RUNNING, lease_expires_at__lt=now).first()
-            if run is None or run.lease_expires_at is None:
-                continue  # renewed or ended meanwhile
-            out.events[run_id] = [store_interruption(
+    round_ = stalls.Round()
+    running = Run.objects.filter(status=Run.Status.RUNNING, origin__kind="worker")
+    if not running.exists():
+        return out  # no lease to judge: no need to take the write lock
+    lease = lease_seconds()
+    with transaction.atomic():  # SQLite: waits here for the write lock
+        now = timezone.now()
+        expired = list(running.select_for_update().filter(lease_expires_at__lt=now))
+        if not round_.calm(patience=lease / 4, grace=lease):
+            return out
+        for run in expired:
+            assert run.lease_expires_at is not None
+            out.events[run.id] = [store_interruption(
                 run, _last_event(run), silent_for=_silent_for(run),
                 reason=f"Worker {run.worker or '?'} stopped renewing its lease on the run "
                        f"(it expired at {run.lease_expires_at.isoformat(timespec='seconds')}"
                        "): the worker was stopped or lost.",
-                worker=run.worker or None, revision=_saved_revision(run_id))]
+                worker=run.worker or None, revision=_saved_revision(run.id))]
             out.summaries.append(run.summary())
     return out
 

@@ -6,6 +6,8 @@ and a worker whose lease lapses (``PICOFLOW_WORKER_LEASE``,
 :func:`picoflow_web.leases.expire`). One task per web process checks both, started by
 the first request or websocket the process serves (:func:`watched`); workers check
 leases themselves too (``manage.py db_worker``), so a run is noticed with no browser open.
+A database stall is no lost executor: a round the database kept waiting declares nothing
+(:mod:`picoflow_web.stalls`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import weakref
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.db import connection
 
 from picoflow_web import app_settings, ingest, leases, relay
 
@@ -29,10 +32,18 @@ _WATCHDOGS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Task[No
 async def sweep() -> int:
     """One round: interrupt silent remote runs and runs with expired leases, store their
     ``run.interrupted`` events, tell browsers; how many runs were interrupted."""
-    silent = await sync_to_async(ingest.interrupt_silent_runs)()
-    expired = await sync_to_async(leases.expire)()
+    # A thread of its own: a round waits for the database's write lock, as long as a
+    # stall lasts, and must not hold up the sync code of requests and sockets meanwhile.
+    silent, expired = await sync_to_async(_round, thread_sensitive=False)()
     await relay.publish(ingest.messages_of(silent) + ingest.messages_of(expired))
     return len(silent.events) + len(expired.events)
+
+
+def _round() -> tuple[ingest.Stored, ingest.Stored]:
+    try:
+        return ingest.interrupt_silent_runs(), leases.expire()
+    finally:
+        connection.close()  # a pool thread's: nothing would ever close it
 
 
 def ensure() -> None:

@@ -14,7 +14,8 @@ four additions:
   100,000-branch fan-out for the CPU.
 * A reaper: at start-up and every quarter lease, runs whose worker lease expired are
   declared interrupted (see :mod:`picoflow_web.leases`), so a killed worker's runs are
-  noticed with no browser open.
+  noticed with no browser open; not while the database is stalled (a lock held
+  elsewhere), when no worker can renew (see :mod:`picoflow_web.stalls`).
 """
 
 from __future__ import annotations
