@@ -7,7 +7,9 @@ Call it after ``get_asgi_application()`` (Django must be set up before the consu
 models). It builds the flow engine at once (a bad ``PICOFLOW_FLOWS`` stops Daphne at
 start-up), routes ``/ws/runs/...`` to the app's consumers (and any ``websocket_routes`` of
 the project) behind the session/auth middleware and an Origin check against
-``ALLOWED_HOSTS``, and starts the watchdog that declares silent runs interrupted.
+``ALLOWED_HOSTS`` (a refused socket is closed with 4403: see :mod:`picoflow_web.consumers`),
+starts the watchdog that declares silent runs interrupted, and, under Daphne, answers
+over-long request lines and headers with 414/431 (:mod:`picoflow_web.http_limits`).
 ``picoflow_web.asgi`` is this stack around the standalone site.
 """
 
@@ -18,19 +20,25 @@ from typing import Any
 
 from channels.auth import AuthMiddlewareStack
 from channels.routing import ProtocolTypeRouter, URLRouter
-from channels.security.websocket import AllowedHostsOriginValidator
 
-from picoflow_web import relay, watchdog
+from picoflow_web import http_limits, relay, watchdog
 from picoflow_web.engine import get_engine
-from picoflow_web.routing import RELAY_PATH, relay_app, websocket_urlpatterns
+from picoflow_web.routing import (
+    RELAY_PATH,
+    not_found,
+    origin_checked,
+    relay_app,
+    websocket_urlpatterns,
+)
 
 
 def with_picoflow(http_app: Any, websocket_routes: Sequence[Any] = ()) -> Any:
     """``http_app`` for HTTP; the app's websocket routes, then ``websocket_routes``."""
     get_engine()
     relay.SERVES_WEBSOCKETS = True  # browsers listen on this process's channel layer
-    browsers = AllowedHostsOriginValidator(
-        AuthMiddlewareStack(URLRouter([*websocket_urlpatterns, *websocket_routes])))
+    http_limits.install()  # under Daphne: 414/431 for over-long request lines and headers
+    browsers = origin_checked(AuthMiddlewareStack(
+        URLRouter([*websocket_urlpatterns, *websocket_routes, *not_found])))
 
     async def websocket(scope: Any, receive: Any, send: Any) -> None:
         app = relay_app if scope.get("path") == RELAY_PATH else browsers

@@ -6,13 +6,30 @@ read is still delivered live; and it forwards only events with ``seq`` above the
 it sent, so a batch both read and received is not sent twice. Events are stored before
 they are broadcast (see :mod:`picoflow_web.bridge`), so there is nothing the group can
 deliver that the store could not, and a live batch that skips events (one message lost on
-the way) is preceded by the skipped ones, read from the store.
+the way) is preceded by the skipped ones, read from the store. A run's last batches have
+no later one to show they were lost: a worker that could not relay them (the web server
+restarting) sends a notice of how far they reach once it can
+(:mod:`picoflow_web.relay_sender`), and the socket reads them back.
 
 Projects: a socket sees only runs of the projects its user may read (another project's
 run id closes it with 4404, as an unknown one does); the runs list forwards only their
 summaries. The sockets only send: whatever a client sends is refused — an error message
-in the API's shape, a warning in the log, and the socket closed with 1003 (binary) or
-1008 (anything else) — and so is a bad ``?after=`` (the HTTP API's 400, here 1008).
+in the API's shape, a warning in the log, and the socket closed with 4400 — and so is a
+bad ``?after=`` (the HTTP API's 400).
+
+Close codes. A refused socket is accepted first, then closed with its code (a socket
+closed before it is accepted fails at the handshake, and a browser sees only 1006); no
+refusal logs a traceback. Codes are ``4000 +`` the HTTP status the API would answer
+(Daphne lets an application close with 1000 or 3000-4999 only):
+
+====  =============================================================================
+4400  a bad query parameter (``?after=abc``), or the client sent a message (text or
+      binary): an ``error`` message says why, first; a malformed relay frame
+4401  not logged in
+4403  an ``Origin`` that is not one of ``ALLOWED_HOSTS`` (or none); a relay socket
+      without this installation's relay key
+4404  no such run, or a run of a project the user may not read; no such path
+====  =============================================================================
 """
 
 from __future__ import annotations
@@ -33,13 +50,13 @@ from picoflow_web.groups import RUNS_GROUP, run_group
 logger = logging.getLogger("picoflow.web")
 
 MESSAGE_BYTES = 256 * 1024
+CLOSE_BAD_REQUEST = 4400
+"""A bad query parameter, a message from the client, a malformed relay frame."""
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
+"""A foreign (or missing) ``Origin``; a relay socket without the relay key."""
 CLOSE_NOT_FOUND = 4404
-CLOSE_UNSUPPORTED = 1003
-"""Binary data from the client."""
-CLOSE_POLICY = 1008
-"""Text from the client, or a bad query parameter."""
+"""An unknown run, or one of a project the user may not read."""
 
 
 class _ForwardingDispatch:
@@ -73,7 +90,7 @@ class _SendOnly(_ForwardingDispatch, AsyncJsonWebsocketConsumer):  # type: ignor
                        self.scope.get("path", "?"), "binary" if binary else "text", size,
                        "bytes" if binary else "characters")
         await self._fail("junk", "This socket only sends; it takes no messages.",
-                         CLOSE_UNSUPPORTED if binary else CLOSE_POLICY)
+                         CLOSE_BAD_REQUEST)
 
     async def _fail(self, code: str, message: str, close_code: int,
                     error_code: str | None = None) -> None:
@@ -99,7 +116,9 @@ class RunConsumer(_SendOnly):
             await self._refuse(CLOSE_UNAUTHENTICATED)
             return
         self.run_id: str = self.scope["url_route"]["kwargs"]["run_id"]
-        run = await selectors.run_get(self.run_id, projects=grant.readable())
+        # No stored id holds a NUL, and PostgreSQL refuses one in a query (a 1011).
+        run = (None if "\x00" in self.run_id
+               else await selectors.run_get(self.run_id, projects=grant.readable()))
         if run is None:
             await self._refuse(CLOSE_NOT_FOUND)
             return
@@ -110,7 +129,7 @@ class RunConsumer(_SendOnly):
         except services.InputError as exc:
             logger.warning("Websocket for run %s refused: %s", self.run_id, exc)
             await self.accept()
-            await self._fail(exc.code, str(exc), CLOSE_POLICY, exc.error_code)
+            await self._fail(exc.code, str(exc), CLOSE_BAD_REQUEST, exc.error_code)
             return
         if run.status == run.Status.RUNNING:
             watchdog.ensure()  # someone watches it: make sure a vanished executor is noticed
@@ -255,6 +274,21 @@ class RunsConsumer(_SendOnly):
         await self.send_json({"type": "run", "run": run})
 
 
+class NotFound(AsyncWebsocketConsumer):  # type: ignore[misc]
+    """A socket at a path no route takes: closed with 4404."""
+
+    async def connect(self) -> None:
+        await _refuse(self, CLOSE_NOT_FOUND)
+
+
+class OriginRefused(AsyncWebsocketConsumer):  # type: ignore[misc]
+    """A browser's socket from a foreign (or no) ``Origin`` (see
+    :mod:`picoflow_web.routing`): closed with 4403, having read nothing."""
+
+    async def connect(self) -> None:
+        await _refuse(self, CLOSE_FORBIDDEN)
+
+
 class RelayConsumer(_ForwardingDispatch, AsyncWebsocketConsumer):  # type: ignore[misc]
     """``ws/relay/``: a worker's messages for this server's browsers (see
     :mod:`picoflow_web.relay`); the installation's relay key, not a user, opens it."""
@@ -275,6 +309,6 @@ class RelayConsumer(_ForwardingDispatch, AsyncWebsocketConsumer):  # type: ignor
             messages = relay.parse(text_data if text_data is not None else bytes_data or b"")
         except ValueError as exc:
             logger.warning("A relay frame was refused: %s", exc)
-            await self.close(code=CLOSE_UNSUPPORTED)
+            await self.close(code=CLOSE_BAD_REQUEST)
             return
         await relay.publish(messages)

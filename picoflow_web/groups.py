@@ -9,6 +9,8 @@ to reach them from any process).
 
 from __future__ import annotations
 
+import hashlib
+import re
 from typing import Any
 
 from picoflow_web import relay
@@ -17,10 +19,19 @@ from picoflow_web.relay_sender import RawJSON
 RUNS_GROUP = "runs"
 """Summaries of runs as they start and finish (the runs list)."""
 
+_READABLE = re.compile(r"[A-Za-z0-9._-]{1,64}")
+"""Run ids that make a group name as they are: what Channels takes in a name, short enough
+(Channels' names are under 100 characters)."""
+
 
 def run_group(run_id: str) -> str:
-    """The group of one run's live events."""
-    return f"run.{run_id}"
+    """The group of one run's live events: ``run.<id>``, or ``run_<sha256 of the id>`` for
+    an id Channels would refuse in a name (one stored before ids were checked: a space, a
+    non-ASCII letter, a ``/``...), so that no id makes a group call raise. The two forms
+    cannot meet: ``run.`` and ``run_`` differ."""
+    if _READABLE.fullmatch(run_id):
+        return f"run.{run_id}"
+    return "run_" + hashlib.sha256(run_id.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 async def runs_send(summary: dict[str, Any]) -> None:

@@ -23,6 +23,7 @@ import hmac
 import json
 import logging
 import queue
+import re
 import threading
 
 from asgiref.sync import async_to_sync, sync_to_async
@@ -37,6 +38,8 @@ logger = logging.getLogger("picoflow.web")
 HEADER = "PicoFlow-Relay-Key"
 MESSAGE_TYPES = frozenset({"run.events", "run.summary"})
 """What may be relayed: consumers' ``run_events`` and ``run_summary``."""
+_GROUP = re.compile(r"runs|run[._][A-Za-z0-9._-]{1,64}")
+"""The groups a relay frame may name (:mod:`picoflow_web.groups`): names Channels takes."""
 
 SERVES_WEBSOCKETS = False
 """Set by :mod:`picoflow_web.asgi`: this process is a web server, its in-memory layer is
@@ -117,8 +120,9 @@ def parse(body: bytes | str) -> list[Message]:
     for number, item in enumerate(items):
         group = item.get("group") if isinstance(item, dict) else None
         message = item.get("message") if isinstance(item, dict) else None
-        if not isinstance(group, str) or not (group == "runs" or group.startswith("run.")):
-            raise ValueError(f"Message {number}: group must be 'runs' or 'run.<id>'.")
+        if not isinstance(group, str) or not _GROUP.fullmatch(group):
+            raise ValueError(f"Message {number}: group must be 'runs' or a run's "
+                             "('run.<id>', 'run_<hash>').")
         if not isinstance(message, dict) or message.get("type") not in MESSAGE_TYPES:
             raise ValueError(f"Message {number}: type must be one of "
                              f"{', '.join(sorted(MESSAGE_TYPES))}.")

@@ -9,7 +9,12 @@ on storing the next batch while this one travels.
 
 What is queued is stored already, so a frame that cannot be delivered (the web server
 restarting) is logged and dropped, and the next frame reconnects: the run socket fills
-any gap from the store. A frame is kept under :data:`FRAME_BYTES`, below Daphne's
+any gap from the store. A gap shows only when a later batch arrives, though, and a run's
+last batches have none after them; so what was dropped is owed (:class:`_Owed`): how far
+each run's events reach, and each run's latest summary. They are sent first once the
+server answers again, tried every :data:`RETRY_SECONDS` even when nothing else is
+published, and a run socket that gets such a notice reads the events back. A frame is
+kept under :data:`FRAME_BYTES`, below Daphne's
 default message cap (1 MiB); a batch of events too big for one travels as a notice of
 what is stored (its ``upto``), which the run socket reads back. A batch's events are the
 JSON text the recorder stored (:class:`RawJSON`); the frame carries that text as one JSON
@@ -29,6 +34,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from websockets.exceptions import WebSocketException
 from websockets.sync.client import ClientConnection, connect
+from websockets.typing import Origin
 
 logger = logging.getLogger("picoflow.web")
 
@@ -75,20 +81,27 @@ def socket_url(base: str) -> str:
 
 def frames(messages: list[Message]) -> list[str]:
     """The frames carrying ``messages``, each under :data:`FRAME_BYTES`."""
-    out: list[str] = []
+    return [frame for frame, _ in _framed(messages)]
+
+
+def _framed(messages: list[Message]) -> list[tuple[str, list[Message]]]:
+    """:func:`frames`, each with the messages it carries."""
+    out: list[tuple[str, list[Message]]] = []
     current: list[str] = []
+    carried: list[Message] = []
     size = 0
     for group, message in messages:
         text = _message_text(group, message)
         if len(text) > FRAME_BYTES:
             text = _message_text(group, _notice(message))
         if current and size + len(text) > FRAME_BYTES:
-            out.append(_frame(current))
-            current, size = [], 0
+            out.append((_frame(current), carried))
+            current, carried, size = [], [], 0
         current.append(text)
+        carried.append((group, message))
         size += len(text) + 1
     if current:
-        out.append(_frame(current))
+        out.append((_frame(current), carried))
     return out
 
 
@@ -101,6 +114,55 @@ def _notice(message: dict[str, Any]) -> dict[str, Any]:
     return {"type": message["type"], "events": [], "upto": message.get("upto", -1)}
 
 
+class _Owed:
+    """What dropped frames carried, as little as tells it: per run group, the last seq of
+    its dropped events (a notice, which the run socket reads back up to); per run, its
+    latest dropped summary. A later message of the same run that got through makes the
+    debt void: the run socket sees the gap it leaves, and a newer summary replaces an
+    older one."""
+
+    def __init__(self) -> None:
+        self._events: dict[str, int] = {}
+        self._summaries: dict[str, Message] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self._events or self._summaries)
+
+    def dropped(self, messages: list[Message]) -> None:
+        for group, message in messages:
+            if message.get("type") == "run.events":
+                upto = message.get("upto")
+                if isinstance(upto, int):
+                    self._events[group] = max(upto, self._events.get(group, upto))
+            elif message.get("type") == "run.summary":
+                run_id = _summary_run(message)
+                if run_id is not None:
+                    self._summaries[run_id] = (group, message)
+
+    def delivered(self, messages: list[Message]) -> None:
+        for group, message in messages:
+            if message.get("type") == "run.events":
+                self._events.pop(group, None)
+            elif message.get("type") == "run.summary":
+                self._summaries.pop(_summary_run(message) or "", None)
+
+    def take(self) -> list[Message]:
+        """The messages that pay what is owed (and forget it: a failed send owes it
+        again)."""
+        messages = [(group, {"type": "run.events", "events": [], "upto": upto})
+                    for group, upto in self._events.items()]
+        messages += self._summaries.values()
+        self._events.clear()
+        self._summaries.clear()
+        return messages
+
+
+def _summary_run(message: dict[str, Any]) -> str | None:
+    run = message.get("run")
+    run_id = run.get("id") if isinstance(run, dict) else None
+    return run_id if isinstance(run_id, str) else None
+
+
 class Sender:
     """The relay socket of this process: queued messages go out in order (see above)."""
 
@@ -111,6 +173,9 @@ class Sender:
         self._retry_at = 0.0
         self._queue: queue.Queue[list[Message] | _Drained] = queue.Queue(QUEUED_MESSAGES)
         self._socket: ClientConnection | None = None
+        self._owed = _Owed()
+        self._away = False
+        """The last send failed (the web server is away, or was)."""
         threading.Thread(target=self._run, name="picoflow-relay", daemon=True).start()
 
     def put(self, messages: list[Message], *, block: bool = True) -> None:
@@ -128,10 +193,15 @@ class Sender:
 
     def _run(self) -> None:
         while True:
-            item = self._queue.get()
-            batch: list[Message] = []
+            item: list[Message] | _Drained | None
+            try:
+                # Owing something: come back to pay it even if nothing is published.
+                item = self._queue.get(timeout=self._owed_wait())
+            except queue.Empty:
+                item = None
+            batch: list[Message] = self._owed.take()
             markers: list[_Drained] = []
-            while True:  # everything waiting goes in as few frames as fit
+            while item is not None:  # everything waiting goes in as few frames as fit
                 if isinstance(item, _Drained):
                     markers.append(item)
                 else:
@@ -139,29 +209,46 @@ class Sender:
                 try:
                     item = self._queue.get_nowait()
                 except queue.Empty:
-                    break
-            for frame in frames(batch):
-                self._send(frame)
+                    item = None
+            for frame, carried in _framed(batch):
+                if self._send(frame):
+                    self._owed.delivered(carried)
+                else:
+                    self._owed.dropped(carried)
             for marker in markers:
                 marker.done.set()
 
-    def _send(self, frame: str) -> None:
+    def _owed_wait(self) -> float | None:
+        if not self._owed:
+            return None
+        return max(self._retry_at - time.monotonic(), 0.0) + 0.01
+
+    def _send(self, frame: str) -> bool:
+        """Send ``frame``; whether it went (False: dropped, the web server is away)."""
         if self._socket is None and time.monotonic() < self._retry_at:
-            return  # the web server is away; its browsers read the events back later
+            return False  # not yet: the web server is away, its browsers read back later
         try:
             if self._socket is None:
                 self._socket = connect(
-                    self._url, origin=self._origin,  # type: ignore[arg-type]
+                    self._url, origin=Origin(self._origin),
                     additional_headers=self._headers, compression=None, open_timeout=5,
                     close_timeout=1, max_size=None)
             self._socket.send(frame)
         except (OSError, WebSocketException) as exc:
-            logger.warning("Relaying to %s failed (%s); browsers read the events back from "
-                           "the store", self._url, exc)
+            # Once per outage: while something is owed, a retry comes every RETRY_SECONDS.
+            logger.log(logging.DEBUG if self._away else logging.WARNING,
+                       "Relaying to %s failed (%s); browsers read the events back from "
+                       "the store", self._url, exc)
             if self._socket is not None:
                 self._socket.close()
             self._socket = None
+            self._away = True
             self._retry_at = time.monotonic() + RETRY_SECONDS
+            return False
+        if self._away:
+            logger.info("Relaying to %s again", self._url)
+            self._away = False
+        return True
 
 
 __all__ = ["FRAME_BYTES", "PATH", "Message", "RawJSON", "Sender", "frames", "plain",

@@ -12,7 +12,9 @@ Daphne with ``--fd``, so the port is known before Daphne starts and no other
 process can take it in between. Each server gets its own temporary
 ``PICOFLOW_DATA_DIR`` and SQLite database (migrated before Daphne starts)
 unless ``data_dir`` is given; pass the same ``data_dir`` to two servers to make
-them share one database.
+them share one database. ``server.stop_daphne()`` and ``server.start_daphne()``
+restart Daphne on the same port and data folder (its workers go on meanwhile); the new
+one binds the port itself, as a restarted server would.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ class LiveDaphne:
     data_dir: Path
     log_path: Path
     env: dict[str, str] = field(repr=False)
+    extra_args: tuple[str, ...] = ()
     workers: list[subprocess.Popen[bytes]] = field(default_factory=list, repr=False)
     """The ``manage.py db_worker`` processes started for this server (``start_worker``)."""
 
@@ -99,6 +102,22 @@ class LiveDaphne:
         except urllib.error.HTTPError as exc:
             with exc:
                 return exc.code, exc.headers, exc.read()
+
+    def stop_daphne(self) -> None:
+        """Stop Daphne (as its process manager would: SIGTERM); the workers go on, and
+        connections to the port are refused until :meth:`start_daphne`."""
+        stop_process(self.process)
+
+    def start_daphne(self, timeout: float = 30.0) -> None:
+        """Start a new Daphne on the same port, data folder and arguments; returns once it
+        answers. Its output goes on in the same log.
+
+        This one binds the port itself, as a restarted server does: connections are refused
+        until it listens, once the application is loaded.
+        """
+        self.process = _spawn_daphne(["-b", self.host, "-p", str(self.port)], self.env,
+                                     self.log_path, self.extra_args)
+        _wait_until_ready(self, timeout)
 
     def log(self) -> str:
         """Everything Daphne has written to stdout/stderr so far."""
@@ -169,6 +188,23 @@ def _wait_until_ready(server: LiveDaphne, timeout: float) -> None:
     )
 
 
+def _spawn_daphne(endpoint: list[str], env: Mapping[str, str], log_path: Path,
+                  extra_args: tuple[str, ...], pass_fds: tuple[int, ...] = ()
+                  ) -> subprocess.Popen[bytes]:
+    """Daphne listening where ``endpoint`` (its arguments) says, appending its output to
+    ``log_path``."""
+    with log_path.open("ab") as log_file:
+        return subprocess.Popen(
+            [sys.executable, "-m", "daphne", *endpoint, *extra_args, ASGI_APP],
+            cwd=REPO_ROOT,
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            pass_fds=pass_fds,
+        )
+
+
 def stop_process(process: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
     if process.poll() is not None:
         return
@@ -205,6 +241,7 @@ def live_daphne(
     data_path.mkdir(parents=True, exist_ok=True)
     server_env = build_env(data_path, env)
     process: subprocess.Popen[bytes] | None = None
+    server: LiveDaphne | None = None
     try:
         if migrate:
             result = run_manage("migrate", "--noinput", env=server_env)
@@ -221,24 +258,9 @@ def live_daphne(
             port = listener.getsockname()[1]
             fd = listener.fileno()
             log_path = data_path / f"daphne-{port}.log"
-            with log_path.open("wb") as log_file:
-                process = subprocess.Popen(
-                    [
-                        sys.executable,
-                        "-m",
-                        "daphne",
-                        "--fd",
-                        str(fd),
-                        *extra_args,
-                        ASGI_APP,
-                    ],
-                    cwd=REPO_ROOT,
-                    env=server_env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log_file,
-                    stderr=subprocess.STDOUT,
-                    pass_fds=(fd,),
-                )
+            log_path.write_bytes(b"")
+            process = _spawn_daphne(["--fd", str(fd)], server_env, log_path, extra_args,
+                                    pass_fds=(fd,))
         # Daphne holds its own copy of the listening socket now.
         server = LiveDaphne(
             host=host,
@@ -247,6 +269,7 @@ def live_daphne(
             data_dir=data_path,
             log_path=log_path,
             env=server_env,
+            extra_args=extra_args,
         )
         _wait_until_ready(server, startup_timeout)
         for _ in range(workers):
@@ -262,6 +285,8 @@ def live_daphne(
             for worker in server.workers:
                 stop_process(worker)
     finally:
+        if server is not None:
+            process = server.process  # the one running now, after any restart
         if process is not None:
             stop_process(process)
         if owns_data_dir:

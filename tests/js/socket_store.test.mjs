@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED, backoffDelay, createFeed } from "../../static/picoflow_web/js/socket.js";
+import { CLOSE_BAD_REQUEST, CLOSE_FORBIDDEN, CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED, backoffDelay, createFeed } from "../../static/picoflow_web/js/socket.js";
 import { createRunStore, createStore } from "../../static/picoflow_web/js/store.js";
 import { describeEvent, formatHash, parseHash, pretty, preview } from "../../static/picoflow_web/js/format.js";
 
@@ -112,8 +112,8 @@ test("repeated socket failures fall back to polling, and a later socket takes ov
   assert.equal(polls, before, "no polls once the socket is open");
 });
 
-test("not logged in or unknown run closes the feed for good", () => {
-  for (const code of [CLOSE_UNAUTHENTICATED, CLOSE_NOT_FOUND]) {
+test("a bad request, not logged in, a refused origin or an unknown run closes the feed for good", () => {
+  for (const code of [CLOSE_BAD_REQUEST, CLOSE_UNAUTHENTICATED, CLOSE_FORBIDDEN, CLOSE_NOT_FOUND]) {
     const c = clock();
     const { FakeSocket, made } = sockets();
     const feed = createFeed({ url: () => "ws://x/", onMessage() {}, poll: async () => ({ messages: [] }), WebSocket: FakeSocket, setTimeout: c.setTimeout, clearTimeout: c.clearTimeout });

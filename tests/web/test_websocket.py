@@ -12,6 +12,7 @@ import asyncio
 import json
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import quote
 
 import anyio
 import pytest
@@ -21,12 +22,17 @@ from channels.testing import WebsocketCommunicator
 from django.db import connection
 from django.test import override_settings
 
-from picoflow_web import selectors, services
+from picoflow_web import relay, relay_sender, selectors, services
 from picoflow_web.asgi import application
 from picoflow_web.bridge import RunRecorder
-from picoflow_web.consumers import CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED, RunConsumer
+from picoflow_web.consumers import (
+    CLOSE_FORBIDDEN,
+    CLOSE_NOT_FOUND,
+    CLOSE_UNAUTHENTICATED,
+    RunConsumer,
+)
 from picoflow_web.engine import get_engine
-from picoflow_web.groups import run_group
+from picoflow_web.groups import RUNS_GROUP, events_message, run_group
 from picoflow_web.models import EventRecord, Run
 from runtime import Flow, LogicStep, ModelSelection, Step
 from runtime.events import EventBus, StepEntered
@@ -145,15 +151,19 @@ async def test_unknown_run_is_closed_with_4404(cookie: str) -> None:
         "type": "websocket.close", "code": CLOSE_NOT_FOUND}
 
 
-@pytest.mark.parametrize("origin", [None, "http://evil.example", "null"])
+@pytest.mark.parametrize("origin", [None, "http://evil.example", "null", "http://[::1"])
 @pytest.mark.parametrize("path", ["/ws/runs/", "/ws/runs/{run}/"])
 async def test_socket_without_or_with_foreign_origin_is_refused(
-    cookie: str, origin: str | None, path: str
+    cookie: str, origin: str | None, path: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     run = await Run.objects.acreate(id="r1", flow="HotelFlow")
     communicator = socket(path.format(run=run.id), cookie, origin=origin)
-    connected, _ = await communicator.connect(timeout=5)
-    assert not connected
+    # Closed with its code, as every refusal (a handshake refused would reach a browser as
+    # 1006), and nothing else sent.
+    assert await communicator.connect(timeout=5) == (True, None)
+    assert await communicator.receive_output(timeout=5) == {
+        "type": "websocket.close", "code": CLOSE_FORBIDDEN}
+    assert "is not an allowed host" in caplog.text and "Traceback" not in caplog.text
     # The same socket with our own Origin is accepted: only the Origin differed.
     accepted = await connect(path.format(run=run.id), cookie)
     await accepted.disconnect()
@@ -405,6 +415,70 @@ async def test_run_socket_answers_client_messages_with_an_error(
     reply = await communicator.receive_json_from(timeout=5)
     assert reply["type"] == "error"
     await communicator.disconnect()
+
+
+# -- any run id -----------------------------------------------------------------------------
+
+ODD_IDS = ["with space", "naïve", "a/b", 'quote"d', "tab\there", "line\r\nbreak", "run.x",
+           "z" * 120]
+"""Run ids Channels refuses in a group name (or nearly: ``run.x``), as a database from
+before ids were checked may hold them."""
+
+
+@pytest.mark.parametrize("run_id", ODD_IDS)
+async def test_a_run_with_any_id_is_watched_live(cookie: str, run_id: str) -> None:
+    layer = get_channel_layer()
+    layer.require_valid_group_name(run_group(run_id))
+    run = await Run.objects.acreate(id=run_id, flow="HotelFlow", status=Run.Status.RUNNING)
+    communicator = await connect(f"/ws/runs/{quote(run_id, safe='')}/", cookie)
+    hello = await communicator.receive_json_from(timeout=5)
+    assert hello["run"]["id"] == run_id
+    recorder = RunRecorder(run.id)
+    recorder.start()
+    bus = EventBus([recorder], run_id=run.id)
+    for batch in range(3):  # stored and broadcast batch by batch, every one without error
+        for _ in range(5):
+            bus.emit(StepEntered, step="Odd", level=1, how="child")
+        await wait_until(lambda n=5 * (batch + 1): _at_least(run.id, n), what="a batch")
+    await recorder.close()
+    events = events_of(await receive_run_messages(communicator, until_end=False,
+                                                  max_events=15))
+    assert_gap_free(seqs_of(events), 15)
+    assert {e["run_id"] for e in events} == {run_id}
+    await communicator.disconnect()
+
+
+def test_run_groups_are_valid_names_and_distinct() -> None:
+    layer = get_channel_layer()
+    names = {run_group(run_id) for run_id in [*ODD_IDS, "a", "A", "a b", "a_b", "x" * 64]}
+    assert len(names) == len(ODD_IDS) + 5
+    for name in names:
+        layer.require_valid_group_name(name)
+    assert run_group("a.b-c_9") == "run.a.b-c_9"  # a valid id reads as itself
+    # A worker relays them as they are.
+    messages = [events_message(run_id, [], 0, 0) for run_id in ODD_IDS]
+    assert relay.parse(relay_sender.frames(messages)[0]) == [
+        (group, relay_sender.plain(message)) for group, message in messages]
+
+
+def test_what_a_worker_could_not_relay_is_owed_until_it_can() -> None:
+    """A run's dropped batches are owed as one notice of how far they reach, its dropped
+    summaries as the latest; a later message of the run that got through voids the
+    debt (the socket sees the gap it leaves)."""
+    owed = relay_sender._Owed()
+    summary = {"type": "run.summary", "run": {"id": "r1", "status": "running"}}
+    finished = {"type": "run.summary", "run": {"id": "r1", "status": "finished"}}
+    owed.dropped([events_message("r1", [], 0, 4), events_message("r1", [], 5, 9),
+                  (RUNS_GROUP, summary), events_message("r2", [], 0, 2),
+                  (RUNS_GROUP, finished)])
+    assert owed.take() == [
+        (run_group("r1"), {"type": "run.events", "events": [], "upto": 9}),
+        (run_group("r2"), {"type": "run.events", "events": [], "upto": 2}),
+        (RUNS_GROUP, finished)]
+    assert not owed and owed.take() == []
+    owed.dropped([events_message("r1", [], 10, 12), (RUNS_GROUP, summary)])
+    owed.delivered([events_message("r1", [], 13, 15), (RUNS_GROUP, finished)])
+    assert not owed
 
 
 # -- the bridge's batches -------------------------------------------------------------------

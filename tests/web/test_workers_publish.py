@@ -151,7 +151,7 @@ async def test_a_malformed_relay_frame_closes_the_socket_and_delivers_nothing(
         assert open_
         await communicator.send_to(text_data=body)
         closed = await communicator.receive_output(timeout=5)
-        assert closed == {"type": "websocket.close", "code": consumers.CLOSE_UNSUPPORTED}
+        assert closed == {"type": "websocket.close", "code": consumers.CLOSE_BAD_REQUEST}
         # Nothing of a refused frame is delivered, not even its valid messages.
         assert await runs_socket.receive_nothing(timeout=0.1)
         assert "relay frame was refused" in caplog.text and "Traceback" not in caplog.text

@@ -6,14 +6,25 @@
  *
  * - `connecting`: opening a socket, or waiting to retry;
  * - `open`: a socket is open, or polling answers (`mode` says which);
- * - `closed`: stopped for good (not logged in: 4401; unknown run: 4404; or `stop()`).
+ * - `closed`: stopped for good (a bad request: 4400; not logged in: 4401; refused origin:
+ *   4403; unknown run: 4404; or `stop()`): the server's answer would not change on a retry.
  *
  * Every dependency (WebSocket, timers, random, the poll function) can be injected, so
  * node tests drive it without a browser.
  */
 
+export const CLOSE_BAD_REQUEST = 4400;
 export const CLOSE_UNAUTHENTICATED = 4401;
+export const CLOSE_FORBIDDEN = 4403;
 export const CLOSE_NOT_FOUND = 4404;
+
+/** Why the server closed for good, by close code; other codes are retried. */
+export const FINAL_CLOSES = new Map([
+  [CLOSE_BAD_REQUEST, "bad request"],
+  [CLOSE_UNAUTHENTICATED, "not logged in"],
+  [CLOSE_FORBIDDEN, "refused"],
+  [CLOSE_NOT_FOUND, "not found"],
+]);
 
 /**
  * "Equal jitter" backoff: half the exponential delay fixed, half random, capped.
@@ -122,10 +133,11 @@ export function createFeed(options) {
       if (socket !== ws) return;
       socket = null;
       if (stopped) return;
-      if (event.code === CLOSE_UNAUTHENTICATED || event.code === CLOSE_NOT_FOUND) {
+      const final = FINAL_CLOSES.get(event.code);
+      if (final !== undefined) {
         stopped = true;
         clearTimers();
-        setState("closed", { code: event.code, reason: event.code === CLOSE_UNAUTHENTICATED ? "not logged in" : "not found" });
+        setState("closed", { code: event.code, reason: final });
         return;
       }
       onSocketFailure(opened, opened ? now() - openedAt : 0);
