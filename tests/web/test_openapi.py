@@ -4,7 +4,9 @@ and the real answers fit those models."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
+import jsonschema_rs
 import pytest
 from django.test import AsyncClient
 from pydantic import ValidationError
@@ -148,3 +150,92 @@ async def test_an_events_page_carries_the_events_as_stored() -> None:
     assert bodies.EventPage.model_validate(page.json()).last_seq == 2
     rest = await client.get(f"/api/runs/{run.id}/events?after=3", headers=auth)
     assert rest.json() == {"events": [], "last_seq": 3}
+
+
+# -- the document and the server agree ------------------------------------------------------
+
+
+def _valid(document: dict[str, Any], schema: dict[str, Any], value: Any) -> bool:
+    """Whether ``value`` fits ``schema`` (a schema of ``document``), formats included."""
+    whole = {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema,
+             "components": document["components"]}
+    return bool(jsonschema_rs.validator_for(whole, validate_formats=True).is_valid(value))
+
+
+def _parameters_valid(document: dict[str, Any], operation: dict[str, Any], where: str,
+                      values: dict[str, str]) -> bool:
+    schemas = {p["name"].lower(): p["schema"] for p in operation.get("parameters", ())
+               if p["in"] == where}
+    return all(name.lower() in schemas and _valid(document, schemas[name.lower()], value)
+               for name, value in values.items())
+
+
+def _body_valid(document: dict[str, Any], operation: dict[str, Any], body: Any) -> bool:
+    described = operation["requestBody"]
+    if body is None:
+        return not described["required"]
+    return _valid(document, described["content"]["application/json"]["schema"], body)
+
+
+@pytest.mark.parametrize(("path", "query", "documented", "status"), [
+    # Empty is the same as absent for every filter of the list.
+    ("/api/runs", {"since": ""}, True, 200),
+    ("/api/runs", {"until": ""}, True, 200),
+    ("/api/runs", {"sort": ""}, True, 200),
+    ("/api/runs", {"until": "2024-01-01T12:99:00Z"}, False, 400),
+    ("/api/runs/known/events", {"compact": "1"}, True, 200),
+    ("/api/runs/known/events", {"compact": "0"}, True, 200),
+    ("/api/runs/known/events", {"compact": "AAA"}, False, 400),
+    ("/api/runs/known/events", {"compact": ""}, False, 400),
+])
+async def test_a_query_the_document_allows_is_answered_and_one_it_does_not_is_refused(
+        path: str, query: dict[str, str], documented: bool, status: int) -> None:
+    await Run.objects.acreate(id="known", flow="HotelFlow")
+    client, auth = AsyncClient(), bearer(await atoken(await amake_user()))
+    document = (await client.get("/api/openapi.json")).json()
+    templated = path.replace("known", "{run_id}")
+    assert _parameters_valid(document, document["paths"][templated]["get"], "query",
+                             query) is documented
+    response = await client.get(path, query, headers=auth)
+    assert response.status_code == status, response.content
+    if status == 400:
+        assert response.json()["error_code"] == "bad_parameter"
+
+
+@pytest.mark.parametrize(("path", "body", "headers", "documented", "status", "error_code"), [
+    # A flow that needs a message: the document says so, flow by flow.
+    ("/api/runs", {"flow": "ResearchFlow"}, {}, False, 400, "message_required"),
+    ("/api/runs", {"flow": "ResearchFlow", "message": " \x1c\u3000\n"}, {}, False, 400,
+     "message_required"),
+    ("/api/runs", {"flow": "ResearchFlow", "message": "tides"}, {}, True, 201, None),
+    ("/ai/run", {"flowName": "ResearchFlow", "message": "\t"}, {}, False, 400,
+     "message_required"),
+    ("/api/runs", {"flow": "ConflictFlow"}, {}, True, 201, None),
+    # Session ids: one definition; empty is none (a new session).
+    ("/api/runs", {"flow": "HotelFlow", "message": "Hi", "session_id": ""}, {}, True, 201,
+     None),
+    ("/api/runs", {"flow": "HotelFlow", "message": "Hi", "session_id": "a b"}, {}, False,
+     400, "bad_session_id"),
+    # /ai/end names its session in the body or, PicoFlow's way, in a header alone.
+    ("/ai/end", None, {"Chat-Session-Id": "no-such-session"}, True, 404, None),
+    ("/ai/end", {"session": "no-such-session"}, {}, True, 404, None),
+    # A heartbeat names up to 1000 run ids of up to 64 characters, and only ids.
+    ("/api/ingest/heartbeat", {"runs": [f"{n:064d}" for n in range(1000)]}, {}, True, 200,
+     None),
+    ("/api/ingest/heartbeat", {"runs": ["fine", "a b"]}, {}, False, 400, "bad_run_id"),
+])
+async def test_a_body_the_document_allows_is_taken_and_one_it_does_not_is_refused(
+        path: str, body: Any, headers: dict[str, str], documented: bool, status: int,
+        error_code: str | None) -> None:
+    client = AsyncClient()
+    auth = bearer(await atoken(await amake_user(), scopes=("read", "run", "ingest")))
+    document = (await client.get("/api/openapi.json")).json()
+    operation = document["paths"][path]["post"]
+    assert (_body_valid(document, operation, body)
+            and _parameters_valid(document, operation, "header", headers)) is documented
+    sent = {} if body is None else {"data": json.dumps(body),
+                                    "content_type": "application/json"}
+    response = await client.post(path, **sent, headers={**auth, **headers})
+    assert response.status_code == status, response.content
+    if error_code is not None:
+        assert response.json()["error_code"] == error_code
