@@ -1,16 +1,20 @@
 # PicoFlow Web: one-command setup.
 #
 #   make run    install into .venv, then `picoflow-web serve`: migrate, collect static files,
-#               create the first user, start Daphne and workers (data in var/)
+#               create the first user, start Daphne and workers (data in var/), with
+#               Django's debug page on (PICOFLOW_DEBUG=1; `make run PICOFLOW_DEBUG=0`: off)
 #   make test   install with the dev extra, then ruff, mypy, pytest, node tests
 #   make lint   ruff and mypy only
 #   make bench  benchmarks against their baselines (installs LangGraph)
-#   make clean  remove caches and collected static files (keeps .venv and var/)
+#   make clean  remove caches and collected static files (keeps .venv and the rest of var/)
 
 PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
 VENV   ?= .venv
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
+# make run is for development: Django's debug page for errors (never in production, where
+# picoflow-web serve and Daphne run with it off unless PICOFLOW_DEBUG=1 is set).
+PICOFLOW_DEBUG ?= 1
 
 BIN     := $(VENV)/bin
 # A literal comma for an argument of $(call): a bare one would split the argument.
@@ -50,7 +54,7 @@ venv: $(VENV)/.installed-dev
 # The same command an installed wheel offers (picoflow_web/cli.py); from the checkout its
 # data folder is var/ unless PICOFLOW_DATA_DIR says otherwise.
 run: $(VENV)/.installed-base
-	$(BIN)/picoflow-web serve --host $(HOST) --port $(PORT)
+	PICOFLOW_DEBUG=$(PICOFLOW_DEBUG) $(BIN)/picoflow-web serve --host $(HOST) --port $(PORT)
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
@@ -87,7 +91,7 @@ check: $(VENV)/.installed-base
 	$(PY) manage.py check
 
 clean:
-	rm -rf staticfiles test-artifacts .pytest_cache .mypy_cache .ruff_cache .hypothesis build dist *.egg-info
+	rm -rf staticfiles var/staticfiles test-artifacts .pytest_cache .mypy_cache .ruff_cache .hypothesis build dist *.egg-info
 	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
 
 distclean: clean

@@ -14,9 +14,10 @@
 from __future__ import annotations
 
 import argparse
-import os
+import shutil
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from playwright.sync_api import Page, sync_playwright
 
-from tests.livedaphne import live_daphne, run_manage
+from tests.livedaphne import build_env, live_daphne, run_manage
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -145,6 +146,14 @@ def main() -> None:
 
 
 @contextmanager
+def _removed(folder: Path) -> Iterator[None]:
+    try:
+        yield
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@contextmanager
 def production_page() -> Iterator[Page]:
     """A logged-in chromium page of a live dashboard on production settings, as deployed:
     no debug (Django keeps no queries), hashed and compressed static files served by
@@ -152,10 +161,13 @@ def production_page() -> Iterator[Page]:
     env = {"PICOFLOW_DEBUG": "0", "PICOFLOW_ALLOWED_HOSTS": "127.0.0.1,localhost",
            "PICOFLOW_SECURE_SSL_REDIRECT": "0", "PICOFLOW_LOG_LEVEL": "WARNING",
            "PICOFLOW_DEMO_LATENCY": "0"}
-    collected = run_manage("collectstatic", "--noinput", env={**os.environ, **env})
+    # Collected into the server's own data folder, where its settings look for them.
+    data = Path(tempfile.mkdtemp(prefix="picoflow-bench-"))
+    collected = run_manage("collectstatic", "--noinput", env=build_env(data, env))
     if collected.returncode != 0:
         raise SystemExit(f"collectstatic failed:\n{collected.stdout}{collected.stderr}")
-    with live_daphne(env, extra_args=("--websocket-max-message-size", "67108864")) as live:
+    with _removed(data), live_daphne(
+            env, data_dir=data, extra_args=("--websocket-max-message-size", "67108864")) as live:
         run_manage("ensure_admin", env=live.env)
         password = (live.data_dir / "admin_password").read_text().strip()
         with sync_playwright() as pw:

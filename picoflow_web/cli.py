@@ -8,7 +8,10 @@ the first user once (printing how to log in) and runs ``manage.py serve``: Daphn
 run workers. It is what ``make run`` runs, so the checkout and an installed wheel start the
 same way. The data (SQLite database, secret key, first user's password, collected static
 files) goes to ``--data-dir``, else ``PICOFLOW_DATA_DIR``, else the checkout's ``var/`` or,
-installed, the per-user data folder (``~/.local/share/picoflow-web`` on Linux).
+installed, the per-user data folder (``~/.local/share/picoflow-web`` on Linux), created
+readable by its owner only. It runs as in production: Django's debug page is off unless
+``PICOFLOW_DEBUG=1`` is set (``make run`` sets it); with the default hosts (loopback only)
+it serves plain HTTP on ``http://127.0.0.1:8000`` (see :mod:`picoflow_web.settings`).
 
 ``manage`` is ``manage.py`` for an installed wheel, on the same settings.
 """

@@ -6,12 +6,13 @@ and tests can call them directly.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -72,6 +73,15 @@ def env_list(name: str, default: str, environ: Mapping[str, str] | None = None) 
     env = os.environ if environ is None else environ
     raw = env.get(name, default)
     return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
+
+
+def loopback_only(hosts: list[str]) -> bool:
+    """True when every name of ``ALLOWED_HOSTS`` is one of this machine's loopback names (a
+    browser elsewhere cannot reach such a site: nothing else answers)."""
+    return bool(hosts) and all(host.lower() in LOOPBACK_HOSTS for host in hosts)
 
 
 def resolve_path(value: str, base_dir: Path) -> Path:
@@ -149,6 +159,36 @@ def parse_database_url(url: str, base_dir: Path) -> dict[str, Any]:
     )
 
 
+PRIVATE_DIR_MODE = 0o700
+PRIVATE_FILE_MODE = 0o600
+
+
+def make_private_dir(path: Path) -> None:
+    """Create the folder ``path`` (and its parents) if missing; the folder itself readable
+    by its owner only. An existing folder keeps its mode: its owner chose it."""
+    if not path.is_dir():
+        path.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR_MODE)
+
+
+def create_private_file(path: Path) -> None:
+    """Create an empty ``path`` readable by its owner only, unless it exists or its folder
+    does not. For a SQLite database before its first connection: SQLite creates the
+    journal, WAL and shared-memory files with the database file's mode."""
+    if path.parent.is_dir():
+        with contextlib.suppress(FileExistsError):
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE))
+
+
+def open_private(path: str | os.PathLike[str], mode: str = "wb", **kwargs: Any) -> IO[Any]:
+    """``open(path, mode)`` for writing, creating a missing file readable by its owner only
+    (an existing file keeps its mode)."""
+
+    def opener(name: str, flags: int) -> int:
+        return os.open(name, flags, PRIVATE_FILE_MODE)
+
+    return open(path, mode, opener=opener, **kwargs)
+
+
 def load_or_create_secret_key(path: Path) -> str:
     """Return the secret key stored at ``path``, creating it on first use.
 
@@ -161,7 +201,7 @@ def load_or_create_secret_key(path: Path) -> str:
         key = ""
     if key:
         return key
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_private_dir(path.parent)
     new_key = secrets.token_urlsafe(50)
     fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=".secret-key-")
     try:

@@ -9,7 +9,7 @@ urlpatterns = [
     path("", include("picoflow_web.urls")),
 ]
 
-# Errors in the JSON shape under /api/ and /ai/, pages elsewhere (see picoflow_web.errors);
+# Errors in the JSON shape under /api/, /ai/ and /v1/, pages elsewhere (picoflow_web.errors);
 # Django reads these from the root URLconf only.
 handler400 = "picoflow_web.errors.bad_request"
 handler404 = "picoflow_web.errors.not_found"

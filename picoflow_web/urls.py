@@ -37,7 +37,9 @@ urlpatterns = [
     path("ai/end", api.ai_end, name="ai-end"),
 ]
 
-# Errors outside views answer in the API's JSON shape under /api/ and /ai/.
+# Errors outside views answer in the API's JSON shape under /api/, /ai/ and /v1/. Django reads
+# these from the root URLconf only: a project including this one adds
+# picoflow_web.errors.JsonErrorsMiddleware instead.
 handler400 = "picoflow_web.errors.bad_request"
 handler404 = "picoflow_web.errors.not_found"
 handler500 = "picoflow_web.errors.server_error"

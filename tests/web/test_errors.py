@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from channels.testing import WebsocketCommunicator
 from django.db.models import F
-from django.test import AsyncClient
+from django.test import AsyncClient, override_settings
 
 from picoflow_web import services
 from picoflow_web.asgi import application
-from picoflow_web.consumers import CLOSE_POLICY, CLOSE_UNSUPPORTED
+from picoflow_web.consumers import CLOSE_BAD_REQUEST
 from picoflow_web.engine import get_engine
 from picoflow_web.jsonbody import MAX_DEPTH
 from picoflow_web.models import EventRecord, Run, StoredSession
@@ -195,7 +195,7 @@ async def test_junk_closes_the_socket_with_a_warning_not_a_traceback(
     with caplog.at_level(logging.WARNING):
         await communicator.send_input({"type": "websocket.receive", **junk})
         received, code = await drain_until_close(communicator)
-    assert code == (CLOSE_UNSUPPORTED if "bytes" in junk else CLOSE_POLICY)
+    assert code == CLOSE_BAD_REQUEST
     assert received[-1]["type"] == "error" and received[-1]["error_code"] == "junk"
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert any("sent" in r.getMessage() for r in caplog.records
@@ -219,7 +219,46 @@ async def test_a_bad_after_is_refused_as_the_http_api_refuses_it(after: str) -> 
     http_body = assert_shape(http, 400, "bad_parameter")
     communicator = await socket_to(f"/ws/runs/{run.id}/?after={after}")
     received, code = await drain_until_close(communicator)
-    assert code == CLOSE_POLICY
+    assert code == CLOSE_BAD_REQUEST
     assert [m["type"] for m in received] == ["error"], "nothing replayed"
     assert received[0]["error_code"] == http_body["error_code"]
     assert received[0]["message"] == http_body["message"]
+
+
+# -- JSON under the API's paths, whoever answers and in DEBUG too ------------------------
+
+DEBUG_MODES = pytest.mark.parametrize("debug", [False, True], ids=["debug-off", "debug-on"])
+
+
+@DEBUG_MODES
+@pytest.mark.parametrize("path", ["/api/no-such-endpoint", "/ai/nope", "/v1/nope",
+                                  "/api/runs/x/nope"])
+async def test_an_unknown_api_path_is_a_json_404(path: str, debug: bool) -> None:
+    with override_settings(DEBUG=debug):
+        assert_shape(await AsyncClient().get(path), 404, "not_found")
+
+
+@DEBUG_MODES
+async def test_a_method_a_plain_view_refuses_is_a_json_405(debug: bool) -> None:
+    with override_settings(DEBUG=debug):
+        response = await AsyncClient().post("/api/openapi.json")
+    assert_shape(response, 405, "method_not_allowed")
+    assert response["Allow"] == "GET, HEAD"
+
+
+@DEBUG_MODES
+async def test_a_failing_api_view_is_a_json_500(debug: bool) -> None:
+    with override_settings(DEBUG=debug, ROOT_URLCONF="tests.web.faulty_urls"):
+        response = await AsyncClient(raise_request_exception=False).get("/api/fail")
+    body = assert_shape(response, 500, "internal_error")
+    assert "cannot reach" not in body["message"]
+
+
+@DEBUG_MODES
+async def test_a_project_without_the_apps_handlers_still_answers_json(debug: bool) -> None:
+    """A project of one's own (its URLconf includes the app, Django's pages answer its
+    errors): the middleware the README lists makes them JSON under the API's paths."""
+    with override_settings(DEBUG=debug, ROOT_URLCONF="tests.web.project_urls"):
+        assert_shape(await AsyncClient().get("/api/no-such-endpoint"), 404, "not_found")
+        page = await AsyncClient().get("/no-such-page/")
+    assert page.status_code == 404 and page["Content-Type"].startswith("text/html")

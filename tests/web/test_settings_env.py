@@ -11,6 +11,7 @@ from picoflow_web.conf import (
     env_bool,
     env_list,
     load_or_create_secret_key,
+    loopback_only,
     parse_database_url,
 )
 
@@ -110,3 +111,13 @@ def test_secret_key_empty_file_is_an_error(tmp_path: Path) -> None:
     path.write_text("")
     with pytest.raises(ConfigError, match="empty"):
         load_or_create_secret_key(path)
+
+
+@pytest.mark.parametrize(("hosts", "local"), [
+    (["127.0.0.1", "localhost", "[::1]"], True), (["LOCALHOST"], True),
+    (["127.0.0.1", "flows.example.com"], False), (["*"], False), ([".localhost"], False),
+    ([], False),
+])
+def test_a_site_is_loopback_only_when_it_answers_loopback_names_only(
+        hosts: list[str], local: bool) -> None:
+    assert loopback_only(hosts) is local

@@ -1,4 +1,5 @@
-"""What ``export_run`` and ``export_session`` share: where the JSONL goes."""
+"""What ``export_run`` and ``export_session`` share: where the JSONL goes (a file it
+creates is readable by its owner only: runs hold what users typed)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from picoflow_web import exporting
+from picoflow_web.conf import open_private
 
 
 class ExportCommand(BaseCommand):
@@ -29,7 +31,7 @@ class ExportCommand(BaseCommand):
             raise CommandError(f"No {self.what} {options['ident']!r}.")
         chunks = exporting.lines(ids)
         if options["output"]:
-            with open(options["output"], "wb") as handle:
+            with open_private(options["output"], "wb") as handle:
                 handle.writelines(chunks)
         else:
             self._to_stdout(chunks)

@@ -10,6 +10,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
 from picoflow_web import app_settings
+from picoflow_web.conf import PRIVATE_FILE_MODE, open_private
 from picoflow_web.models import DEFAULT_PROJECT, Membership, Project
 
 
@@ -28,8 +29,10 @@ class Command(BaseCommand):
         if not users.objects.exists():
             password = secrets.token_urlsafe(12)
             users.objects.create_superuser(username=username, email="", password=password)
-            secret_file.write_text(password + "\n", encoding="utf-8")
-            secret_file.chmod(0o600)
+            # Private from its first byte; a file left over from before keeps no wider mode.
+            with open_private(secret_file, "w", encoding="utf-8") as handle:
+                handle.write(password + "\n")
+            secret_file.chmod(PRIVATE_FILE_MODE)
         project, _ = Project.objects.get_or_create(name=DEFAULT_PROJECT)
         first = users.objects.order_by("pk").first()
         if first is not None and not project.memberships.exists():

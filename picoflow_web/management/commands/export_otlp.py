@@ -1,13 +1,14 @@
-"""``manage.py export_otlp RUN_ID [-o FILE]``: a stored run as an OTLP/JSON trace."""
+"""``manage.py export_otlp RUN_ID [-o FILE]``: a stored run as an OTLP/JSON trace (a file
+it creates is readable by its owner only)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
 from picoflow_web import otlp
+from picoflow_web.conf import open_private
 from picoflow_web.models import Run
 
 
@@ -30,7 +31,8 @@ class Command(BaseCommand):
         except otlp.OtlpUnavailable as exc:
             raise CommandError(str(exc)) from None
         if options["output"]:
-            Path(options["output"]).write_text(text + "\n", encoding="utf-8")
+            with open_private(options["output"], "w", encoding="utf-8") as handle:
+                handle.write(text + "\n")
             self.stderr.write(f"Wrote {options['output']}.")
         else:
             self.stdout.write(text)

@@ -7,6 +7,9 @@ Ctrl-C (or SIGTERM) stops them all: workers finish the run they hold first. A wo
 exits unexpectedly is started again (its run, if any, becomes ``interrupted`` when its
 lease expires); if Daphne exits, everything stops.
 
+Its start-up lines say when Django's debug page is on (``PICOFLOW_DEBUG=1``) and when plain
+HTTP is redirected to HTTPS (then a browser needs TLS in front).
+
 ``picoflow-web serve`` (and so ``make run``) runs this after ``migrate``, ``collectstatic``
 and ``ensure_admin`` (:mod:`picoflow_web.cli`). In a project of your own that includes the
 app, ``manage.py serve`` serves that project's ``ASGI_APPLICATION`` the same way. In
@@ -53,8 +56,7 @@ class Command(BaseCommand):
              "--websocket-max-message-size", "67108864", asgi_target()],
             env=env, start_new_session=True)
         pool = [self._worker(env) for _ in range(workers)]
-        self.stdout.write(f"PicoFlow Web on http://{host}:{port}/ with {workers} worker(s) "
-                          "(Ctrl-C stops them all)")
+        self.stdout.write(banner(host, port, workers))
         stopping = False
 
         def stop(signum: int, frame: object) -> None:
@@ -90,6 +92,20 @@ class Command(BaseCommand):
         return subprocess.Popen(
             [sys.executable, "-m", "django", "db_worker", "--no-startup-delay"],
             env=env, start_new_session=True)
+
+
+def banner(host: str, port: int, workers: int) -> str:
+    """The start-up lines: where, how many workers, and the modes a user must know of
+    (Daphne and the workers run on these very settings)."""
+    lines = [f"PicoFlow Web on http://{host}:{port}/ with {workers} worker(s) "
+             "(Ctrl-C stops them all)"]
+    if settings.DEBUG:
+        lines.append("Django's debug page on (PICOFLOW_DEBUG=1): for development only.")
+    if getattr(settings, "SECURE_SSL_REDIRECT", False):
+        lines.append("HTTPS hardening on: plain HTTP is redirected to https:// (serve it "
+                     "behind TLS; PICOFLOW_HTTPS=0 serves plain HTTP, on a trusted network "
+                     "only).")
+    return "\n".join(lines)
 
 
 def asgi_target() -> str:
