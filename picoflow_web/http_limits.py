@@ -102,20 +102,22 @@ def _drop(data: bytes) -> None:
     """What a refused connection still sends: read and dropped."""
 
 
-def _protocol(factory: http.HTTPFactory) -> Any:
-    return http._GenericHTTPChannelProtocol(LimitedHTTPChannel())  # type: ignore[no-untyped-call]
+def _protocol(factory: http.HTTPFactory) -> LimitedHTTPChannel:
+    return LimitedHTTPChannel()
 
 
 def install() -> bool:
     """Make Daphne's HTTP factory build :class:`LimitedHTTPChannel` (in this process);
-    whether it could (Daphne and this Twisted installed)."""
+    whether it could (Daphne installed, and Twisted without HTTP/2)."""
     try:
         from daphne.http_protocol import HTTPFactory
     except ImportError:
         return False
-    if not hasattr(http, "_GenericHTTPChannelProtocol"):  # a Twisted that changed it
-        logger.warning("Twisted has no _GenericHTTPChannelProtocol: over-long requests "
-                       "are dropped without a 414/431 answer")
+    if http.H2_ENABLED:
+        # Twisted's default protocol is then a proxy that switches to HTTP/2 after ALPN;
+        # building the HTTP/1.1 channel directly would lose that.
+        logger.warning("Twisted has HTTP/2: over-long requests keep Twisted's own answers "
+                       "(a dropped connection or a bare 400)")
         return False
     HTTPFactory.protocol = _protocol
     return True

@@ -167,6 +167,15 @@ async def wait_until(predicate: Callable[[], Awaitable[bool]], *, timeout: float
         await asyncio.sleep(interval)
 
 
+def wait_for(condition: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
+    """Poll ``condition()`` until it holds (a timeout, not a bound: a failure names what)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.02)
+
+
 async def stored_count(run_id: str) -> int:
     from picoflow_web.models import EventRecord
 

@@ -289,7 +289,7 @@ def assert_refusal(status: int, body: Any, what: str) -> None:
 
 
 @given(runs=st.lists(run_of(), min_size=1, max_size=3))
-@FUZZ
+@settings(FUZZ, deadline=None)
 def test_valid_runs_are_stored_whole(api: Api, runs: list[list[dict[str, Any]]]) -> None:
     body = b"\n".join(lines(interleaved(runs))) + b"\n"
     status, reply = api.request("POST", "/api/ingest", body, "application/x-ndjson")
@@ -315,7 +315,7 @@ def going(api: Api) -> dict[str, Any]:
 @given(runs=st.lists(run_of(), max_size=2), more=st.lists(
     st.sampled_from(["step.entered", "state.replaced", "cursor.moved"]).flatmap(event_of),
     min_size=1, max_size=3), breaking=BREAKS, data=st.data())
-@FUZZ
+@settings(FUZZ, deadline=None)
 def test_a_request_with_one_broken_line_is_refused_whole(
         api: Api, going: dict[str, Any], runs: list[list[dict[str, Any]]],
         more: list[dict[str, Any]], breaking: tuple[str, Break], data: st.DataObject) -> None:
@@ -345,7 +345,7 @@ MEDIA_TYPES = [None, "text/plain", "application/json", "application/x-www-form-u
 
 @given(runs=st.lists(run_of(), min_size=1, max_size=2), media=st.sampled_from(MEDIA_TYPES),
        path=st.sampled_from(["/api/ingest", "/api/import"]))
-@FUZZ
+@settings(FUZZ, deadline=None)
 def test_another_media_type_is_refused_with_415(api: Api, runs: list[list[dict[str, Any]]],
                                                media: str | None, path: str) -> None:
     body = b"\n".join(lines(interleaved(runs)))
@@ -366,7 +366,7 @@ def test_another_media_type_is_refused_with_415(api: Api, runs: list[list[dict[s
 
 
 @given(runs=st.lists(run_of(ending=True), min_size=1, max_size=3))
-@FUZZ
+@settings(FUZZ, deadline=None)
 def test_an_export_of_whole_runs_is_imported(api: Api, runs: list[list[dict[str, Any]]]
                                              ) -> None:
     body = b"\n".join(lines(interleaved(runs))) + b"\n"
@@ -379,7 +379,7 @@ def test_an_export_of_whole_runs_is_imported(api: Api, runs: list[list[dict[str,
 
 @given(runs=st.lists(run_of(ending=True), min_size=1, max_size=3), breaking=BREAKS,
        data=st.data())
-@FUZZ
+@settings(FUZZ, deadline=None)
 def test_an_export_with_one_broken_line_stores_nothing(
         api: Api, runs: list[list[dict[str, Any]]], breaking: tuple[str, Break],
         data: st.DataObject) -> None:

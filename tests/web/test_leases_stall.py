@@ -27,7 +27,7 @@ from django.utils import timezone
 from picoflow_web import ingest, leases, stalls
 from picoflow_web.models import EventRecord, Run
 from tests.livedaphne import REPO_ROOT, LiveDaphne, live_daphne, run_manage
-from tests.webhelpers import HttpSession, assert_gap_free
+from tests.webhelpers import HttpSession, assert_gap_free, wait_for
 
 LEASE = 2.0
 """Seconds of a worker's lease (PICOFLOW_WORKER_LEASE)."""
@@ -86,14 +86,6 @@ class Live:
         with self.db() as db:
             return int(db.execute("SELECT count(*) FROM django_tasks_database_dbtaskresult "
                                   "WHERE status IN ('READY', 'RUNNING')").fetchone()[0])
-
-
-def wait_for(predicate: Any, what: str) -> None:
-    deadline = time.monotonic() + PATIENCE
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 @pytest.fixture(scope="module")

@@ -17,8 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sqlite3
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,7 +28,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
 from tests.livedaphne import REPO_ROOT, LiveDaphne, live_daphne, run_manage
-from tests.webhelpers import PASSWORD, TERMINAL_EVENTS, HttpSession, bearer
+from tests.webhelpers import PASSWORD, TERMINAL_EVENTS, HttpSession, bearer, wait_for
 
 pytestmark = pytest.mark.usefixtures("no_tracebacks")
 
@@ -127,14 +126,6 @@ def stored_count(site: Site, run_id: str) -> int:
         row = db.execute("SELECT COUNT(*) FROM picoflow_web_eventrecord WHERE run_id = ?",
                          (run_id,)).fetchone()
     return int(row[0])
-
-
-def wait_for(condition: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
-    """Wait until ``condition()`` holds (a timeout, not a bound)."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"waited in vain for {what}"
-        time.sleep(0.02)
 
 
 def read_events(socket: ClientConnection, *, until_seq: int | None = None
