@@ -1,0 +1,235 @@
+"""One LangGraph superstep as one barrier: its fork, its branches and its join.
+
+A :class:`Scope` is one Pregel loop (the invocation's, or a subgraph's inside a task); it
+collects the callbacks of its open superstep, and :meth:`Scope.close` makes them a
+:class:`Superstep`, which :func:`render` turns into events once the tasks are known. A
+subgraph's supersteps are rendered inside the branch of the task that ran it (a nested
+barrier: its base is that branch, its join publishes into that branch's scope).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from langgraph.errors import GraphInterrupt
+
+from runtime import events as ev
+
+from ._bus import ReplayBus
+from ._models import render_end, render_start
+from ._values import Cancelled, Reducer, error_info, plain, reduce, reducer_name, sort_key
+
+STATE_STEP = "state"
+"""The step the graph state lives under in the events (LangGraph's state has no steps)."""
+
+
+@dataclass(eq=False)
+class Task:
+    """One LangGraph task (one branch), as its callbacks told it."""
+
+    scope: Scope
+    node: str
+    lg_path: tuple[Any, ...]
+    given: Any
+    started: float
+    depth: int
+    """How deep its checkpoint namespace is (0: a task of the invocation's graph)."""
+    ended: float | None = None
+    writes: Any = None
+    error: BaseException | None = None
+    index: int = -1
+    key: str = ""
+    path: str = ""
+
+
+@dataclass(eq=False)
+class Scope:
+    """One Pregel loop: the invocation's (``owner`` None) or a subgraph's in a task."""
+
+    state: dict[str, Any]
+    reducers: dict[str, Reducer]
+    known: frozenset[str]
+    owner: Task | None = None
+    superstep: int | None = None
+    tasks: list[Task] = field(default_factory=list)
+    log: list[tuple[str, Any]] = field(default_factory=list)
+    """("start" | "end", Task), ("nested", Superstep) and ("model" | "model_end",
+    ModelCall) in callback order."""
+    barriers: int = 0
+
+    def close(self, *, failing: bool) -> Superstep:
+        """The open superstep's record; the scope is ready for the next one."""
+        done = Superstep(self, self.barriers, sorted(self.tasks, key=lambda t: sort_key(
+            t.lg_path)), self.log, failing)
+        self.barriers += 1
+        self.tasks, self.log, self.superstep = [], [], None
+        return done
+
+    def writes(self, task: Task) -> list[tuple[str, Any]]:
+        """The state keys a task's output writes (a node returns a dict of updates)."""
+        if not isinstance(task.writes, Mapping):
+            return []
+        return [(str(k), v) for k, v in task.writes.items()
+                if (k in self.known if self.known else not str(k).startswith("__"))]
+
+
+@dataclass(eq=False)
+class Superstep:
+    scope: Scope
+    ordinal: int
+    tasks: list[Task]
+    """In LangGraph's task order."""
+    log: list[tuple[str, Any]]
+    failing: bool
+    """The invocation failed as this superstep ended (LangGraph raised)."""
+
+
+def render(bus: ReplayBus, step: Superstep, now: float) -> None:
+    """Emit ``step`` as a barrier: fork, its branches' callbacks in order (a subgraph's
+    supersteps inside its task's branch), then the join."""
+    scope, tasks, k = step.scope, step.tasks, step.ordinal
+    caller = scope.owner.path if scope.owner is not None else ""
+    barrier = f"{caller}/b{k}" if caller else f"b{k}"
+    for index, task in enumerate(tasks):
+        task.index = index
+        push = task.lg_path[:1] == ("__pregel_push",) and len(task.lg_path) > 1
+        task.key = f"{task.node}:{task.lg_path[1]}" if push else task.node
+        own = str(index) if k == 0 else f"{k}:{index}"
+        task.path = f"{caller}.{own}" if caller else own
+    request = ev.record_maker(ev.BranchRequest)
+    first = min((t.started for t in tasks), default=now)
+    bus.emit_at(first, ev.BarrierForked, caller, barrier=barrier,
+                caller_step=scope.owner.node if scope.owner is not None else STATE_STEP,
+                requests=[request(index=t.index, path=t.path, step=t.node, key=t.key,
+                                  params=plain(t.given), user_message=None) for t in tasks],
+                policy="atomic", checkpoint="none", max_concurrency=None,
+                branch_timeout=None, token_budget=None, base=caller or "canonical")
+    views: dict[str, dict[str, Any]] = {t.path: {} for t in tasks}
+    for what, item in step.log:
+        if what == "nested":
+            render(bus, item, now)
+        elif what == "model":
+            render_start(bus, item)
+        elif what == "model_end":
+            render_end(bus, item)
+        elif what == "start":
+            bus.emit_at(item.started, ev.BranchStarted, item.path, barrier=barrier,
+                        index=item.index, key=item.key, step=item.node)
+        else:
+            _branch_end(bus, scope, barrier, item, views[item.path])
+    last = max((t.ended for t in tasks if t.ended is not None), default=first)
+    for task in (t for t in tasks if t.ended is None):  # cancelled when a sibling failed
+        task.error = Cancelled("cancelled: a task of its superstep failed")
+        bus.emit_at(last, ev.BranchRejected, task.path, barrier=barrier, index=task.index,
+                    key=task.key, error=ev.error_info(task.error), cancelled=True,
+                    started=True)
+    failed = [t for t in tasks if t.error is not None]
+    target = "caller-scope" if caller else "canonical"
+    if failed:
+        bus.emit_at(last, ev.JoinPublished, caller, barrier=barrier, target=target,
+                    fields=[], discarded=_discarded(tasks, failed[0]))
+    elif not _conflict(bus, step, barrier, caller, last):
+        _join(bus, step, barrier, caller, target, last)
+
+
+def _branch_end(bus: ReplayBus, scope: Scope, barrier: str, task: Task,
+                view: dict[str, Any]) -> None:
+    at = task.ended or 0.0
+    if task.error is not None:
+        bus.emit_at(at, ev.BranchRejected, task.path, barrier=barrier, index=task.index,
+                    key=task.key, error=error_info(task.error), cancelled=False,
+                    started=True)
+        return
+    for order, (name, value) in enumerate(scope.writes(task), start=1):
+        before = view.get(name, scope.state.get(name))
+        reducer = scope.reducers.get(name)
+        if reducer is not None:
+            view[name] = reduce(reducer, before, value)
+            bus.emit_at(at, ev.StateContributed, task.path, step=STATE_STEP, field=name,
+                        value=plain(value), order=order, draft=True, channel=None,
+                        result=plain(view[name]))
+        else:
+            view[name] = value
+            bus.emit_at(at, ev.StateReplaced, task.path, step=STATE_STEP, field=name,
+                        value=plain(value), base=plain(before), draft=True)
+    bus.emit_at(at, ev.BranchFulfilled, task.path, barrier=barrier, index=task.index,
+                key=task.key, output=plain(task.writes))
+
+
+def _conflict(bus: ReplayBus, step: Superstep, barrier: str, caller: str, at: float) -> bool:
+    """``join.invalidated`` for the first non-reducer key two tasks wrote; True if so."""
+    scope = step.scope
+    writers: dict[str, list[tuple[Task, Any]]] = {}
+    for task in step.tasks:
+        for name, value in scope.writes(task):
+            if name not in scope.reducers:
+                writers.setdefault(name, []).append((task, value))
+    for name, found in writers.items():
+        # Without the graph's channels, two writers conflict only if LangGraph said so.
+        if len(found) < 2 or (not scope.known and not step.failing):
+            continue
+        who = ", ".join(f"{t.path} ({t.key})" for t, _ in found)
+        provenance = [{"path": t.path, "key": t.key, "step": STATE_STEP, "field": name,
+                       "kind": "replace", "value": plain(v),
+                       "base": plain(scope.state.get(name))} for t, v in found]
+        error = ev.ErrorInfo(
+            type="InvalidUpdateError", code="invalid_update",
+            message=f"Tasks {who} all wrote {name!r}, a LastValue channel, in one "
+                    "superstep; LangGraph accepts one value per step.",
+            extra={"field": name, "provenance": provenance})
+        bus.emit_at(at, ev.JoinInvalidated, caller, barrier=barrier, error=error,
+                    provenance=provenance)
+        return True
+    return False
+
+
+def _join(bus: ReplayBus, step: Superstep, barrier: str, caller: str, target: str,
+          at: float) -> None:
+    scope, published = step.scope, ev.record_maker(ev.PublishedField)
+    written: dict[str, list[tuple[Task, Any]]] = {}
+    for task in step.tasks:
+        for name, value in scope.writes(task):
+            written.setdefault(name, []).append((task, value))
+    fields = []
+    finished = sorted((t for t in step.tasks if t.ended is not None),
+                      key=lambda t: t.ended or 0.0)
+    for name, found in written.items():
+        reducer = scope.reducers.get(name)
+        if reducer is None and (len(found) == 1 or scope.known):
+            task, value = found[-1]
+            scope.state[name] = value
+            fields.append(published(step=STATE_STEP, field=name, value=plain(value),
+                                    deleted=False, writer=task.path))
+            continue
+        initial, result = scope.state.get(name), None
+        if reducer is not None:
+            result = initial
+            for _, value in found:
+                result = reduce(reducer, result, value)
+        paths = {t.path for t, _ in found}
+        bus.emit_at(at, ev.JoinReduced, caller, barrier=barrier, step=STATE_STEP, field=name,
+                    channel=reducer_name(reducer), initial=plain(initial),
+                    inputs=[{"path": t.path, "key": t.key, "value": plain(v)}
+                            for t, v in found],
+                    completion_order=[t.path for t in finished if t.path in paths],
+                    result=plain(result))
+        if reducer is not None:  # an unknown reducer's result is not in the callbacks
+            scope.state[name] = result
+            fields.append(published(step=STATE_STEP, field=name, value=plain(result),
+                                    deleted=False, writer=None))
+    bus.emit_at(at, ev.JoinPublished, caller, barrier=barrier, target=target, fields=fields,
+                discarded=[])
+
+
+def _discarded(tasks: list[Task], culprit: Task) -> list[dict[str, Any]]:
+    if isinstance(culprit.error, GraphInterrupt):
+        # LangGraph keeps the siblings' writes pending: they publish when the thread
+        # resumes and the interrupted task ends, in a later turn.
+        why = (f"interrupted: branch {culprit.index} ({culprit.key}) called interrupt(); "
+               "the superstep joins when the thread resumes")
+    else:
+        why = f"atomic: branch {culprit.index} ({culprit.key}) was rejected"
+    return [{"index": t.index, "key": t.key,
+             "reason": "rejected" if t.error is not None else why} for t in tasks]
