@@ -155,3 +155,32 @@ test("a replacement beside a contribution to one field, nested writers and struc
   ]);
   assert.deepEqual([...writerPaths(c).keys()], ["0.0", "1"]);
 });
+
+test("a conflict whose event carries its own fix (a LangGraph trace) shows that fix", () => {
+  // What LangGraphTracer records for two nodes writing one LastValue key in a superstep.
+  const base = { v: 1, run_id: "r", session_id: "s", time: 0, offset: 0 };
+  let seq = 0;
+  const ev = (path, type, fields) => ({ ...base, seq: seq++, path, type, ...fields });
+  const req = (index, key) => ({ index, path: String(index), step: key, key, params: {}, user_message: null });
+  const fix = "Give 'pick' a reducer in the state schema (pick: Annotated[T, operator.add], or add_messages for messages), or have one node write it per superstep.";
+  const provenance = [["north", "Lakeside Lodge"], ["south", "Riverside Hall"]].map(([key, value], i) => (
+    { path: String(i), key, step: "state", field: "pick", kind: "replace", value, base: null }));
+  const events = [
+    ev("", "turn.started", { flow: "LangGraph", message: null }),
+    ev("", "session.loaded", { new_session: true, revision: 0, current_step: null, steps: { state: {} }, context: {}, tokens: {} }),
+    ev("", "barrier.forked", { barrier: "b0", caller_step: "state", requests: [req(0, "north"), req(1, "south")], policy: "atomic", checkpoint: "none", base: "canonical" }),
+    ...provenance.flatMap((p) => [
+      ev(p.path, "branch.started", { barrier: "b0", index: Number(p.path), key: p.key, step: p.key }),
+      ev(p.path, "state.replaced", { step: "state", field: "pick", value: p.value, base: null, draft: true }),
+      ev(p.path, "branch.fulfilled", { barrier: "b0", index: Number(p.path), key: p.key, output: { pick: p.value } }),
+    ]),
+    ev("", "join.invalidated", { barrier: "b0", provenance,
+      error: { type: "InvalidUpdateError", code: "parallel_state_conflict", message: "Tasks 0 (north), 1 (south) all wrote 'pick'", extra: { step: "state", field: "pick", provenance, fix } } }),
+  ];
+  const r = fold(events);
+  assert.deepEqual(r.anomalies, []);
+  const c = conflictOf(r, "b0");
+  assert.equal(c.kind, "conflict");
+  assert.match(c.reason, /north \(0\) and south \(1\), replaced state\.pick/);
+  assert.equal(c.fix, fix);
+});

@@ -7,7 +7,8 @@ import { fileURLToPath } from "node:url";
 
 import { fold, parseJsonl } from "../../static/picoflow_web/js/fold.js";
 import { describeEvent, errorLabel, errorText, requestOrdinal } from "../../static/picoflow_web/js/format.js";
-import { barrierLabelOf, labelOf } from "../../static/picoflow_web/js/labels.js";
+import { barrierLabelOf, fieldLabelOf, fromLangGraph, labelOf, taskNounOf } from "../../static/picoflow_web/js/labels.js";
+import { fork, request, trace } from "./trace_builder.mjs";
 
 const GOLDEN = join(dirname(fileURLToPath(import.meta.url)), "..", "golden");
 
@@ -71,4 +72,45 @@ test("a label is built from keys, not from the path text: a renamed key shows", 
   run.invocations.get("0").key = "Lead";
   assert.equal(labelOf(run, "0.1"), "Lead › news");
   assert.equal(barrierLabelOf(run, "0/b0"), "Lead › barrier 1");
+});
+
+// A run recorded from LangGraph (runtime/integrations/langgraph) reads in LangGraph's words.
+const langGraphRun = (flow) => {
+  const { events, add } = trace();
+  add("turn.started", { flow, message: null });
+  let n = 0;
+  const superstep = (requests) => {
+    const id = `b${n}`;
+    n += 1;
+    add("barrier.forked", fork(id, requests, { caller_step: "state", policy: "atomic" }));
+    for (const r of requests) add("branch.started", { barrier: id, index: r.index, key: r.key, step: r.step }, r.path);
+    for (const r of requests) add("branch.fulfilled", { barrier: id, index: r.index, key: r.key, output: {} }, r.path);
+    add("join.published", { barrier: id, target: "canonical", fields: [], discarded: [] });
+  };
+  superstep([request(0, "0", "fan", "fan")]);
+  superstep([request(0, "1:0", "worker", "worker:0"), request(1, "1:1", "worker", "worker:1")]);
+  return fold(events);
+};
+
+test("a LangGraph run's barriers are its supersteps, numbered as LangGraph numbers them", () => {
+  const run = langGraphRun("LangGraph: my_graph");
+  assert.equal(fromLangGraph(run), true);
+  // LangGraph's superstep 0 runs __start__ (the turn's input); the first nodes run in 1.
+  assert.deepEqual(["b0", "b1"].map((id) => barrierLabelOf(run, id)), ["superstep 1", "superstep 2"]);
+});
+
+test("a LangGraph task is a node, or a Send when LangGraph pushed it", () => {
+  const run = langGraphRun("LangGraph");
+  assert.equal(taskNounOf(run, "0"), "node fan");
+  assert.equal(taskNounOf(run, "1:1"), "Send to worker");
+  assert.equal(fieldLabelOf(run, "state", "items"), "channel items");
+});
+
+test("our own runs keep our words", () => {
+  const run = langGraphRun("LangGraphLike");
+  assert.equal(fromLangGraph(run), false);
+  assert.equal(barrierLabelOf(run, "b1"), "state › barrier 2");
+  assert.equal(taskNounOf(run, "1:1"), "worker");
+  assert.equal(fieldLabelOf(run, "state", "items"), "state.items");
+  assert.equal(fromLangGraph(goldenRun("nested_fanout")), false);
 });

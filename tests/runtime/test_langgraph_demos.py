@@ -113,8 +113,9 @@ async def test_send_graph_reduces_in_task_order() -> None:
 async def test_send_demo_is_one_barrier_of_200_branches_reduced_in_task_order() -> None:
     _, events, output = await traced("send", unit=0.05, tasks=200)
     assert output["items"] == list(range(200))
-    forks = [f for f in of_type(events, ev.BarrierForked) if f.requests[0].step == "work"]
-    assert len(forks) == 1
+    # LangGraph's input step (its `__start__` task, which routes the Sends) is no barrier.
+    forks = of_type(events, ev.BarrierForked)
+    assert [f.requests[0].step for f in forks] == ["work"]
     (fork,) = forks
     assert len(fork.requests) == 200
     assert [r.index for r in fork.requests] == list(range(200))

@@ -21,7 +21,15 @@ from langgraph.errors import InvalidUpdateError
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, Send, interrupt
 
-from runtime.events import Event, MemorySink, RunModel, fold, parse_event, runs_of
+from runtime.events import (
+    Event,
+    MemorySink,
+    RunModel,
+    fold,
+    parse_event,
+    publication_of,
+    runs_of,
+)
 from runtime.integrations.langgraph import LangGraphTracer
 from tests.contract.node_fold import first_difference, node_exports, python_export
 from tests.runtime.ingest_server import IngestServer
@@ -187,6 +195,13 @@ def test_two_writes_to_a_last_value_key_invalidate_the_join_naming_both(
         ("north", "pick", "Lakeside Lodge"), ("south", "pick", "Riverside Hall")]
     assert "north" in invalidated.error.message and "south" in invalidated.error.message
     assert run.conflicts == ["b0"]
+    # Our runtime's code for two replacements of one field, so the page explains it; the
+    # fix is LangGraph's (the page shows the event's own fix when it carries one).
+    assert invalidated.error.code == run.error["code"] == "parallel_state_conflict"
+    assert "Can receive only one value per step" in run.error["message"]
+    for error in (invalidated.error.extra, run.error["extra"]):
+        assert error["field"] == "pick" and len(error["provenance"]) == 2
+        assert "Annotated[" in error["fix"] and "one node" in error["fix"]
     assert run.state == {"state": {}}
 
 
@@ -323,7 +338,7 @@ def test_a_subgraph_is_a_nested_barrier_in_the_branch_that_ran_it() -> None:
         return lambda state: {"out": [name]}
 
     inner = StateGraph(FanState)
-    inner.add_node("x", leaf("x"))
+    inner.add_node("x", lambda state: {"out": ["x"], "topic": "from x"})
     inner.add_node("y", leaf("y"))
     inner.add_edge(START, "x")
     inner.add_edge(START, "y")
@@ -336,7 +351,7 @@ def test_a_subgraph_is_a_nested_barrier_in_the_branch_that_ran_it() -> None:
     sink = MemorySink()
     tracer = LangGraphTracer(graph, sinks=[sink])
     assert graph.invoke({"out": []}, config={"callbacks": [tracer]}) == {
-        "out": ["o", "x", "y"]}
+        "out": ["o", "x", "y"], "topic": "from x"}
 
     run = checked(sink.events)
     assert run.status == "finished"
@@ -358,7 +373,18 @@ def test_a_subgraph_is_a_nested_barrier_in_the_branch_that_ran_it() -> None:
     ended = next(e for e in sink.events if e.type == "branch.fulfilled"
                  and e.path == sub_path)
     assert started.seq < fork.seq < ended.seq
-    assert run.state == {"state": {"out": ["o", "x", "y"]}}
+    assert run.state == {"state": {"out": ["o", "x", "y"], "topic": "from x"}}
+    # The subgraph's published state reaches the parent as the sub task's writes: the
+    # outer join names the inner branches those values came from.
+    x_path, y_path = nested.branches
+    [outer_reduced] = outer.reductions
+    assert [(i["path"], i["value"]) for i in outer_reduced["inputs"]] == [
+        ("0", ["o"]), (x_path, ["x"]), (y_path, ["y"])]
+    assert {f["field"]: f["writer"] for f in outer.published} == {
+        "out": None, "topic": x_path}
+    for path in (x_path, y_path, sub_path, outer.branches[0]):
+        found = publication_of(run, path)
+        assert found is not None and found.state == "published", (path, found)
 
 
 class ChatState(TypedDict, total=False):
@@ -393,3 +419,66 @@ async def test_a_chat_model_called_in_a_node_is_a_model_call_of_its_branch() -> 
     assert run.tokens == {"input_tokens": 7, "output_tokens": 3, "total_tokens": 10}
     assert run.invocations["0"].tokens == 10
     assert run.state == {"state": {"question": "Which venue?", "reply": "Lakeside Lodge"}}
+
+
+def test_the_input_step_of_a_conditional_edge_from_start_is_the_turns_input() -> None:
+    """A conditional edge from START makes LangGraph run a ``__start__`` task; its writes
+    are the invocation's input, so they are the turn's initial state, not a barrier."""
+
+    def route(state: FanState) -> list[Send]:
+        return [Send("work", {"i": i}) for i in range(3)]
+
+    builder = StateGraph(FanState)
+    builder.add_node("work", lambda arg: {"out": [arg["i"]]})
+    builder.add_conditional_edges(START, route, ["work"])
+    graph = builder.compile()
+    sink = MemorySink()
+    result = graph.invoke({"out": [100]},
+                          config={"callbacks": [LangGraphTracer(graph, sinks=[sink])]})
+    assert result == {"out": [100, 0, 1, 2]}
+
+    run = checked(sink.events)
+    assert list(run.barriers) == ["b0"]
+    assert [run.invocations[p].key for p in run.barriers["b0"].branches] == [
+        "work:0", "work:1", "work:2"]
+    [reduced] = of_type(sink.events, "join.reduced")
+    assert reduced.initial == [100] and reduced.result == result["out"]
+    assert run.state == {"state": result}
+
+
+def test_checkpoints_the_checkpointer_saved_are_checkpoint_saved_of_their_barriers() -> None:
+    builder = StateGraph(PickState)
+    builder.add_node("first", lambda state: {"pick": "Lakeside Lodge"})
+    builder.add_node("second", lambda state: {"pick": "Riverside Hall"})
+    builder.add_edge(START, "first")
+    builder.add_edge("first", "second")
+    graph: Any = builder.compile(checkpointer=InMemorySaver())
+    sink = MemorySink()
+    tracer = LangGraphTracer(graph, sinks=[sink])
+    config: Any = {"callbacks": [tracer], "configurable": {"thread_id": "offsite-2"}}
+    thread: Any = {"configurable": {"thread_id": "offsite-2"}}
+    runs: list[str] = []
+    for _ in range(2):
+        graph.invoke({}, config=config)
+        assert tracer.last_run_id is not None
+        runs.append(tracer.last_run_id)
+        # LangGraph's own record of the supersteps it saved, newest first.
+        steps = [c.metadata["step"] for c in graph.get_state_history(thread)
+                 if c.metadata["source"] == "loop"][:2]
+        events = runs_of(sink.events)[runs[-1]]
+        run = checked(events)
+        saved = of_type(events, "checkpoint.saved")
+        assert [(e.barrier, e.revision) for e in saved] == [
+            ("b0", steps[1]), ("b1", steps[0])]
+        assert [run.barriers[b].checkpoint_revision for b in ("b0", "b1")] == steps[::-1]
+        joined = {e.barrier: e.seq for e in of_type(events, "join.published")}
+        assert all(e.seq > joined[e.barrier] for e in saved)
+    assert len(set(runs)) == 2
+
+
+def test_without_a_checkpointer_nothing_is_saved() -> None:
+    sink = MemorySink()
+    graph = fan_out_graph()
+    graph.invoke({"out": []}, config={"callbacks": [LangGraphTracer(graph, sinks=[sink])],
+                                      "configurable": {"thread_id": "t"}})
+    assert of_type(sink.events, "checkpoint.saved") == []

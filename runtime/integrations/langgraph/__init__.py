@@ -15,6 +15,11 @@ The mapping:
   the config's ``thread_id`` when that is a valid id. The graph state is the fold's state
   under one step, ``state``; the turn loads the invocation's input (over the
   checkpointer's state of the thread, when it can be read).
+* LangGraph's input step is not a barrier: its ``__start__`` task (which has callbacks
+  when ``START`` has a conditional edge, such as a ``Send`` fan-out from ``START``) only
+  writes the invocation's input, which the turn's ``session.loaded`` state already holds,
+  and routes. It is not recorded, nor anything called inside it (a model called by a
+  routing function of ``START`` is not a model call of any branch).
 * each superstep that runs tasks is an atomic barrier (LangGraph applies none of a
   superstep's writes when one of its tasks fails), its requests in LangGraph's task order
   (the order its ``apply_writes`` applies writes: PULL tasks by node name, then PUSH tasks
@@ -24,8 +29,13 @@ The mapping:
   ``Annotated[list, operator.add]`` or ``add_messages``, ``Topic``) are contributions,
   reduced at the join in task order by the channel's own operator (named in
   ``join.reduced``); writes to any other channel are replacements. Two writes to one
-  non-reducer key in a superstep are a ``join.invalidated`` naming both tasks and values
-  (LangGraph then raises ``InvalidUpdateError``, and the turn fails with it).
+  non-reducer key in a superstep are a ``join.invalidated`` naming both tasks and values;
+  LangGraph then raises ``InvalidUpdateError``, and the turn fails with it. Both errors
+  have the code our runtime gives two replacements of one field,
+  ``parallel_state_conflict``, with ``extra`` ``{step, field, provenance, fix}`` (the
+  fix in LangGraph's terms: a reducer, ``Annotated[T, operator.add]``, or one writer);
+  the turn's error keeps LangGraph's type and message. Any other ``InvalidUpdateError``
+  fails the turn with code ``invalid_update``.
 * a task that raises is a rejected branch; the join discards every branch, and the turn
   fails with the error LangGraph raises. Tasks LangGraph cancelled then (no callback
   ended them) are rejected as cancelled.
@@ -33,7 +43,12 @@ The mapping:
   per superstep of it, in the branch of the task that ran it: its base is that branch and
   its join publishes into that branch's scope. Its channels are its own when
   ``graph.get_subgraphs()`` names it by the node, else the parent's stand in; its state
-  starts as its first task's input.
+  starts as its first task's input. LangGraph writes a subgraph's returned state as the
+  task's output, so the outer join names the inner branches that value came from: a
+  non-reducer key's publication names the inner writer (as a nested join's does in our
+  runtime), and a reducer key's ``join.reduced`` lists the subgraph's input value (the
+  task's) and then each inner contribution, when reducing those gives the same result as
+  the task's whole value (a list concatenation does; otherwise the task is the one input).
 * ``interrupt()`` ends the turn: the task that called it is a rejected branch (error code
   ``interrupted``, carrying what it asked), the superstep publishes nothing this turn, and
   the turn finishes with ``completed`` false and the interrupts as its message. The next
@@ -51,7 +66,14 @@ channels: every write is a replacement, two writers of one key conflict only whe
 LangGraph raised, and a key several tasks wrote in a superstep LangGraph accepted is a
 ``join.reduced`` with channel ``unknown`` and no result (its value is then not published).
 
-Not recorded: ``checkpoint.saved`` (LangGraph's checkpointer saves without a callback).
+Checkpoints. LangGraph's checkpointer saves without a callback, so when the graph was
+compiled with a checkpointer and the invocation has a ``thread_id``, the tracer reads the
+thread's checkpoints as the invocation ends (newest back to the one it started from) and
+records a ``checkpoint.saved`` for each superstep LangGraph saved (``source`` ``loop``),
+its ``revision`` LangGraph's step number, after the run's last join. Not recorded: the
+input step's checkpoint (no barrier), a subgraph's own checkpoints (its namespace), a
+checkpointer passed in the config rather than compiled in, and a saver that cannot be
+read synchronously from the callback (an async-only saver on the event loop).
 
 =================  ========================================================================
 ``_tracer``        the callback handler: invocations, subgraphs, tasks, model calls

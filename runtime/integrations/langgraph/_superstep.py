@@ -24,6 +24,10 @@ from ._values import Cancelled, Reducer, error_info, plain, reduce, reducer_name
 STATE_STEP = "state"
 """The step the graph state lives under in the events (LangGraph's state has no steps)."""
 
+CONFLICT_CODE = "parallel_state_conflict"
+"""The error code of two writes to one ``LastValue`` key in a superstep: the code of our
+runtime's ``ParallelStateConflictError`` (two branches replaced one field)."""
+
 
 @dataclass(eq=False)
 class Task:
@@ -42,6 +46,12 @@ class Task:
     index: int = -1
     key: str = ""
     path: str = ""
+    sub: Scope | None = None
+    """The subgraph loop it ran (the last one, when it ran several)."""
+
+
+Piece = tuple[str, str, Any]
+"""One write a value came from: the writer's path and key, and what it wrote."""
 
 
 @dataclass(eq=False)
@@ -58,11 +68,20 @@ class Scope:
     """("start" | "end", Task), ("nested", Superstep) and ("model" | "model_end",
     ModelCall) in callback order."""
     barriers: int = 0
+    initial: dict[str, Any] = field(default_factory=dict)
+    """The state it started from (a subgraph's: its input)."""
+    origins: dict[str, tuple[bool, list[Piece]]] = field(default_factory=dict)
+    """A subgraph's keys its joins published, and the writes their values came from:
+    reduced in order onto the initial value, or onto nothing when the flag says a
+    replacement reset it (kept for subgraphs only)."""
+
+    def __post_init__(self) -> None:
+        self.initial = dict(self.state)
 
     def close(self, *, failing: bool) -> Superstep:
         """The open superstep's record; the scope is ready for the next one."""
         done = Superstep(self, self.barriers, sorted(self.tasks, key=lambda t: sort_key(
-            t.lg_path)), self.log, failing)
+            t.lg_path)), self.log, failing, self.superstep)
         self.barriers += 1
         self.tasks, self.log, self.superstep = [], [], None
         return done
@@ -84,14 +103,22 @@ class Superstep:
     log: list[tuple[str, Any]]
     failing: bool
     """The invocation failed as this superstep ended (LangGraph raised)."""
+    number: int | None = None
+    """LangGraph's step number of it (``langgraph_step``)."""
+
+    @property
+    def barrier(self) -> str:
+        """Its barrier's id."""
+        caller = self.scope.owner.path if self.scope.owner is not None else ""
+        return f"{caller}/b{self.ordinal}" if caller else f"b{self.ordinal}"
 
 
-def render(bus: ReplayBus, step: Superstep, now: float) -> None:
+def render(bus: ReplayBus, step: Superstep, now: float) -> ev.ErrorInfo | None:
     """Emit ``step`` as a barrier: fork, its branches' callbacks in order (a subgraph's
-    supersteps inside its task's branch), then the join."""
-    scope, tasks, k = step.scope, step.tasks, step.ordinal
+    supersteps inside its task's branch), then the join. Returns the error of the first
+    ``join.invalidated`` it emitted (a nested one included), if any."""
+    scope, tasks, k, barrier = step.scope, step.tasks, step.ordinal, step.barrier
     caller = scope.owner.path if scope.owner is not None else ""
-    barrier = f"{caller}/b{k}" if caller else f"b{k}"
     for index, task in enumerate(tasks):
         task.index = index
         push = task.lg_path[:1] == ("__pregel_push",) and len(task.lg_path) > 1
@@ -107,9 +134,10 @@ def render(bus: ReplayBus, step: Superstep, now: float) -> None:
                 policy="atomic", checkpoint="none", max_concurrency=None,
                 branch_timeout=None, token_budget=None, base=caller or "canonical")
     views: dict[str, dict[str, Any]] = {t.path: {} for t in tasks}
+    conflict: ev.ErrorInfo | None = None
     for what, item in step.log:
         if what == "nested":
-            render(bus, item, now)
+            conflict = render(bus, item, now) or conflict
         elif what == "model":
             render_start(bus, item)
         elif what == "model_end":
@@ -130,8 +158,11 @@ def render(bus: ReplayBus, step: Superstep, now: float) -> None:
     if failed:
         bus.emit_at(last, ev.JoinPublished, caller, barrier=barrier, target=target,
                     fields=[], discarded=_discarded(tasks, failed[0]))
-    elif not _conflict(bus, step, barrier, caller, last):
+        return conflict
+    invalid = _conflict(bus, step, barrier, caller, last)
+    if invalid is None:
         _join(bus, step, barrier, caller, target, last)
+    return invalid
 
 
 def _branch_end(bus: ReplayBus, scope: Scope, barrier: str, task: Task,
@@ -158,8 +189,11 @@ def _branch_end(bus: ReplayBus, scope: Scope, barrier: str, task: Task,
                 key=task.key, output=plain(task.writes))
 
 
-def _conflict(bus: ReplayBus, step: Superstep, barrier: str, caller: str, at: float) -> bool:
-    """``join.invalidated`` for the first non-reducer key two tasks wrote; True if so."""
+def _conflict(bus: ReplayBus, step: Superstep, barrier: str, caller: str, at: float
+              ) -> ev.ErrorInfo | None:
+    """``join.invalidated`` for the first non-reducer key two tasks wrote; its error if
+    so. The code is our runtime's for two replacements of one field (the page explains
+    it), the fix LangGraph's."""
     scope = step.scope
     writers: dict[str, list[tuple[Task, Any]]] = {}
     for task in step.tasks:
@@ -175,14 +209,17 @@ def _conflict(bus: ReplayBus, step: Superstep, barrier: str, caller: str, at: fl
                        "kind": "replace", "value": plain(v),
                        "base": plain(scope.state.get(name))} for t, v in found]
         error = ev.ErrorInfo(
-            type="InvalidUpdateError", code="invalid_update",
+            type="InvalidUpdateError", code=CONFLICT_CODE,
             message=f"Tasks {who} all wrote {name!r}, a LastValue channel, in one "
                     "superstep; LangGraph accepts one value per step.",
-            extra={"field": name, "provenance": provenance})
+            extra={"step": STATE_STEP, "field": name, "provenance": provenance,
+                   "fix": f"Give {name!r} a reducer in the state schema "
+                          f"({name}: Annotated[T, operator.add], or add_messages for "
+                          "messages), or have one node write it per superstep."})
         bus.emit_at(at, ev.JoinInvalidated, caller, barrier=barrier, error=error,
                     provenance=provenance)
-        return True
-    return False
+        return error
+    return None
 
 
 def _join(bus: ReplayBus, step: Superstep, barrier: str, caller: str, target: str,
@@ -199,28 +236,65 @@ def _join(bus: ReplayBus, step: Superstep, barrier: str, caller: str, target: st
         reducer = scope.reducers.get(name)
         if reducer is None and (len(found) == 1 or scope.known):
             task, value = found[-1]
+            came = _pieces(task, name, value)
             scope.state[name] = value
+            if scope.owner is not None:
+                scope.origins[name] = (True, came)
+            # A subgraph's value names the inner branch that wrote it, as a nested join's
+            # publication does in our runtime.
             fields.append(published(step=STATE_STEP, field=name, value=plain(value),
-                                    deleted=False, writer=task.path))
+                                    deleted=False,
+                                    writer=came[0][0] if len(came) == 1 else task.path))
             continue
         initial, result = scope.state.get(name), None
+        inputs: list[Piece] = [(t.path, t.key, v) for t, v in found]
         if reducer is not None:
-            result = initial
-            for _, value in found:
-                result = reduce(reducer, result, value)
+            result = _reduced(reducer, initial, inputs)
+            split = [p for t, v in found for p in _pieces(t, name, v)]
+            # The inner writes stand for a subgraph's returned value when they reduce to
+            # the same result (a list concatenation does, any reducer may not).
+            if [p[0] for p in split] != [p[0] for p in inputs] \
+                    and plain(_reduced(reducer, initial, split)) == plain(result):
+                inputs = split
         paths = {t.path for t, _ in found}
         bus.emit_at(at, ev.JoinReduced, caller, barrier=barrier, step=STATE_STEP, field=name,
                     channel=reducer_name(reducer), initial=plain(initial),
-                    inputs=[{"path": t.path, "key": t.key, "value": plain(v)}
-                            for t, v in found],
+                    inputs=[{"path": path, "key": key, "value": plain(v)}
+                            for path, key, v in inputs],
                     completion_order=[t.path for t in finished if t.path in paths],
                     result=plain(result))
         if reducer is not None:  # an unknown reducer's result is not in the callbacks
             scope.state[name] = result
+            if scope.owner is not None:
+                before = scope.origins.get(name, (False, []))
+                scope.origins[name] = (before[0], before[1] + inputs)
             fields.append(published(step=STATE_STEP, field=name, value=plain(result),
                                     deleted=False, writer=None))
+        else:
+            scope.origins.pop(name, None)
     bus.emit_at(at, ev.JoinPublished, caller, barrier=barrier, target=target, fields=fields,
                 discarded=[])
+
+
+def _reduced(reducer: Reducer, initial: Any, inputs: list[Piece]) -> Any:
+    result = initial
+    for _, _, value in inputs:
+        result = reduce(reducer, result, value)
+    return result
+
+
+def _pieces(task: Task, name: str, value: Any) -> list[Piece]:
+    """The writes ``task``'s write of ``name`` came from: its own, or, when it returned
+    the state of a subgraph it ran (LangGraph's output of a subgraph node), the subgraph's
+    input value (the task's) then the inner writes its joins published."""
+    sub = task.sub
+    own: list[Piece] = [(task.path, task.key, value)]
+    if sub is None or name not in sub.origins or plain(sub.state.get(name)) != plain(value):
+        return own
+    replaced, found = sub.origins[name]
+    start = None if replaced else sub.initial.get(name)
+    empty = start is None or (isinstance(start, list | tuple | dict | str) and not start)
+    return ([] if empty else [(task.path, task.key, start)]) + found
 
 
 def _discarded(tasks: list[Task], culprit: Task) -> list[dict[str, Any]]:

@@ -12,6 +12,7 @@ from typing import Any
 from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
+from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from runtime import events as ev
 from runtime.engine import dashboard_from_env
@@ -19,7 +20,11 @@ from runtime.engine import dashboard_from_env
 from ._bus import ReplayBus
 from ._models import ModelCall, describe, messages_of, tools_of
 from ._superstep import STATE_STEP, Scope, Task, render
-from ._values import channels_of, interrupts, plain, reduce, subgraph_of
+from ._values import channels_of, interrupts, plain, reduce, subgraph_of, turn_error
+
+INPUT_NODE = "__start__"
+"""The node LangGraph runs its input step as (with callbacks when START has a conditional
+edge): not a task of the run."""
 
 
 @dataclass(eq=False)
@@ -32,6 +37,13 @@ class _Invocation:
     """What the tasks that called ``interrupt()`` asked, in task order."""
     calls: int = 0
     """Chat model calls so far."""
+    conflict: ev.ErrorInfo | None = None
+    """The first ``join.invalidated`` of the turn's supersteps."""
+    thread: Any = None
+    since: Any = None
+    """The id of the thread's checkpoint the invocation started from."""
+    barriers: dict[int, str] = field(default_factory=dict)
+    """The barrier of each of the graph's supersteps, by LangGraph's step number."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -111,6 +123,11 @@ class LangGraphTracer(BaseCallbackHandler):
             elif not (where.loop and isinstance(step, int)):
                 self._where[run_id] = _Where(where.root, scope, where.task)
                 return
+            if meta.get("langgraph_node") == INPUT_NODE:
+                # LangGraph's input step: its writes are the input the scope's state
+                # already starts from, and its routing is no user work.
+                self._where[run_id] = _Where(where.root, scope)
+                return
             if scope.superstep is not None and scope.superstep != step:
                 self._closed(where.root, scope, failing=False)
             scope.superstep = step
@@ -172,13 +189,13 @@ class LangGraphTracer(BaseCallbackHandler):
         session = str(thread) if thread is not None and ev.is_valid_id(str(thread)) \
             else uuid.uuid4().hex
         bus = ReplayBus(self.sinks, session_id=session)
-        saved = self._saved_state(thread)
+        saved, since = self._saved_state(thread)
         state = dict(saved or {})
         for key, value in (inputs.items() if isinstance(inputs, Mapping) else ()):
             reducer = self.reducers.get(key)
             state[key] = reduce(reducer, state.get(key), value) if reducer else value
         scope = Scope(state=state, reducers=self.reducers, known=self.known)
-        self._runs[run_id] = _Invocation(bus=bus, scope=scope)
+        self._runs[run_id] = _Invocation(bus=bus, scope=scope, thread=thread, since=since)
         self._where[run_id] = _Where(run_id, scope, loop=True)
         self.last_run_id = bus.run_id
         resume = getattr(inputs, "resume", None) if not isinstance(inputs, Mapping) else None
@@ -191,18 +208,47 @@ class LangGraphTracer(BaseCallbackHandler):
                  steps={STATE_STEP: plain(state)}, context={},
                  tokens={"input_tokens": 0, "output_tokens": 0, "total_tokens": 0})
 
-    def _saved_state(self, thread: Any) -> dict[str, Any] | None:
+    def _saved_state(self, thread: Any) -> tuple[dict[str, Any] | None, Any]:
         """The thread's state as the graph's checkpointer holds it (None: no checkpoint,
         no checkpointer, or one that cannot be read from here, such as an async-only
-        saver read on the event loop)."""
-        if thread is None or getattr(self.graph, "checkpointer", None) is None:
-            return None
+        saver read on the event loop), and that checkpoint's id."""
+        if thread is None or not isinstance(self._saver(), BaseCheckpointSaver):
+            return None, None
         try:
             snapshot = self.graph.get_state({"configurable": {"thread_id": thread}})
         except Exception:  # the turn is recorded from its input alone
-            return None
+            return None, None
         values = getattr(snapshot, "values", None)
-        return dict(values) if isinstance(values, Mapping) and values else None
+        since = ((getattr(snapshot, "config", None) or {}).get("configurable") or {}).get(
+            "checkpoint_id")
+        return (dict(values) if isinstance(values, Mapping) and values else None), since
+
+    def _saver(self) -> Any:
+        return getattr(self.graph, "checkpointer", None)
+
+    def _checkpoints(self, inv: _Invocation) -> None:
+        """``checkpoint.saved`` for each superstep whose checkpoint the graph's
+        checkpointer holds (LangGraph saves without a callback: read as the invocation
+        ends, newest back to the one it started from)."""
+        saver = self._saver()
+        if inv.thread is None or not inv.barriers or not isinstance(saver,
+                                                                    BaseCheckpointSaver):
+            return
+        saved: list[int] = []
+        try:
+            for item in saver.list({"configurable": {"thread_id": inv.thread,
+                                                     "checkpoint_ns": ""}}):
+                if item.config["configurable"].get("checkpoint_id") == inv.since:
+                    break
+                meta = item.metadata or {}
+                if meta.get("source") == "loop" and isinstance(meta.get("step"), int):
+                    saved.append(meta["step"])
+        except Exception:  # a saver that cannot be read from here (async-only on the loop)
+            return
+        for number in reversed(saved):
+            if number in inv.barriers:
+                inv.bus.emit(ev.CheckpointSaved, barrier=inv.barriers[number],
+                             revision=number)
 
     def _subgraph(self, owner: Task, inputs: Any) -> Scope:
         """A subgraph's loop inside ``owner``: its channels if the graph lists it (else its
@@ -211,7 +257,8 @@ class LangGraphTracer(BaseCallbackHandler):
         reducers, known = channels_of(sub) if sub is not None else (
             owner.scope.reducers, owner.scope.known)
         state = dict(inputs) if isinstance(inputs, Mapping) else {}
-        return Scope(state=state, reducers=reducers, known=known, owner=owner)
+        owner.sub = Scope(state=state, reducers=reducers, known=known, owner=owner)
+        return owner.sub
 
     def _ended(self, run_id: UUID, outputs: Any, error: BaseException | None) -> None:
         now = time.monotonic()
@@ -237,8 +284,10 @@ class LangGraphTracer(BaseCallbackHandler):
             scope.owner.scope.log.append(("nested", step))
             return
         inv = self._runs[root]
+        if step.number is not None:
+            inv.barriers[step.number] = step.barrier
         inv.interrupts += [asked for task in step.tasks for asked in interrupts(task.error)]
-        render(inv.bus, step, time.monotonic())
+        inv.conflict = render(inv.bus, step, time.monotonic()) or inv.conflict
 
     def _finish(self, root: UUID, outputs: Any, error: BaseException | None) -> None:
         inv = self._runs.pop(root)
@@ -246,6 +295,7 @@ class LangGraphTracer(BaseCallbackHandler):
             self._runs[root] = inv
             self._closed(root, inv.scope, failing=error is not None)
             del self._runs[root]
+        self._checkpoints(inv)
         if error is None:
             # An interrupted invocation returns normally; the thread resumes in a later one.
             said = {"interrupts": inv.interrupts} if inv.interrupts else outputs
@@ -253,6 +303,6 @@ class LangGraphTracer(BaseCallbackHandler):
                          message=ev.safe_text(json.dumps(plain(said), default=repr)),
                          content_type="application/json")
         else:
-            inv.bus.emit(ev.TurnFailed, error=ev.error_info(error))
+            inv.bus.emit(ev.TurnFailed, error=turn_error(error, inv.conflict))
         self._where = {k: w for k, w in self._where.items() if w.root != root}
         self._calls = {k: c for k, c in self._calls.items() if c[0] != root}

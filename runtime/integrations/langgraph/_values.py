@@ -8,7 +8,7 @@ from typing import Any
 
 from langgraph.channels.binop import BinaryOperatorAggregate
 from langgraph.channels.topic import Topic
-from langgraph.errors import GraphInterrupt
+from langgraph.errors import GraphInterrupt, InvalidUpdateError
 
 from runtime import events as ev
 
@@ -106,6 +106,23 @@ def interrupts(error: BaseException | None) -> list[Any]:
     found = error.args[0] if error.args else ()
     return [plain(getattr(i, "value", i)) for i in
             (found if isinstance(found, list | tuple) else ())]
+
+
+INVALID_UPDATE_CODE = "invalid_update"
+"""The error code of an ``InvalidUpdateError`` that is not two writes to one key (a node
+returned something other than a dict of state keys, a reducer raised, ...)."""
+
+
+def turn_error(error: BaseException, conflict: ev.ErrorInfo | None) -> ev.ErrorInfo:
+    """The error a failed turn carries: LangGraph's, coded as our runtime codes it. Two
+    writes to one key are the code, field, provenance and fix of the superstep's
+    ``join.invalidated`` (``conflict``) with LangGraph's own message."""
+    if not isinstance(error, InvalidUpdateError):
+        return ev.error_info(error)
+    found = ev.error_info(error)
+    if conflict is None:
+        return found.model_copy(update={"code": INVALID_UPDATE_CODE})
+    return found.model_copy(update={"code": conflict.code, "extra": conflict.extra})
 
 
 def error_info(error: BaseException) -> ev.ErrorInfo:

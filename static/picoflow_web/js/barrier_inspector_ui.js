@@ -10,7 +10,7 @@ import { append, badge, h, pagedTable, table } from "./dom.js";
 import { publicationOf } from "./fold.js";
 import { formatDuration } from "./format.js";
 import { discardReason, facts, heading, lazy, pathLink, publicationBadge, sectionIn, seqLink, shortList, valueCell } from "./inspector_parts_ui.js";
-import { barrierLabelOf, labelOf } from "./labels.js";
+import { barrierLabelOf, fieldLabelOf, fromLangGraph, labelOf } from "./labels.js";
 import { joinWaits } from "./layout.js";
 import { ORDERS, durationOf, orderedBranches } from "./overview.js";
 import { overviewView } from "./overview_ui.js";
@@ -85,7 +85,7 @@ function branchTable(view, barrier, name, order, className, columns, cells) {
  * @param {InspectorContext} ctx
  */
 export function barrierInspector(parent, view, barrier, ctx) {
-  parent.appendChild(heading(barrierLabelOf(view, barrier.id), `barrier ${barrier.id} · forked by ${barrier.callerStep}`));
+  parent.appendChild(heading(barrierLabelOf(view, barrier.id), `barrier ${barrier.id} · ${fromLangGraph(view) ? "a LangGraph superstep" : `forked by ${barrier.callerStep}`}`));
   const status = h("div", "pf-status-line");
   const marks = barrierMarks(view, barrier.id);
   append(status, marks ? publicationBadge(marks) : null,
@@ -140,7 +140,7 @@ export function barrierInspector(parent, view, barrier, ctx) {
     body.appendChild(h("p", "pf-hint", "Contributions are reduced in request-path order, never in completion order."));
     for (const r of barrier.reductions) {
       const box = h("div", "pf-reduction");
-      append(box, h("div", "pf-call-head", `${r.step}.${r.field} · ${r.channel}`));
+      append(box, h("div", "pf-call-head", `${fieldLabelOf(view, r.step, r.field)} · ${r.channel}`));
       const inputs = r.inputs || [];
       box.appendChild(pagedTable("pf-reduction-table", ["#", "Branch", "Value"], lazy(inputs, (input, i) => [
         h("span", "pf-mono", String(i + 1)), pathLink(String(input.path), labelOf(view, String(input.path))), valueCell(input.value),

@@ -13,7 +13,7 @@ import { append, badge, h, jsonBlock, pagedTable, table } from "./dom.js";
 import { baseAt, publicationOf, published, viewAt } from "./fold.js";
 import { formatDuration, requestOrdinal } from "./format.js";
 import { barrierLink, discardReason, errorBox, facts, heading, lazy, pathLink, publicationBadge, sectionIn, seqLink, valueCell } from "./inspector_parts_ui.js";
-import { barrierLabelOf, labelOf } from "./labels.js";
+import { barrierLabelOf, fieldLabelOf, labelOf, taskNounOf } from "./labels.js";
 import { branchMarks } from "./publication.js";
 import { STOP_LABELS, stopKind } from "./stopping.js";
 
@@ -28,7 +28,7 @@ import { STOP_LABELS, stopKind } from "./stopping.js";
  */
 export function branchInspector(parent, view, inv, ctx) {
   const barrier = /** @type {Barrier} */ (view.barriers.get(/** @type {string} */ (inv.barrier)));
-  parent.appendChild(heading(labelOf(view, inv.path), `${inv.step} · path ${inv.path}`));
+  parent.appendChild(heading(labelOf(view, inv.path), `${taskNounOf(view, inv.path)} · path ${inv.path}`));
   const status = h("div", "pf-status-line");
   const stopped = stopKind(inv);
   const marks = branchMarks(view, inv.path);
@@ -83,7 +83,7 @@ export function branchInspector(parent, view, inv, ctx) {
     own.appendChild(table("pf-own-table", ["Seq", "Field", "As", "Value", "From", ...(story ? ["At the join"] : [])], lazy(seen.own, (c) => {
       const kind = changeKind(view, c);
       return [
-        seqLink(c.seq), h("code", "pf-mono", `${c.step}.${c.field}`),
+        seqLink(c.seq), h("code", "pf-mono", fieldLabelOf(view, c.step, c.field)),
         h("span", `pf-write-kind pf-write-${kind}`, kind === "join" ? "publication" : kind),
         c.deleted ? h("span", "pf-muted", "removed") : valueCell(c.value),
         c.kind === "join" ? append(h("span"), h("span", "", "inner join "), barrierLink(/** @type {string} */ (c.barrier), barrierLabelOf(view, /** @type {string} */ (c.barrier)))) : h("span", "", "own draft"),
@@ -102,7 +102,7 @@ export function branchInspector(parent, view, inv, ctx) {
       const who = h("span", "pf-who");
       append(who, pathLink(w.path, labelOf(view, w.path)), h("span", "pf-muted pf-mono", ` ${w.path} `), badge("not visible", "conflict"));
       const has = Object.prototype.hasOwnProperty.call(visible[w.step] || {}, w.field);
-      return [who, h("code", "pf-mono", `${w.step}.${w.field}`), w.deleted ? h("span", "pf-muted", "removed") : valueCell(w.value),
+      return [who, h("code", "pf-mono", fieldLabelOf(view, w.step, w.field)), w.deleted ? h("span", "pf-muted", "removed") : valueCell(w.value),
         has ? valueCell(visible[w.step][w.field]) : h("span", "pf-muted", "(absent)")];
     } }, tableState(view, barrier, `invisible:${inv.path}`, "request"), PAGE_SIZE, () => "pf-invisible-row"));
   } else invisible.appendChild(h("p", "pf-muted", "No sibling had written anything yet."));
@@ -147,7 +147,7 @@ function visibleStateTable(view, seen, base) {
     return wrap;
   }
   wrap.appendChild(table("pf-state-table", ["Field", "Value", "From"], lazy(rows, (r) => [
-    h("code", "pf-mono", `${r.step}.${r.field}`),
+    h("code", "pf-mono", fieldLabelOf(view, r.step, r.field)),
     r.kind === "removed" ? h("span", "pf-muted", "(removed)") : valueCell(r.value),
     h("span", `pf-origin pf-origin-${r.kind}`, r.origin),
   ])));
@@ -177,8 +177,8 @@ function publishedView(body, view, barrier, inv, pub) {
     const items = [...pub.replacements.map((f) => ({ f, c: null })), ...pub.contributions.map((c) => ({ f: null, c }))];
     body.appendChild(h("p", "", `Its join published ${where}:`));
     body.appendChild(table("pf-published-table", ["Field", "As", "Value"], lazy(items, ({ f, c }) => (f
-      ? [h("code", "pf-mono", `${f.step}.${f.field}`), h("span", "", f.deleted ? "removal" : "replacement"), f.deleted ? h("span", "pf-muted", "—") : valueCell(f.value)]
-      : [h("code", "pf-mono", `${c.step}.${c.field}`), h("span", "", `contribution to ${c.channel}${c.path !== inv.path ? ` (from ${labelOf(view, c.path)})` : ""}`), valueCell(c.value)]))));
+      ? [h("code", "pf-mono", fieldLabelOf(view, f.step, f.field)), h("span", "", f.deleted ? "removal" : "replacement"), f.deleted ? h("span", "pf-muted", "—") : valueCell(f.value)]
+      : [h("code", "pf-mono", fieldLabelOf(view, c.step, c.field)), h("span", "", `contribution to ${c.channel}${c.path !== inv.path ? ` (from ${labelOf(view, c.path)})` : ""}`), valueCell(c.value)]))));
   }
   body.appendChild(h("p", fate.state === "published" ? "pf-published-yes" : "pf-muted", fate.text));
 }

@@ -274,6 +274,8 @@ export function conflictOf(run, id) {
         reason = `${field} is a single-writer channel and ${who(contributors)} all contributed to it, so the join published nothing.`;
         fix = `Let one branch write ${field}, or declare a channel that combines values (append, keyed_by_branch, sum, …).`;
       }
+      // A trace of another runtime (LangGraph) says its own fix in its own words.
+      if (typeof error.extra?.fix === "string" && error.extra.fix) fix = error.extra.fix;
       return { ...base, kind: "conflict", title: `Conflict on ${field}`, field, step, reason, fix, writers, between };
     }
     case "parallel_mutation": {

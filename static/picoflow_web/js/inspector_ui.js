@@ -18,7 +18,7 @@ import { callsAndEvents } from "./calls_ui.js";
 import { append, badge, h, table } from "./dom.js";
 import { formatDuration, interruptionText, runStatusKind } from "./format.js";
 import { errorBox, facts, heading, lazy, pathLink, sectionIn, seqLink, valueCell } from "./inspector_parts_ui.js";
-import { labelOf } from "./labels.js";
+import { fieldLabelOf, fromLangGraph, labelOf } from "./labels.js";
 import { endedExplanation, endingEvent } from "./stopping.js";
 
 // The inspector's parts live in their own modules; this one stays the door the page imports.
@@ -79,6 +79,10 @@ function rootInspector(parent, view, inv, ctx) {
   const status = h("div", "pf-status-line");
   append(status, badge(view.status, runStatusKind(view.status)), view.conflicts.length ? badge(`${view.conflicts.length} invalidated join${view.conflicts.length > 1 ? "s" : ""}`, "conflict") : null);
   parent.appendChild(status);
+  if (fromLangGraph(view)) {
+    // What the page draws for LangGraph is the tracer's reading of its callbacks.
+    parent.appendChild(h("p", "pf-hint pf-origin-note", "Recorded from LangGraph: supersteps shown as barriers, nodes and Send tasks as branches, channel writes as contributions; timings from callbacks."));
+  }
   parent.appendChild(facts([
     ["Message", view.message ?? ""],
     ["Cursor", view.cursor ?? "—"],
@@ -118,7 +122,7 @@ function rootInspector(parent, view, inv, ctx) {
     for (const [field, value] of Object.entries(fields)) rows.push([step, field, value]);
   }
   wrap.appendChild(rows.length
-    ? table("pf-state-table", ["Field", "Value"], lazy(rows, ([step, field, value]) => [h("code", "pf-mono", `${step}.${field}`), valueCell(value)]))
+    ? table("pf-state-table", ["Field", "Value"], lazy(rows, ([step, field, value]) => [h("code", "pf-mono", fieldLabelOf(view, step, field)), valueCell(value)]))
     : h("p", "pf-muted", "Empty: no step state yet."));
   body.appendChild(wrap);
   if (view.trail.length) {

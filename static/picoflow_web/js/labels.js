@@ -37,7 +37,47 @@ export function barrierLabelOf(run, id) {
   const barrier = run.barriers.get(id);
   if (!barrier) return id;
   const caller = run.invocations.get(barrier.caller);
-  const who = barrier.caller === "" ? barrier.callerStep || "turn" : labelOf(run, barrier.caller);
   const place = caller ? caller.barriers.indexOf(id) : -1;
+  if (fromLangGraph(run)) {
+    // LangGraph's superstep 0 runs `__start__`, which the tracer records as the turn's
+    // input, not as a barrier: the first barrier is superstep 1, as LangGraph numbers it.
+    // The turn is no node, and the tracer's caller step only keeps the graph's state.
+    const name = place >= 0 ? `superstep ${place + 1}` : id;
+    return barrier.caller === "" ? name : `${labelOf(run, barrier.caller)}${SEPARATOR}${name}`;
+  }
+  const who = barrier.caller === "" ? barrier.callerStep || "turn" : labelOf(run, barrier.caller);
   return `${who}${SEPARATOR}barrier ${place >= 0 ? place + 1 : id}`;
+}
+
+/**
+ * Whether `run` was recorded from LangGraph: `LangGraphTracer` names its turns' flow
+ * "LangGraph", or "LangGraph: <graph name>" (the events have no field for their origin).
+ * @param {Run} run @returns {boolean}
+ */
+export function fromLangGraph(run) {
+  return /^LangGraph(:|$)/.test(run.flow || "");
+}
+
+/**
+ * What invocation `path` runs, in the run's words: its step; for a LangGraph run, the
+ * node it ran, or "Send to <node>" for a task a `Send` pushed (the tracer keys those
+ * `<node>:<index>`, a node's own task by its name).
+ * @param {Run} run @param {string} path @returns {string}
+ */
+export function taskNounOf(run, path) {
+  const inv = run.invocations.get(path);
+  if (!inv) return path;
+  if (!fromLangGraph(run)) return inv.step;
+  const key = inv.key || "";
+  const pushed = key.startsWith(`${inv.step}:`) && /^\d+$/.test(key.slice(inv.step.length + 1));
+  return pushed ? `Send to ${inv.step}` : `node ${inv.step}`;
+}
+
+/**
+ * A state field as the run names it: `step.field`; in a LangGraph run, the channel (the
+ * tracer keeps the whole graph state under one step).
+ * @param {Run} run @param {string} step @param {string} field @returns {string}
+ */
+export function fieldLabelOf(run, step, field) {
+  return fromLangGraph(run) ? `channel ${field}` : `${step}.${field}`;
 }

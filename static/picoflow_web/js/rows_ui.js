@@ -17,7 +17,7 @@
 
 import { append, h } from "./dom.js";
 import { errorLabel, errorText, preview } from "./format.js";
-import { barrierLabelOf } from "./labels.js";
+import { barrierLabelOf, fromLangGraph } from "./labels.js";
 import { ROW_HEIGHT, formatSeconds, lane, windowRange } from "./layout.js";
 import { barrierMarks, branchMarks } from "./publication.js";
 import { STOP_LABELS, barrierStopped, stopKind } from "./stopping.js";
@@ -214,12 +214,16 @@ function fillRow(slot, row, selected, run) {
       }
       const joinBadge = marks ? h("span", `pf-badge pf-join-badge pf-badge-${marks.badge.kind}`, marks.badge.label) : null;
       if (joinBadge && marks) joinBadge.title = marks.badge.title;
-      el.title = `barrier ${row.id}: ${b.branches.length} ${b.branches.length === 1 ? "branch" : "branches"}, ${b.policy}, forked by ${b.callerStep}`;
+      // Every LangGraph superstep is atomic: its chip would only crowd out the label.
+      const superstep = fromLangGraph(run);
+      el.title = superstep
+        ? `barrier ${row.id}: ${barrierLabelOf(run, row.id)}, ${b.branches.length} ${b.branches.length === 1 ? "task" : "tasks"}, atomic`
+        : `barrier ${row.id}: ${b.branches.length} ${b.branches.length === 1 ? "branch" : "branches"}, ${b.policy}, forked by ${b.callerStep}`;
       append(tree,
         twisty,
         h("span", "pf-fork-icon"),
         h("span", "pf-row-key pf-barrier-label", barrierLabelOf(run, row.id)),
-        h("span", `pf-chip pf-chip-${b.policy}`, b.policy === "retain-successes" ? "retain" : b.policy),
+        superstep ? null : h("span", `pf-chip pf-chip-${b.policy}`, b.policy === "retain-successes" ? "retain" : b.policy),
         b.checkpoint !== "none" ? h("span", "pf-chip", b.checkpointFailed ? "checkpoint failed" : b.checkpointRevision !== null ? `checkpoint r${b.checkpointRevision}` : "root-join") : null,
         b.maxConcurrency !== null ? h("span", "pf-chip", `≤${b.maxConcurrency}`) : null,
         b.cancelReason !== null ? h("span", "pf-chip pf-chip-cancel", "cancelled") : null,

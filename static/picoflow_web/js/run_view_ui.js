@@ -364,13 +364,15 @@ export function createRunView(options) {
       }), ...(clockMarks <= 400 ? timeMarkElements(view, bounds) : []));
     }
 
-    // Rebuilt when what it shows changed; at most every INSPECTOR_LIVE_MS while live.
+    // Rebuilt when what it shows changed; at most every INSPECTOR_LIVE_MS while live. A
+    // run that has ended is drawn at once: held back, its last batch (the only one of a run
+    // opened after it ended) would leave the panel showing the fold before it, "running".
     const key = inspectorSignature(view, s);
     const selectionKey = `${s.selected}|${s.selectedBarrier}|${pinned ? view.lastSeq : "live"}`;
     if (key !== inspectorKey) {
       const sameSelection = inspectorKey.startsWith(`${selectionKey}#`);
       const wait = INSPECTOR_LIVE_MS - (performance.now() - inspectorAt);
-      if (sameSelection && wait > 0) {
+      if (sameSelection && wait > 0 && view.status === "running") {
         if (!inspectorTimer) inspectorTimer = window.setTimeout(() => { inspectorTimer = 0; current().touch(); }, wait);
       } else {
         inspectorKey = key;

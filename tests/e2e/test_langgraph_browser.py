@@ -1,0 +1,156 @@
+"""The LangGraph demos (runtime/integrations/langgraph_demos.py) on the run page in a real
+browser (Debian's chromium): each demo runs in its own process as a user runs it, shipping
+to a live Daphne through the dashboard sink, and the page must draw it in LangGraph's words
+(superstep, node, ``Send``, channel) with the same tree, lanes and conflict card as our own
+runs; the Turn panel at the run's last event tells how it ended. Screenshots go to
+``test-artifacts/``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.browsing import FRAME, dashboard, logged_in_page, run_ended, shot
+from tests.livedaphne import LiveDaphne, run_manage
+
+pytest.importorskip("playwright.async_api", reason="pip install playwright")
+pytest.importorskip("langgraph")
+
+pytestmark = [pytest.mark.browser, pytest.mark.anyio]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[tuple[LiveDaphne, str, str]]:
+    with dashboard() as (live, password):
+        made = run_manage("create_api_token", "admin", "langgraph", "--scope", "ingest",
+                          env=live.env)
+        assert made.returncode == 0, made.stderr
+        yield live, password, made.stdout.strip().splitlines()[-1]
+
+
+@pytest.fixture
+async def page(server: tuple[LiveDaphne, str, str]) -> AsyncIterator[Any]:
+    live, password, _ = server
+    async with logged_in_page(live.base_url, password) as page:
+        yield page
+
+
+def run_demo(server: tuple[LiveDaphne, str, str], demo: str, *args: str) -> str:
+    """Run ``demo`` as the README says, shipping to the live dashboard; its run id."""
+    live, _, token = server
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith(("DJANGO_", "PYTEST_"))}
+    env.update({"PICOFLOW_DASHBOARD_URL": live.base_url, "PICOFLOW_DASHBOARD_TOKEN": token,
+                "PYTHONPATH": str(ROOT)})
+    done = subprocess.run([sys.executable, "-m", "runtime.integrations.langgraph_demos", demo,
+                           *args], env=env, cwd=ROOT, capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    (line,) = [line for line in done.stdout.splitlines() if line.startswith("run: ")]
+    return line.removeprefix("run: ")
+
+
+async def open_run(page: Any, run_id: str, status: str) -> None:
+    """Open the run's page and wait until it drew every stored event."""
+    await page.goto(f"/runs/{run_id}/")
+    await run_ended(page, status)
+    await page.evaluate(FRAME)
+
+
+async def turn_panel(page: Any) -> str:
+    """The inspector's Turn panel as it stands (the turn is selected when the page opens)."""
+    await page.wait_for_selector('#pf-inspector[data-path=""]:not([data-barrier])')
+    return str(await page.inner_text("#pf-inspector"))
+
+
+async def branches(page: Any) -> dict[str, str]:
+    """The tree's branch rows: key -> path."""
+    rows = await page.eval_on_selector_all(
+        ".pf-branch", "rows => rows.map(r => [r.querySelector('.pf-row-key').textContent,"
+        " r.dataset.path])")
+    return dict(rows)
+
+
+async def barrier_labels(page: Any) -> list[str]:
+    return list(await page.eval_on_selector_all(
+        ".pf-barrier .pf-barrier-label", "labels => labels.map(l => l.textContent)"))
+
+
+async def running_span(page: Any, path: str) -> tuple[float, float]:
+    """Where branch ``path``'s running segment starts and ends on its lane (pixels)."""
+    box = await page.locator(f'.pf-lane[data-path="{path}"] .pf-seg-running').first.bounding_box()
+    assert box is not None, f"no running segment on lane {path}"
+    return box["x"], box["x"] + box["width"]
+
+
+async def test_ab_demo(page: Any, server: tuple[LiveDaphne, str, str]) -> None:
+    """The seed's A/B graph: two supersteps; A2 starts on its lane after B1 ends."""
+    run_id = run_demo(server, "ab", "--unit", "0.05")
+    await open_run(page, run_id, "finished")
+    panel = await turn_panel(page)
+    assert "finished" in panel and "running" not in panel, panel
+    assert re.search(r"Barriers\s+[1-9]", panel) and "Empty: no step state yet" not in panel, panel
+    assert "Recorded from LangGraph" in panel, panel
+    labels = await barrier_labels(page)
+    assert labels and all(label.startswith("superstep ") for label in labels), labels
+    assert "superstep 1" in labels and "superstep 2" in labels, labels
+    keys = await branches(page)
+    assert {"A1", "B1", "A2", "B2"} <= set(keys), keys
+    _, b1_end = await running_span(page, keys["B1"])
+    a2_start, _ = await running_span(page, keys["A2"])
+    assert a2_start >= b1_end - 1, (a2_start, b1_end)
+    await shot(page, "langgraph-ab-turn")
+    await page.click(f'.pf-branch[data-path="{keys["A1"]}"]')
+    await page.wait_for_selector(f'#pf-inspector[data-path="{keys["A1"]}"]')
+    assert "node A1" in await page.inner_text("#pf-inspector .pf-inspector-head")
+    await shot(page, "langgraph-ab")
+
+
+async def test_send_demo(page: Any, server: tuple[LiveDaphne, str, str]) -> None:
+    """A 200-task ``Send`` fan-out: one superstep with 200 branches, each a ``Send``."""
+    run_id = run_demo(server, "send", "--unit", "0.001", "--tasks", "200")
+    await open_run(page, run_id, "finished")
+    panel = await turn_panel(page)
+    assert "finished" in panel and "running" not in panel, panel
+    found = re.search(r"Branches\s+(\d+)", panel)
+    assert found and int(found[1]) >= 200, panel
+    supersteps = dict(await page.eval_on_selector_all(
+        ".pf-barrier", "rows => rows.map(r => [r.dataset.barrier, r.title])"))
+    fan = [barrier for barrier, title in supersteps.items() if ", 200 tasks," in title]
+    assert len(fan) == 1, supersteps
+    assert "superstep" in supersteps[fan[0]], supersteps
+    await page.click(f'.pf-barrier[data-barrier="{fan[0]}"]')
+    await page.wait_for_selector(f'#pf-inspector[data-barrier="{fan[0]}"]')
+    inspector = await page.inner_text("#pf-inspector")
+    assert "200 fulfilled" in inspector and "channel" in inspector, inspector
+    await shot(page, "langgraph-send")
+    keys = await branches(page)
+    sends = [key for key in keys if ":" in key]
+    assert sends, f"no Send task among the rows drawn: {keys}"
+    await page.click(f'.pf-branch[data-path="{keys[sends[0]]}"]')
+    await page.wait_for_selector(f'#pf-inspector[data-path="{keys[sends[0]]}"]')
+    assert "Send" in await page.inner_text("#pf-inspector .pf-inspector-head")
+
+
+async def test_conflict_demo(page: Any, server: tuple[LiveDaphne, str, str]) -> None:
+    """Two nodes write one LastValue key in a superstep: the conflict card names both."""
+    run_id = run_demo(server, "conflict", "--unit", "0.02")
+    await open_run(page, run_id, "failed")
+    panel = await turn_panel(page)
+    assert "failed" in panel and "running" not in panel, panel
+    card = page.locator(".pf-conflicts .pf-conflict").first
+    await card.wait_for()
+    text = await card.inner_text()
+    assert "left" in text and "right" in text, text
+    assert "superstep" in text, text
+    await shot(page, "langgraph-conflict")
