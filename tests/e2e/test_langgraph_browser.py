@@ -153,4 +153,7 @@ async def test_conflict_demo(page: Any, server: tuple[LiveDaphne, str, str]) -> 
     text = await card.inner_text()
     assert "left" in text and "right" in text, text
     assert "superstep" in text, text
+    # In LangGraph's words: a channel, not our step-owned field, and LangGraph's fix.
+    assert "Conflict on channel winner" in text and "state.winner" not in text, text
+    assert "Annotated[T, operator.add]" in text, text
     await shot(page, "langgraph-conflict")

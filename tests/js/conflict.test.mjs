@@ -181,6 +181,7 @@ test("a conflict whose event carries its own fix (a LangGraph trace) shows that 
   assert.deepEqual(r.anomalies, []);
   const c = conflictOf(r, "b0");
   assert.equal(c.kind, "conflict");
-  assert.match(c.reason, /north \(0\) and south \(1\), replaced state\.pick/);
+  assert.match(c.reason, /north \(0\) and south \(1\), replaced channel pick/);
+  assert.equal(c.title, "Conflict on channel pick");
   assert.equal(c.fix, fix);
 });

@@ -13,6 +13,7 @@
 
 import { diffValue } from "./diff.js";
 import { baseAt } from "./fold.js";
+import { fieldLabelOf } from "./labels.js";
 
 /** @typedef {import("./fold.js").Run} Run */
 /** @typedef {import("./fold.js").Barrier} Barrier */
@@ -256,7 +257,8 @@ export function conflictOf(run, id) {
   const first = problem[0];
   const step = String(error.extra?.step ?? first?.step ?? "");
   const name = String(error.extra?.field ?? first?.field ?? "");
-  const field = step && name ? `${step}.${name}` : null;
+  // A LangGraph run's state is its channels (labels.js): "channel winner", not "state.winner".
+  const field = step && name ? fieldLabelOf(run, step, name) : null;
   const who = (/** @type {Writer[]} */ ws) => listed([...new Set(ws.map((w) => `${w.key} (${w.path})`))]);
   switch (code) {
     case "parallel_state_conflict": {

@@ -10,7 +10,7 @@ import { differencePlace } from "./diff.js";
 import { append, badge, h, jsonBlock, table } from "./dom.js";
 import { preview } from "./format.js";
 import { barrierLink, pathLink, seqLink, valueCell } from "./inspector_parts_ui.js";
-import { barrierLabelOf, labelOf } from "./labels.js";
+import { barrierLabelOf, fieldLabelOf, fromLangGraph, labelOf } from "./labels.js";
 
 /** @typedef {import("./fold.js").Run} Run */
 /** @typedef {import("./fold.js").Invocation} Invocation */
@@ -112,7 +112,7 @@ export function conflictCard(view, barrier, options = {}) {
     facts2.appendChild(row);
   };
   if (c.field) fact("Field", h("code", "pf-mono pf-conflict-field", c.field), "pf-conflict-field-row");
-  if (c.step) fact("Owned by", h("code", "pf-mono pf-conflict-step", c.step), "pf-conflict-step-row");
+  if (c.step && !fromLangGraph(view)) fact("Owned by", h("code", "pf-mono pf-conflict-step", c.step), "pf-conflict-step-row");
   fact("Why", c.reason, "pf-conflict-reason");
   fact("Fix", c.fix, "pf-conflict-fix");
   if (c.initial !== undefined) fact("Reduced from", valueCell(c.initial), "pf-conflict-initial");
@@ -125,7 +125,7 @@ export function conflictCard(view, barrier, options = {}) {
     const hasResult = problem.some((w) => w.result !== undefined);
     const columns = ["Branch", "Write", "As", "Proposed value", "Base at its fork", ...(hasResult ? ["Its view after"] : []), "Event"];
     card.appendChild(table("pf-provenance", columns, problem.map((w) => [
-      writerWho(view, w), h("code", "pf-mono", `${w.step}.${w.field}`),
+      writerWho(view, w), h("code", "pf-mono", fieldLabelOf(view, w.step, w.field)),
       badge(WRITE_LABELS[w.kind], "conflict"),
       w.hasValue ? valueCell(w.value) : h("span", "pf-muted", w.kind === "removal" ? "(removed)" : "—"),
       baseCell(w),
@@ -173,7 +173,7 @@ export function conflictCard(view, barrier, options = {}) {
     card.appendChild(h("h3", "pf-subtitle", `Other writes of these branches: not part of the ${noun}`));
     card.appendChild(h("p", "pf-hint", `Nothing was wrong with these, but a join that is invalidated publishes nothing, so they were discarded with the rest.`));
     card.appendChild(table("pf-bystanders", ["Branch", "Write", "As", "Value", "Event"], others.map((w) => [
-      writerWho(view, w), h("code", "pf-mono", `${w.step}.${w.field}`),
+      writerWho(view, w), h("code", "pf-mono", fieldLabelOf(view, w.step, w.field)),
       append(h("span"), badge(WRITE_LABELS[w.kind], "muted"), h("span", "pf-muted pf-small", ` not part of the ${noun}`)),
       w.hasValue ? valueCell(w.value) : h("span", "pf-muted", "(removed)"),
       writeEventLink(w),
