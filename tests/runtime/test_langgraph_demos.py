@@ -99,6 +99,14 @@ async def test_ab_demo_a2_starts_after_b1_ends() -> None:
     assert nodes["A2"]["started"].seq > nodes["B1"]["ended"].seq
     assert nodes["A2"]["started"].offset >= nodes["B1"]["ended"].offset
     assert forks[1].seq > max(nodes["A1"]["ended"].seq, nodes["B1"]["ended"].seq)
+    # In the seed's units (lower bounds only: a sleep lasts at least its units): A2 was
+    # ready at 1 unit, when A1 ended, and started at 10, when B1 did; the turn ends at 11.
+    def units(event: ev.Event) -> float:
+        return event.offset / UNIT
+
+    assert units(nodes["A1"]["ended"]) >= 1
+    assert units(nodes["A2"]["started"]) >= 10
+    assert units(events[-1]) >= 11
     assert all(isinstance(nodes[n]["ended"], ev.BranchFulfilled) for n in nodes)
     assert isinstance(events[0], ev.TurnStarted)
     assert isinstance(events[-1], ev.TurnFinished)
