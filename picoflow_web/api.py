@@ -37,7 +37,7 @@ from picoflow_web.bodies import answer
 from picoflow_web.engine import get_engine
 from picoflow_web.errors import error
 from picoflow_web.jsonbody import MAX_BODY_BYTES, read_json
-from runtime.events import MAX_ID_CHARS, id_problem
+from runtime.events import MAX_ID_CHARS, MAX_SOURCE_CHARS, id_problem, source_problem
 
 View = Callable[..., Awaitable[HttpResponse]]
 
@@ -390,8 +390,15 @@ async def ai_end(request: HttpRequest) -> HttpResponse:
 
 def _origin(request: HttpRequest) -> dict[str, Any]:
     pid = request.headers.get("PicoFlow-Origin-Pid", "")
-    return {"kind": "remote", "host": request.headers.get("PicoFlow-Origin-Host", "")[:200],
-            "pid": int(pid) if pid.isdigit() else None}
+    origin: dict[str, Any] = {
+        "kind": "remote", "host": request.headers.get("PicoFlow-Origin-Host", "")[:200],
+        "pid": int(pid) if pid.isdigit() else None}
+    # What recorded the runs (LangGraphTracer sends "LangGraph"), for the origin label:
+    # cut like the host; one that is not then a line of printable ASCII is left out.
+    source = request.headers.get("PicoFlow-Origin-Source", "")[:MAX_SOURCE_CHARS].strip()
+    if source and source_problem(source) is None:
+        origin["source"] = source
+    return origin
 
 
 @api_view("POST", scope="ingest")

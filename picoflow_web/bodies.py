@@ -63,6 +63,9 @@ class RunSummary(_Open):
     started_at: str | None
     finished_at: str | None
     origin: dict[str, Any]
+    """Where the run executed, with a ``label`` for pages: ``kind`` ``server``, ``worker``,
+    ``import`` or ``remote`` (shipped to ``/api/ingest``: ``host``, ``pid`` and, when the
+    sender named what recorded the run, ``source``, such as ``LangGraph``)."""
     interruption: dict[str, Any] | None
     worker: str | None
     cancel_requested: dict[str, Any] | None

@@ -213,7 +213,8 @@ class Run(models.Model):
         return self.origin.get("kind") == "import"
 
     def origin_info(self) -> dict[str, object]:
-        """The origin with a label for pages: ``worker <id>``, ``host (pid N)``,
+        """The origin with a label for pages: ``worker <id>``, ``host (pid N)`` (``<source>
+        on host (pid N)`` when the sender named what recorded the run: ``LangGraph``),
         ``imported`` (``imported as a copy of <id>``) or ``server``."""
         if self.is_imported:
             copy_of = self.origin.get("copy_of")
@@ -232,6 +233,9 @@ class Run(models.Model):
             return {"kind": "server", "label": "server"}
         host, pid = self.origin.get("host") or "unknown host", self.origin.get("pid")
         label = f"{host} (pid {pid})" if pid is not None else str(host)
+        source = self.origin.get("source")
+        if source:
+            label = f"{source} on {label}"
         return {**self.origin, "label": label}
 
 

@@ -437,14 +437,16 @@ class FlowEngine:
         return _SessionLock(self._locks, session_id)
 
 
-def dashboard_from_env(environ: Mapping[str, str] = os.environ) -> DashboardSink | None:
+def dashboard_from_env(environ: Mapping[str, str] = os.environ, *,
+                       source: str | None = None) -> DashboardSink | None:
     """A :class:`DashboardSink` for ``PICOFLOW_DASHBOARD_URL`` and
-    ``PICOFLOW_DASHBOARD_TOKEN``, or None unless both are set (empty counts as unset)."""
+    ``PICOFLOW_DASHBOARD_TOKEN``, or None unless both are set (empty counts as unset).
+    ``source`` names what records the runs in the dashboard's origin label."""
     url = environ.get("PICOFLOW_DASHBOARD_URL", "").strip()
     token = environ.get("PICOFLOW_DASHBOARD_TOKEN", "").strip()
     if not (url and token):
         return None
-    return DashboardSink(url, token)
+    return DashboardSink(url, token, source=source)
 
 
 class _SessionLock:

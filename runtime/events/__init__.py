@@ -28,7 +28,7 @@ Note that ``runtime.events.fold`` is the function :func:`fold`; the module is im
 from __future__ import annotations
 
 from .bus import EventBus, EventSink
-from .dashboard import DashboardSink
+from .dashboard import MAX_SOURCE_CHARS, DashboardSink, source_problem
 from .fold import (
     Anomaly,
     Applied,
@@ -125,6 +125,7 @@ __all__ = [
     "ID_CHARACTERS",
     "ID_PATTERN",
     "MAX_ID_CHARS",
+    "MAX_SOURCE_CHARS",
     "MAX_VALUE_CHARS",
     "SCHEMA_VERSION",
     "STRICT",
@@ -213,5 +214,6 @@ __all__ = [
     "safe_list",
     "safe_text",
     "safe_value",
+    "source_problem",
     "view_at",
 ]

@@ -15,8 +15,9 @@ releases the lock.
 The ingest contract, client side:
 
 * ``POST {url}/api/ingest`` with ``Authorization: Bearer <token>``, ``Content-Type:
-  application/x-ndjson``, ``PicoFlow-Origin-Host`` and ``PicoFlow-Origin-Pid``; the body is
-  one event per line, of any number of runs, in emission order. A 200 reply names the last
+  application/x-ndjson``, ``PicoFlow-Origin-Host``, ``PicoFlow-Origin-Pid`` and, when the
+  sink names one, ``PicoFlow-Origin-Source`` (what records the runs: ``LangGraph``); the
+  body is one event per line, of any number of runs, in emission order. A 200 reply names the last
   stored seq of each run of the request; events the reply does not acknowledge are kept and
   sent again.
 * Resending is idempotent (the server ignores seqs it already stored), so 5xx, 429
@@ -79,6 +80,21 @@ logger = logging.getLogger("picoflow")
 _TERMINAL = frozenset({"turn.finished", "turn.failed"})
 _SPECIAL = frozenset({"turn.started", "turn.finished", "turn.failed", "sink.overflowed"})
 _LIVE: weakref.WeakSet[DashboardSink] = weakref.WeakSet()
+
+MAX_SOURCE_CHARS = 40
+"""The longest ``PicoFlow-Origin-Source`` the dashboard keeps (it cuts a longer one)."""
+
+
+def source_problem(source: str) -> str | None:
+    """Why ``source`` cannot name what recorded a run (None when it can): it is shown in
+    the dashboard's origin label, so it is a short line of printable ASCII, not blank."""
+    if not source.strip():
+        return "is blank"
+    if len(source) > MAX_SOURCE_CHARS:
+        return f"is longer than {MAX_SOURCE_CHARS} characters"
+    if not all(" " <= char <= "~" for char in source):
+        return "has characters other than printable ASCII"
+    return None
 
 
 class _Line(NamedTuple):
@@ -145,6 +161,8 @@ class DashboardSink:
         outage_seconds: when every attempt has failed for this long (the dashboard is
             down, not slow), the sink stops holding runs: they go on, and what exceeds
             ``hard_cap`` meanwhile is dropped and reported.
+        source: what records the runs (``"LangGraph"``), for the dashboard's origin label;
+            at most :data:`MAX_SOURCE_CHARS` printable ASCII characters.
     """
 
     def __init__(
@@ -163,10 +181,14 @@ class DashboardSink:
         max_backoff: float = 5.0,
         outage_seconds: float = 60.0,
         name: str = "dashboard",
+        source: str | None = None,
     ) -> None:
         parts = urllib.parse.urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"Dashboard URL must be http(s)://host[:port][/path], not {url!r}.")
+        problem = None if source is None else source_problem(source)
+        if problem:
+            raise ValueError(f"The sink's source {source!r} {problem}.")
         self.name = name
         self.url = url.rstrip("/")
         self._parts = parts
@@ -176,6 +198,8 @@ class DashboardSink:
             "PicoFlow-Origin-Host": socket.gethostname(),
             "PicoFlow-Origin-Pid": str(os.getpid()),
         }
+        if source is not None:
+            self._headers["PicoFlow-Origin-Source"] = source
         self.batch_events = max(1, batch_events)
         self.batch_bytes = batch_bytes
         self.batch_seconds = batch_seconds

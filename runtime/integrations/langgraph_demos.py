@@ -39,7 +39,7 @@ from langgraph.errors import InvalidUpdateError
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 
-from .langgraph import LangGraphTracer
+from .langgraph import SOURCE, LangGraphTracer
 
 DEFAULT_UNIT = 0.05
 """Seconds per time unit of the demos (the seed's example is in whole seconds)."""
@@ -205,7 +205,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from ..events.sinks import JsonlSink
 
         jsonl = JsonlSink(args.jsonl)
-        dashboard = dashboard_from_env()
+        dashboard = dashboard_from_env(source=SOURCE)
         sinks = [jsonl] if dashboard is None else [jsonl, dashboard]
     try:
         tracer, output = anyio.run(run_demo, args.demo, args.unit, args.tasks, sinks)

@@ -150,6 +150,21 @@ async def test_batches_many_events_into_few_requests_in_emission_order(
     assert headers["PicoFlow-Origin-Pid"] == str(os.getpid())
 
 
+async def test_a_named_source_travels_in_every_request_and_a_bad_one_is_refused(
+        server: IngestServer, make_sink: Callable[..., DashboardSink]) -> None:
+    plain, named = make_sink(), make_sink(source="LangGraph")
+    await fan_turn(plain, n=2)
+    await fan_turn(named, n=2)
+    await flush(plain)
+    await flush(named)
+    sources = [r.headers.get("PicoFlow-Origin-Source") for r in server.of("ingest")]
+    assert None in sources and "LangGraph" in sources
+    assert set(sources) == {None, "LangGraph"}
+    for bad in ("", "x" * 41, "Lang\u00e9", "Lang\nGraph", "Lang\x7fGraph"):
+        with pytest.raises(ValueError, match="source"):
+            DashboardSink(server.url, server.token, source=bad)
+
+
 async def test_a_request_stays_under_batch_bytes(
         server: IngestServer, make_sink: Callable[..., DashboardSink],
         dumps: list[int]) -> None:

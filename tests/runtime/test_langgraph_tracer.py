@@ -253,6 +253,9 @@ def test_with_no_sinks_it_ships_to_the_dashboard_of_the_environment(
         stored = server.stored[run_id]
         assert stored[0].type == "turn.started" and stored[-1].type == "turn.finished"
         assert fold(stored).barriers["b1"].outcome == "published"
+        # The dashboard labels the run's origin "LangGraph" by this header.
+        sources = {r.headers.get("PicoFlow-Origin-Source") for r in server.requests}
+        assert sources == {"LangGraph"}
 
 
 @pytest.fixture(autouse=True)

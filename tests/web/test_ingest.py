@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 from datetime import timedelta
+from html import escape
 from typing import Any
 
 import anyio
@@ -101,6 +102,44 @@ async def test_a_remote_turn_is_stored_as_sent_and_its_run_made_from_its_events(
     assert run.reply is not None and run.reply["success"] is True
     assert run.reply["message"].startswith("3 of 3 teams answered")
     assert run.summary()["origin"]["label"] == "laptop-7 (pid 4242)"
+
+
+async def _source_run(run_id: str, source: str) -> dict[str, Any]:
+    """Ingest a turn sent with ``PicoFlow-Origin-Source: source``; the run's API origin,
+    after checking the run page and the runs list show the label as text."""
+    lines = await recorded_turn(run_id)
+    token = await ingest_token(f"shipper-{run_id}")
+    headers = {**ORIGIN, **bearer(token), "PicoFlow-Origin-Source": source}
+    reply = await AsyncClient().post("/api/ingest", data=body_of(lines).encode(),
+                                     content_type=NDJSON, headers=headers)
+    assert reply.status_code == 200, reply.json()
+    viewer = AsyncClient()
+    await sync_to_async(viewer.force_login)(await amake_user(f"viewer-{run_id}"))
+    origin: dict[str, Any] = (await viewer.get(f"/api/runs/{run_id}")).json()["run"]["origin"]
+    listed = (await viewer.get("/api/runs")).json()["runs"]
+    assert [r["origin"] for r in listed if r["id"] == run_id] == [origin]
+    page = (await viewer.get(f"/runs/{run_id}/")).content.decode()
+    shown = re.search(r'<dd id="pf-origin"[^>]*>(.*?)</dd>', page)
+    assert shown is not None and shown.group(1) == f"remote · {escape(origin['label'])}"
+    return origin
+
+
+async def test_a_named_source_labels_the_origin_and_a_bad_one_is_clamped_or_dropped(
+        ) -> None:
+    origin = await _source_run("lg-1", "LangGraph")
+    assert origin == {"kind": "remote", "host": "laptop-7", "pid": 4242,
+                      "source": "LangGraph", "label": "LangGraph on laptop-7 (pid 4242)"}
+    assert (await _source_run("lg-2", "x" * 500))["source"] == "x" * 40
+    script = await _source_run("lg-3", "<script>alert(1)</script>")
+    assert script["label"] == "<script>alert(1)</script> on laptop-7 (pid 4242)"
+    # The client sends a header's text as latin-1 bytes: "Lang\u00e9" is the raw byte 0xE9,
+    # and the second value the UTF-8 bytes of "Lang\u00e9" as they arrive.
+    utf8 = "Lang\u00e9".encode().decode("latin-1")
+    for run_id, bad in (("lg-4", "Lang\u00e9"), ("lg-5", utf8), ("lg-6", " "),
+                        ("lg-7", "Lang\tGraph")):
+        dropped = await _source_run(run_id, bad)
+        assert "source" not in dropped, bad
+        assert dropped["label"] == "laptop-7 (pid 4242)"
 
 
 async def test_resending_what_is_stored_is_accepted_and_stores_nothing_twice() -> None:

@@ -87,6 +87,6 @@ read synchronously from the callback (an async-only saver on the event loop).
 from __future__ import annotations
 
 from ._superstep import STATE_STEP
-from ._tracer import LangGraphTracer
+from ._tracer import SOURCE, LangGraphTracer
 
-__all__ = ["STATE_STEP", "LangGraphTracer"]
+__all__ = ["SOURCE", "STATE_STEP", "LangGraphTracer"]

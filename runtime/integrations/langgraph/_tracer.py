@@ -59,6 +59,10 @@ class _Where:
     is_task: bool = False
 
 
+SOURCE = "LangGraph"
+"""The origin the dashboard shows for the runs the tracer ships to it."""
+
+
 class LangGraphTracer(BaseCallbackHandler):
     """Records compiled LangGraph graphs' invocations as PicoFlow runs.
 
@@ -67,7 +71,8 @@ class LangGraphTracer(BaseCallbackHandler):
             inferred, see :mod:`runtime.integrations.langgraph`).
         sinks: where the events go; None ships them to the dashboard that
             ``PICOFLOW_DASHBOARD_URL`` and ``PICOFLOW_DASHBOARD_TOKEN`` name, as
-            :class:`~runtime.FlowEngine` does (nowhere when they are unset).
+            :class:`~runtime.FlowEngine` does (nowhere when they are unset), with the
+            origin :data:`SOURCE`.
     """
 
     run_inline = True  # on asyncio: called on the loop in order, not from a thread
@@ -76,7 +81,7 @@ class LangGraphTracer(BaseCallbackHandler):
     def __init__(self, graph: Any = None, *, sinks: Iterable[ev.EventSink] | None = None
                  ) -> None:
         super().__init__()
-        self.dashboard = dashboard_from_env() if sinks is None else None
+        self.dashboard = dashboard_from_env(source=SOURCE) if sinks is None else None
         """The dashboard sink of the environment (``sinks=None``); :meth:`close` closes
         it."""
         self.sinks: list[ev.EventSink] = list(sinks) if sinks is not None else (
