@@ -34,7 +34,7 @@ import anyio
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ratios import ratio, spread
+from ratios import interleaved, ratio, spread
 
 from runtime import (
     Flow,
@@ -180,19 +180,6 @@ def langgraph_fanout(n: int, kind: str) -> Any:
 
     return run
 
-
-def interleaved(reps: int, variants: dict[str, Any]) -> dict[str, list[float]]:
-    """Every variant once per round, rounds repeated: drift on a shared machine hits all
-    variants alike, so per-round ratios stay comparable. Two warm-up rounds; a collection
-    before each variant, so none pays for the garbage of the one before."""
-    samples: dict[str, list[float]] = {name: [] for name in variants}
-    for round_ in range(reps + 2):
-        for name, fn in variants.items():
-            gc.collect()
-            elapsed = anyio.run(fn)
-            if round_ >= 2:
-                samples[name].append(elapsed)
-    return samples
 
 
 def main() -> None:

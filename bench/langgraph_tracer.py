@@ -29,7 +29,6 @@ the run), so nothing leaves the process.
 from __future__ import annotations
 
 import argparse
-import gc
 import os
 import statistics
 import sys
@@ -38,14 +37,12 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-import anyio
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.tracers.run_collector import RunCollectorCallbackHandler
-from ratios import ratio, spread
+from ratios import interleaved, ratio, spread
 
 from runtime.events.sinks import MemorySink
 from runtime.integrations.langgraph import LangGraphTracer
@@ -109,18 +106,6 @@ def variants(n: int) -> dict[str, Callable[[], Awaitable[float]]]:
         "langchain_inline": timed(lambda: [InlineRunCollector()], collector_check),
     }
 
-
-def interleaved(reps: int, runs: dict[str, Callable[[], Awaitable[float]]],
-                ) -> dict[str, list[float]]:
-    """Every variant once per round after two warm-up rounds, a collection before each."""
-    samples: dict[str, list[float]] = {name: [] for name in runs}
-    for round_ in range(reps + 2):
-        for name, fn in runs.items():
-            gc.collect()
-            elapsed = anyio.run(fn)
-            if round_ >= 2:
-                samples[name].append(elapsed)
-    return samples
 
 
 def main() -> None:

@@ -7,8 +7,11 @@ quartiles of those ratios) says how far one run can be trusted.
 
 from __future__ import annotations
 
+import gc
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+
+import anyio
 
 
 def per_round(samples: Mapping[str, Sequence[float]], top: str, bottom: str) -> list[float]:
@@ -28,3 +31,19 @@ def spread(samples: Mapping[str, Sequence[float]], top: str, bottom: str,
     low, high = (statistics.quantiles(values, n=4)[::2] if len(values) >= 4
                  else (min(values), max(values)))
     return f"[{low:.{digits}f}-{high:.{digits}f}]"
+
+
+def interleaved(reps: int, variants: Mapping[str, Callable[[], Awaitable[float]]],
+                ) -> dict[str, list[float]]:
+    """Every variant once per round (each an async function answering its own elapsed
+    seconds), rounds repeated: drift on a shared machine hits all variants alike, so
+    per-round ratios stay comparable. Two warm-up rounds; a collection before each variant,
+    so none pays for the garbage of the one before."""
+    samples: dict[str, list[float]] = {name: [] for name in variants}
+    for round_ in range(reps + 2):
+        for name, fn in variants.items():
+            gc.collect()
+            elapsed = anyio.run(fn)
+            if round_ >= 2:
+                samples[name].append(elapsed)
+    return samples
