@@ -359,6 +359,13 @@ def _read_reply(status: int, headers: Mapping[str, str], body: bytes,
         if data["success"] and status == 200:
             return ended("fulfilled", attempts, **fields)
         return ended("failed", attempts, error=data["message"], **fields)
+    if status == 202:
+        # The app's wait for the turn ran out (a dashboard's PICOFLOW_RUN_WAIT): the child
+        # runs on, so it is this call's timeout, never a reason to send it again.
+        follow = data.get("follow") if isinstance(data, dict) else None
+        return ended("timed_out", attempts, http_status=status,
+                     error="the app still runs the child after its own wait"
+                     + (f"; follow it at {follow}" if isinstance(follow, str) else ""))
     if status >= 500:
         return ended("error", attempts, http_status=status,
                      error=f"the app answered {status} (the child may have run)")

@@ -71,6 +71,11 @@ def start_self_app() -> tuple[SelfApp, Callable[[], None]]:
             if what in ("401", "503", "500"):
                 data = {"error": "no", "code": "refused", "message": f"answered {what}"}
                 return self._send(int(what), json.dumps(data).encode())
+            if what == "202":  # the dashboard's answer when its wait for the turn ran out
+                run_id = self.headers["PicoFlow-Run-Id"]
+                data = {"run": run_id, "status": "running", "follow": f"/api/runs/{run_id}",
+                        "message": "still running"}
+                return self._send(202, json.dumps(data).encode())
             if what == "junk":
                 return self._send(200, b'{"nope": true}')
             if what == "html":  # a flow whose reply is not plain text: its own payload

@@ -112,12 +112,12 @@ async def test_batches_run_in_order_each_item_once_with_its_own_run_and_session(
 
 async def test_failures_are_data_and_only_safe_ones_are_retried() -> None:
     Survey.options = {"timeout": 0.5}
-    Survey.items = list(range(7))
+    Survey.items = list(range(8))
     with self_app() as app:
         app.behaviour = {0: ["fail"], 1: ["slow"], 2: ["401"], 3: ["503", "503", "ok"],
-                         4: ["500"], 5: ["junk"], 6: ["html"]}
+                         4: ["500"], 5: ["junk"], 6: ["html"], 7: ["202"]}
         reply, events = await _coordinate(app)
-    assert reply.success and reply.message == "2 of 7 answered"
+    assert reply.success and reply.message == "2 of 8 answered"
     by_item = {r.item: r for r in Survey.seen}
     assert by_item[0].status == "failed" and by_item[0].error_code == "step_failed"
     assert by_item[0].message == "child 0 failed"
@@ -128,10 +128,13 @@ async def test_failures_are_data_and_only_safe_ones_are_retried() -> None:
     assert by_item[5].status == "malformed" and by_item[5].http_status == 200
     assert by_item[6].status == "fulfilled" and by_item[6].content_type == "text/html"
     assert by_item[6].message == "<p>report</p>"
+    # The app still runs the child after its own wait: a timeout (the child runs on), not
+    # a malformed reply, and never sent again.
+    assert by_item[7].status == "timed_out" and by_item[7].http_status == 202
     # Sent once each, but for the 503s (the app did not start the child): never a child
     # that may have run (the timeout, the 500, the failure) twice.
-    counts = {i: sum(1 for r in app.requests if r["item"] == i) for i in range(7)}
-    assert counts == {0: 1, 1: 1, 2: 1, 3: 3, 4: 1, 5: 1, 6: 1}
+    counts = {i: sum(1 for r in app.requests if r["item"] == i) for i in range(8)}
+    assert counts == {0: 1, 1: 1, 2: 1, 3: 3, 4: 1, 5: 1, 6: 1, 7: 1}
     # A retry resends the same run id: the app can refuse a second run of it.
     assert len({r["headers"]["PicoFlow-Run-Id"] for r in app.requests if r["item"] == 3}) == 1
     finished = {e.item: e for e in _of(events, "concurrent.child_finished")}
@@ -140,7 +143,7 @@ async def test_failures_are_data_and_only_safe_ones_are_retried() -> None:
     assert finished[0].error is not None and finished[0].error.code == "step_failed"
     assert [e.attempt for e in _of(events, "concurrent.child_started") if e.item == 3] == [1, 2, 3]
     assert [(e.fulfilled, e.failed) for e in _of(events, "concurrent.batch_finished")] == \
-        [(1, 3), (1, 2)]
+        [(1, 3), (1, 3)]
 
 
 async def test_an_app_that_is_down_is_retried_then_reported_unreachable() -> None:
