@@ -77,8 +77,8 @@ class LimitedHTTPChannel(http.HTTPChannel):
         self.setTimeout(LINGER_SECONDS)  # type: ignore[no-untyped-call]
 
     def _respondToBadRequestAndDisconnect(self) -> None:
-        # What Twisted itself finds malformed before the application sees it (a bad request
-        # line or header, a multipart body it cannot parse) got a bare, bodiless 400.
+        # Twisted's answer to what it finds malformed before the application sees it (a bad
+        # request line or header, a multipart body it cannot parse): in the error shape too.
         transport: Any = self.transport
         transport.write(_answer(400, "Bad Request", "malformed_request",
                                 "The request is not well-formed HTTP (request line, headers "

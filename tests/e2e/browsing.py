@@ -109,6 +109,15 @@ def dashboard(env: Mapping[str, str] | None = None, **kwargs: Any) -> Iterator[t
         yield live, (live.data_dir / "admin_password").read_text().strip()
 
 
+def admin_token(live: Any, name: str, scope: str) -> str:
+    """A new API token of the first user, with ``scope``, named ``name``."""
+    from tests.livedaphne import run_manage
+
+    made = run_manage("create_api_token", "admin", name, "--scope", scope, env=live.env)
+    assert made.returncode == 0, made.stderr
+    return str(made.stdout.strip().splitlines()[-1])
+
+
 async def shot(page: Any, name: str) -> None:
     """A full-page screenshot in ``test-artifacts/<name>.png``."""
     ARTIFACTS.mkdir(exist_ok=True)

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.browsing import FRAME, dashboard, logged_in_page, run_ended, shot
-from tests.livedaphne import LiveDaphne, run_manage
+from tests.e2e.browsing import FRAME, admin_token, dashboard, logged_in_page, run_ended, shot
+from tests.livedaphne import LiveDaphne
 
 pytest.importorskip("playwright.async_api", reason="pip install playwright")
 pytest.importorskip("langgraph")
@@ -32,10 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def server() -> Iterator[tuple[LiveDaphne, str, str]]:
     with dashboard() as (live, password):
-        made = run_manage("create_api_token", "admin", "langgraph", "--scope", "ingest",
-                          env=live.env)
-        assert made.returncode == 0, made.stderr
-        yield live, password, made.stdout.strip().splitlines()[-1]
+        yield live, password, admin_token(live, "langgraph", "ingest")
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.browsing import dashboard, logged_in_page, run_ended, shot
+from tests.e2e.browsing import admin_token, dashboard, logged_in_page, run_ended, shot
 from tests.livedaphne import LiveDaphne, run_manage
 
 playwright_api = pytest.importorskip("playwright.async_api", reason="pip install playwright")
@@ -38,10 +38,7 @@ enough for the kill test to see the interruption soon."""
 def server() -> Iterator[tuple[LiveDaphne, str, str]]:
     with dashboard({"PICOFLOW_REMOTE_TIMEOUT": str(REMOTE_TIMEOUT)},
                    extra_args=("--websocket-max-message-size", "67108864")) as (live, password):
-        made = run_manage("create_api_token", "admin", "remote", "--scope", "ingest",
-                          env=live.env)
-        assert made.returncode == 0, made.stderr
-        yield live, password, made.stdout.strip().splitlines()[-1]
+        yield live, password, admin_token(live, "remote", "ingest")
 
 
 @pytest.fixture
