@@ -1,0 +1,1 @@
+"""Configuration: settings, environment variables, the app's settings, checks."""

@@ -1,0 +1,1 @@
+"""Reads and stored shapes: the event log, session documents, selectors, queries, redaction."""

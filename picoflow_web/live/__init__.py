@@ -1,0 +1,1 @@
+"""Live updates: channel-layer groups, the relay, websocket consumers, the ASGI stack."""
