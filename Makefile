@@ -4,7 +4,7 @@
 #               create the first user, start Daphne and workers (data in var/), with
 #               Django's debug page on (PICOFLOW_DEBUG=1; `make run PICOFLOW_DEBUG=0`: off)
 #   make test   install with the dev extra, then ruff, mypy, pytest, node tests
-#   make lint   ruff and mypy only
+#   make lint   ruff, mypy, and tsc over the browser's data modules (npm installs TypeScript)
 #   make bench  benchmarks against their baselines (installs LangGraph)
 #   make clean  remove caches and collected static files (keeps .venv and the rest of var/)
 
@@ -56,20 +56,35 @@ venv: $(VENV)/.installed-dev
 run: $(VENV)/.installed-base
 	PICOFLOW_DEBUG=$(PICOFLOW_DEBUG) $(BIN)/picoflow-web serve --host $(HOST) --port $(PORT)
 
-lint: $(VENV)/.installed-dev
+# mypy's Django plugin imports the settings, which create a data folder (secret key, SQLite
+# file): a throwaway one, so linting leaves nothing behind.
+lint: $(VENV)/.installed-dev node_modules/.installed
 	$(BIN)/ruff check .
 	@if [ -n "$$(find runtime -name '*.py' -print -quit 2>/dev/null)" ]; then \
-		echo "$(BIN)/mypy"; $(BIN)/mypy; \
+		echo "$(BIN)/mypy"; data="$$(mktemp -d)"; \
+		PICOFLOW_DATA_DIR="$$data" $(BIN)/mypy; status=$$?; rm -rf "$$data"; exit $$status; \
 	else \
 		echo "mypy: skipped, runtime/ has no Python files yet"; \
 	fi
+	node_modules/.bin/tsc -p tsconfig.json
+
+# TypeScript is a dev tool only (tsc checks the browser's data modules, emits nothing), at
+# the version package-lock.json pins; installed again when the lock changes.
+node_modules/.installed: package.json package-lock.json
+	@command -v npm >/dev/null || { echo "npm not found; install nodejs and npm"; exit 1; }
+	npm ci --no-audit --no-fund
+	@touch $@
+
+# Two pytest-xdist workers (one per core of CI's machine); a module's tests stay on one worker
+# (groups: tests/conftest.py). The slowest tests are listed at the end of the output.
+PYTEST_ARGS ?= -n 2 --dist loadfile --no-loadscope-reorder --durations=20
 
 # scripts/ensure_services.sh: as root, apt-get installs redis-server, postgresql and
 # chromium if missing; it also pip-installs the test-services extra (psycopg,
 # channels-redis, websockets, playwright). Quiet and quick when all is there.
 test: lint
 	@bash scripts/ensure_services.sh "$(PY)"
-	$(BIN)/pytest
+	$(BIN)/pytest $(PYTEST_ARGS)
 	@if ls tests/js/*.test.mjs >/dev/null 2>&1; then \
 		echo "node --test tests/js/*.test.mjs"; node --test tests/js/*.test.mjs; \
 	else \
@@ -95,4 +110,4 @@ clean:
 	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
 
 distclean: clean
-	rm -rf $(VENV)
+	rm -rf $(VENV) node_modules

@@ -1,7 +1,7 @@
 """Build hook: the wheel carries the top-level ``templates/`` and ``static/`` folders.
 
 They stay at the repository's top level (where the checkout uses them, see
-``picoflow_web/locations.py``); building copies them into the package as
+``picoflow_web/config/locations.py``); building copies them into the package as
 ``picoflow_web/templates`` and ``picoflow_web/static``, where Django's app-directories
 template loader and static files finder find them in any project. All other metadata is in
 ``pyproject.toml``.

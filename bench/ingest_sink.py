@@ -108,7 +108,7 @@ class _Discard:
 
     name = "discard"
 
-    def handle(self, event: object) -> None:
+    def receive(self, event: object) -> None:
         return None
 
 

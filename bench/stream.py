@@ -71,9 +71,9 @@ def _build_application() -> Any:
     from channels.generic.websocket import AsyncJsonWebsocketConsumer
     from django.urls import path
 
-    from picoflow_web import selectors
     from picoflow_web.asgi_stack import with_picoflow
-    from picoflow_web.bridge import RunRecorder
+    from picoflow_web.data import selectors
+    from picoflow_web.record.recorder import RunRecorder
 
     batch_size = RunRecorder("size").batch_events
 
@@ -123,7 +123,7 @@ def __getattr__(name: str) -> Any:
 def _env(data_dir: Path, args: argparse.Namespace) -> dict[str, str]:
     env = dict(os.environ)
     env.update({
-        "DJANGO_SETTINGS_MODULE": "picoflow_web.settings",
+        "DJANGO_SETTINGS_MODULE": "picoflow_web.config.settings",
         "PICOFLOW_DATA_DIR": str(data_dir),
         "DATABASE_URL": args.database_url or f"sqlite:///{data_dir / 'bench.sqlite3'}",
         "PICOFLOW_DEBUG": "0",

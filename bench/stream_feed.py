@@ -46,9 +46,9 @@ async def _record(run_id: str, branches: int) -> list[object]:
 async def _feed(run_id: str, events: list[object], gate: Path) -> None:
     from asgiref.sync import sync_to_async
 
-    from picoflow_web import groups, relay
-    from picoflow_web.bridge import RunRecorder
+    from picoflow_web.live import groups, relay
     from picoflow_web.models import Run
+    from picoflow_web.record.recorder import RunRecorder
 
     # As a worker's run begins: its database connection is open (the worker claimed the
     # run through it) and the run's summary went to the runs list (which opens the relay
@@ -63,7 +63,7 @@ async def _feed(run_id: str, events: list[object], gate: Path) -> None:
     step = recorder.batch_events
     for start in range(0, len(events), step):
         for event in events[start:start + step]:
-            recorder.handle(event)  # type: ignore[arg-type]
+            recorder.receive(event)  # type: ignore[arg-type]
         await asyncio.sleep(0)
         while recorder.congested():
             await asyncio.sleep(0.001)

@@ -35,6 +35,7 @@ def _administered(request: HttpRequest) -> QuerySet[Any] | None:
         "project_id")
 
 
+# The admin classes are generic in django-stubs only: at run time they take no parameters.
 class _ProjectScoped(admin.ModelAdmin):  # type: ignore[type-arg]
     project_field = "project"
 

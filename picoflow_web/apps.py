@@ -10,6 +10,8 @@ class PicoflowWebConfig(AppConfig):
     def ready(self) -> None:
         """Register the system checks (a bad ``PICOFLOW_FLOWS`` is an error) and the
         handler that revokes a user's tokens when they are deactivated or change password."""
-        from picoflow_web import checks, signals  # noqa: F401
+        from picoflow_web import signals
+        from picoflow_web.config import checks as _settings_checks  # noqa: F401
+        from picoflow_web.execute import checks as _flow_checks  # noqa: F401
 
         signals.connect()

@@ -2,7 +2,7 @@
 
 The flow engine is built here, so Daphne refuses to start on a bad ``PICOFLOW_FLOWS``.
 HTTP goes to Django; WebSocket connections go through the channels router in
-``picoflow_web.routing``, behind the session/auth middleware and an Origin check
+``picoflow_web.live.routing``, behind the session/auth middleware and an Origin check
 against ``ALLOWED_HOSTS`` (:func:`picoflow_web.asgi_stack.with_picoflow`, which a project
 of your own uses in its ``asgi.py``).
 """
@@ -12,7 +12,7 @@ import os
 
 from django.core.asgi import get_asgi_application
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "picoflow_web.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "picoflow_web.config.settings")
 
 # Set up Django (apps, settings) before anything that imports models.
 django_asgi_app = get_asgi_application()

@@ -11,7 +11,7 @@ files) goes to ``--data-dir``, else ``PICOFLOW_DATA_DIR``, else the checkout's `
 installed, the per-user data folder (``~/.local/share/picoflow-web`` on Linux), created
 readable by its owner only. It runs as in production: Django's debug page is off unless
 ``PICOFLOW_DEBUG=1`` is set (``make run`` sets it); with the default hosts (loopback only)
-it serves plain HTTP on ``http://127.0.0.1:8000`` (see :mod:`picoflow_web.settings`).
+it serves plain HTTP on ``http://127.0.0.1:8000`` (see :mod:`picoflow_web.config.settings`).
 
 ``manage`` is ``manage.py`` for an installed wheel, on the same settings.
 """
@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 from picoflow_web import __version__
 
-SETTINGS = "picoflow_web.settings"
+SETTINGS = "picoflow_web.config.settings"
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -2,13 +2,13 @@
 
 A project includes them at its root (the pages' scripts call ``/api/...`` and ``/ws/...``
 there): ``path("", include("picoflow_web.urls"))``. The standalone site
-(``picoflow_web.site_urls``) adds the admin.
+(``picoflow_web.config.site_urls``) adds the admin.
 """
 
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from picoflow_web import api, openapi, transfer, views
+from picoflow_web.http import api, openapi, transfer, views
 
 urlpatterns = [
     path("", views.index, name="index"),
@@ -39,7 +39,7 @@ urlpatterns = [
 
 # Errors outside views answer in the API's JSON shape under /api/, /ai/ and /v1/. Django reads
 # these from the root URLconf only: a project including this one adds
-# picoflow_web.errors.JsonErrorsMiddleware instead.
-handler400 = "picoflow_web.errors.bad_request"
-handler404 = "picoflow_web.errors.not_found"
-handler500 = "picoflow_web.errors.server_error"
+# picoflow_web.http.errors.JsonErrorsMiddleware instead.
+handler400 = "picoflow_web.http.errors.bad_request"
+handler404 = "picoflow_web.http.errors.not_found"
+handler500 = "picoflow_web.http.errors.server_error"

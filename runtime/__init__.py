@@ -6,6 +6,9 @@ web app, a script or a test — on asyncio or trio.
 
 from __future__ import annotations
 
+# Provides the model/tool loop a Step runs (runtime.current): a Step may run before
+# anything else imports the runner.
+from . import runner as runner
 from .barrier import (
     BarrierOptions,
     BranchResult,
@@ -66,14 +69,13 @@ from .errors import (
     TurnLimitError,
 )
 from .flow import Flow
+from .llm import Model, ModelRequest, ModelResponse, ModelSelection, TokenUsage, ToolSchema
 from .messages import Message, ToolCall, human_message, now_iso
-from .models import Model, ModelRequest, ModelResponse, ModelSelection, TokenUsage, ToolSchema
 from .openai_compat import OpenAICompatibleModel
 from .scripted import Rule, ScriptedModel
 from .session import SessionDocument
-from .step import TERMINATE_SESSION_TOOL, LogicStep, Routable, Step
+from .step import TERMINATE_SESSION_TOOL, LogicStep, Routable, Step, TerminateSessionStep
 from .stores import MemorySessionStore, SessionStore, SQLiteSessionStore
-from .terminate import TerminateSessionStep
 from .tools import ToolSpec, define_tool, tool
 from .transitions import Transition, direct, go, stay
 

@@ -38,7 +38,7 @@ from .engine import FlowEngine
 from .events.trace import USAGE as TRACE_USAGE
 from .events.trace import main as trace_main
 from .flow import Flow
-from .models import Model
+from .llm import Model
 from .openai_compat import OpenAICompatibleModel
 from .stores import MemorySessionStore, SessionStore, SQLiteSessionStore
 

@@ -151,7 +151,7 @@ async def run_concurrent(
     token: str | Callable[[T], str | None] | None = None,
 ) -> ConcurrentResult:
     """What :meth:`runtime.Flow.concurrent_steps` does (see the module docstring)."""
-    from .turn import turn_of
+    from .current import turn_of
 
     if not isinstance(batch_size, int) or batch_size < 1:
         raise ConcurrentConfigError(f"batch_size must be a positive integer, not {batch_size!r}.")
@@ -254,7 +254,7 @@ def _child_config(call: _Call[T], index: int) -> dict[str, Any] | BaseException:
 async def _child(call: _Call[T], batch: int, index: int,
                  config: dict[str, Any] | BaseException, replies: list[ChildReply | None]
                  ) -> None:
-    from .turn import turn_of
+    from .current import turn_of
 
     turn = turn_of(call.flow)
     run_id, session_id = child_ids(turn.bus.run_id if turn.bus is not None else "",

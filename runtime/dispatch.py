@@ -22,13 +22,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from . import events as ev
 from .barrier import DirectResult, current_view
+from .current import turn_of
 from .errors import FlowDefinitionError, ParallelOutputError, StateValueError, ToolArgumentsError
 from .events import safe_value
 from .jsonutil import json_copy
 from .messages import Message, ToolCall, human_message, tool_message
 from .tools import ToolHandler, handlers_of, takes_model
 from .transitions import DEFAULT_TOOL_FEEDBACK, ToolContext, Transition, go, tool_context
-from .turn import turn_of
 
 if TYPE_CHECKING:
     from .flow import Flow

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ValidationError
 from . import events as ev
 from .barrier import CancelToken
 from .concurrent import COORDINATOR_KEY, RESERVED_KEYS
+from .current import turn_of
 from .errors import (
     BadRunIdError,
     BadSessionIdError,
@@ -43,11 +44,11 @@ from .errors import (
 from .events import DashboardSink, EventBus, EventSink, error_info
 from .flow import Flow
 from .jsonutil import lone_surrogate_in
-from .models import Model, ModelSelection
+from .llm import Model, ModelSelection
 from .session import LogEntry
 from .stop import run_step
 from .stores import MemorySessionStore, SessionStore
-from .turn import Turn, turn_of
+from .turn import Turn
 
 logger = logging.getLogger("picoflow")
 

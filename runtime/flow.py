@@ -20,15 +20,15 @@ from pydantic import BaseModel
 from . import events as ev
 from .barrier import ParallelConfig, current_view
 from .concurrent import ChildReply, ConcurrentResult, run_concurrent
+from .current import turn_of
 from .errors import ExecutionFrameError, FlowDefinitionError
 from .jsonutil import deep_merge, get_path, json_copy
+from .llm import Model, ModelSelection, TokenUsage
 from .messages import Message
-from .models import Model, ModelSelection, TokenUsage
 from .session import SESSION_DOC_VERSION, LogEntry, RunStatus, SequenceEntry, SessionDocument
-from .step import Step
-from .terminate import TerminateSessionStep
+from .step import Step, TerminateSessionStep
 from .tools import ToolSpec
-from .turn import frames, turn_of
+from .turn import frames
 
 if TYPE_CHECKING:
     from .engine import FlowEngine

@@ -3,13 +3,13 @@
 Three kinds, told apart by the scheme and the event loop:
 
 * ``http`` on asyncio: the loop's own transport, with the connection as its protocol
-  (what arrives is appended to the buffer in a callback; the socket stays registered).
-  1,000 pooled requests to a local server, 200 at a time, cost 184 µs of client CPU
-  each, against 241 µs on a bare socket (connections included; ``bench/model_fanout.py``).
+  (what arrives is appended to the buffer in a callback; the socket stays registered):
+  less client CPU per pooled request than a wait on a bare socket
+  (``bench/model_fanout.py`` measures it).
 * ``http`` on trio: a plain non-blocking socket, waited on with
   :func:`anyio.wait_readable` and :func:`anyio.wait_writable`. anyio's socket streams add
-  a protocol object, guards and shielded checkpoints to every read: about 245 µs per
-  request on streams, 165 µs on sockets (an earlier measurement, asyncio).
+  a protocol object, guards and shielded checkpoints to every read, which a bare socket
+  does without.
 * ``https``: an anyio TLS stream, which does the handshake and the record layer.
 
 Both read through the same buffer, so the reply parser sees one interface. The read
@@ -242,7 +242,7 @@ class _TransportConnection(Connection, asyncio.Protocol):
     async def _wait(self) -> None:
         """Until a callback wakes this connection; TimeoutError after ``timeout``."""
         waiter = self._waiter = self._loop.create_future()
-        # A timer rather than a cancel scope: a third of the cost, on every request.
+        # A timer rather than a cancel scope: much cheaper, and paid on every request.
         timer = None if self.timeout == math.inf else self._loop.call_later(
             self.timeout, _expire, waiter)
         try:

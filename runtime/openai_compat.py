@@ -46,7 +46,7 @@ from typing import Any, Literal
 from .errors import ModelBlockedError, ModelError, ModelTransportError
 from .http_pool import ConnectionPool, HTTPTimeout, HTTPTransportError
 from .jsonutil import replace_lone_surrogates
-from .models import ModelRequest, ModelResponse, strip_secrets
+from .llm import ModelRequest, ModelResponse, strip_secrets
 from .openai_thread import post_in_thread
 from .openai_wire import Malformed, error_details, excerpt, parse_completion, redact, wire_message
 from .provider_limits import (
@@ -80,7 +80,7 @@ _POOL = ConnectionPool()
 
 
 class OpenAICompatibleModel:
-    """A :class:`~runtime.models.Model` backed by an OpenAI-compatible HTTP endpoint.
+    """A :class:`~runtime.llm.Model` backed by an OpenAI-compatible HTTP endpoint.
 
     One instance may serve many flows and sessions concurrently; it keeps no per-call
     state. ``selection.name`` is sent as the model name and ``selection.params`` are

@@ -11,8 +11,8 @@ from typing import Any, Literal
 
 from .errors import ModelBlockedError
 from .jsonutil import replace_lone_surrogates
+from .llm import ModelResponse, TokenUsage
 from .messages import Message, ToolCall
-from .models import ModelResponse, TokenUsage
 
 FinishReason = Literal["stop", "tool_calls", "length", "content_filter", "other"]
 

@@ -26,8 +26,10 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from . import current
 from . import events as ev
 from .barrier import BranchView, current_view
+from .current import turn_of
 from .dispatch import Outcome, apply_transition, dispatch_tools, to_transition
 from .errors import (
     BranchCancelledError,
@@ -38,9 +40,8 @@ from .errors import (
     ModelTransportError,
 )
 from .events import safe_value
+from .llm import Model, ModelRequest, ModelResponse, describe_model
 from .messages import Message, ai_message, human_message, system_message
-from .models import Model, ModelRequest, ModelResponse, describe_model
-from .turn import turn_of
 
 if TYPE_CHECKING:
     from .flow import Flow
@@ -243,7 +244,7 @@ async def _call(
     deadline = math.inf if timeout is None else anyio.current_time() + timeout
     with anyio.CancelScope(deadline=deadline) as scope:
         # The token cancels this scope the moment it is cancelled (no task waits for it:
-        # one per call was a fifth of the engine's time in a model-calling fan-out).
+        # a waiting task per call would outweigh the call's own bookkeeping in a fan-out).
         stop_watching = view.cancel.on_cancel(scope.cancel) if view is not None else None
         try:
             return await model.invoke(request)
@@ -270,3 +271,6 @@ def _model_failed(
     turn_of(flow).emit(ev.ModelFailed, step=step.name, call=call, attempt=attempt,
               latency=round(time.monotonic() - started, 6), error=ev.error_info(exc),
               retrying=retrying)
+
+
+current.provide_loop(run_loop)

@@ -18,8 +18,8 @@ from typing import Any
 import anyio
 
 from .errors import FlowDefinitionError, ScriptedModelError
+from .llm import ModelRequest, ModelResponse, ModelSelection, TokenUsage
 from .messages import MessageType, ToolCall
-from .models import ModelRequest, ModelResponse, ModelSelection, TokenUsage
 
 Responder = Callable[[ModelRequest], "ModelResponse | str"]
 

@@ -12,8 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .llm import TokenUsage
 from .messages import Message, now_iso
-from .models import TokenUsage
 
 SESSION_DOC_VERSION = "1.5"
 """Version stamped on every saved document; ``Flow.on_restore_session_doc`` resets others."""

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 from pydantic import BaseModel
 
-from . import turn as _turn
+from . import current
 from .barrier import (
     CancelToken,
     Channel,
@@ -32,8 +32,8 @@ from .barrier import (
 )
 from .errors import ExecutionFrameError, FlowDefinitionError
 from .jsonutil import deep_merge, get_path
+from .llm import ModelResponse, ModelSelection
 from .messages import Message, human_message, system_message
-from .models import ModelResponse, ModelSelection
 from .tools import ToolSpec, define_tool, tool
 from .transitions import Transition, go
 
@@ -196,8 +196,6 @@ class Step:
     @tool(TERMINATE_SESSION_TOOL, expose=False)
     async def terminate_session(self, prompt: str = "") -> Transition:
         """Go to the closing step; ``prompt`` tells it what to say."""
-        from .terminate import TerminateSessionStep
-
         transition = go(TerminateSessionStep)
         return transition.with_prompt(prompt) if prompt else transition
 
@@ -208,7 +206,7 @@ class Step:
 
         In a parallel branch: its own drafts over the fork-time view.
         """
-        return copy.deepcopy(get_path(_turn.turn_of(self.flow).peek_step_state(self.name), key))
+        return copy.deepcopy(get_path(current.turn_of(self.flow).peek_step_state(self.name), key))
 
     def save_state(self, data: dict[str, Any] | None) -> None:
         """Save state: the first key is replaced, the other keys deep-merged.
@@ -219,24 +217,24 @@ class Step:
         """
         if not data:
             return
-        current = _turn.turn_of(self.flow).peek_step_state(self.name)
+        stored = current.turn_of(self.flow).peek_step_state(self.name)
         first = next(iter(data))
         updates = {
-            name: deep_merge(current[name], value)
-            if name != first and isinstance(value, dict) and isinstance(current.get(name), dict)
+            name: deep_merge(stored[name], value)
+            if name != first and isinstance(value, dict) and isinstance(stored.get(name), dict)
             else value
             for name, value in data.items()
         }
-        _turn.turn_of(self.flow).write_step_fields(self.name, updates)
+        current.turn_of(self.flow).write_step_fields(self.name, updates)
 
     def remove_state(self, key: str) -> None:
         """Delete one top-level field of this step's state (in a branch: a proposal)."""
-        if key in _turn.turn_of(self.flow).peek_step_state(self.name):
-            _turn.turn_of(self.flow).write_step_fields(self.name, {}, (key,))
+        if key in current.turn_of(self.flow).peek_step_state(self.name):
+            current.turn_of(self.flow).write_step_fields(self.name, {}, (key,))
 
     def save_transient_state(self, data: dict[str, Any]) -> None:
         """Merge values that live for this turn only (never persisted, never published)."""
-        turn = _turn.turn_of(self.flow)
+        turn = current.turn_of(self.flow)
         transient = deep_merge(turn.peek_step_state(self.name).get("_transient", {}), data)
         turn.write_step_fields(self.name, {"_transient": transient})
 
@@ -248,7 +246,7 @@ class Step:
         """Contribute ``value`` to a reduced channel declared in
         :meth:`parallel_state_channels`; contributions reduce at the join in request-path
         order. Outside a branch the reducer applies at once."""
-        _turn.turn_of(self.flow).contribute_step_state(self.name, field, value)
+        current.turn_of(self.flow).contribute_step_state(self.name, field, value)
 
     # -- parallel ------------------------------------------------------------------------
 
@@ -307,7 +305,7 @@ class Step:
         options = barrier_options(policy=failure_policy, checkpoint=checkpoint,
                                   max_concurrency=max_concurrency,
                                   branch_timeout=branch_timeout, token_budget=token_budget)
-        return await run_barrier(_turn.turn_of(self.flow), self.name, requests, options, cancel)
+        return await run_barrier(current.turn_of(self.flow), self.name, requests, options, cancel)
 
     def get_context(self, path: str | None = None) -> Any:
         """Read the flow context (``config.x``)."""
@@ -335,10 +333,8 @@ class Step:
 
     async def run(self, user_message: str | None = None) -> str:
         """Run the model/tool loop for this step; returns the reply text."""
-        from .runner import run_loop
-
         message = human_message(self.name, user_message) if user_message else None
-        return await run_loop(self.flow, message)
+        return await current.run_loop(self.flow, message)
 
     async def run_step(self, step: type[Step] | str, user_message: str | None = None) -> str:
         """Run a registered step as a sequential child and return its final answer.
@@ -346,7 +342,7 @@ class Step:
         The child runs in a child execution frame: it must not route (``go`` raises), and
         its state writes go straight to the canonical state of this turn.
         """
-        return await _turn.turn_of(self.flow).run_child(self, step, user_message)
+        return await current.turn_of(self.flow).run_child(self, step, user_message)
 
     def session_completed(self) -> None:
         """Mark the session completed."""
@@ -362,3 +358,25 @@ class LogicStep(Step):
     async def run_logic(self) -> Routable:
         """Do the work; return a transition to continue elsewhere, or the reply text."""
         raise FlowDefinitionError(f"LogicStep '{self.name}' must implement run_logic().")
+
+
+DEFAULT_CLOSING_PROMPT = (
+    "The conversation is over. Thank the user briefly and say goodbye. Do not ask questions."
+)
+
+
+class TerminateSessionStep(Step):
+    """Marks the session completed on entry; its model call writes the closing reply.
+
+    Its prompt is the ``_prompt`` a transition left (``go(TerminateSessionStep)
+    .with_prompt(...)``), else a built-in closing line.
+    """
+
+    async def on_enter(self) -> None:
+        self.flow.mark_completed()
+
+    def is_end(self) -> bool:
+        return True
+
+    def get_prompt(self) -> str | None:
+        return super().get_prompt() or DEFAULT_CLOSING_PROMPT

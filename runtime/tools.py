@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, get_type_hints, overload
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from .errors import FlowDefinitionError, ToolArgumentsError
-from .models import ToolSchema
+from .llm import ToolSchema
 
 if TYPE_CHECKING:
     from .step import Step
@@ -174,8 +174,8 @@ def handlers_of(step_cls: type) -> Mapping[str, ToolHandler]:
 
     The nearest class in the MRO wins; the order is base classes first, then definition
     order (the order tools are offered to the model). Collected once per class: every
-    model call of every branch asks, and walking the MRO's attributes each time was the
-    largest single cost of a fan-out of model-calling branches. ``@tool`` marks methods
+    model call of every branch asks, and walking the MRO's attributes each time would be
+    the largest single cost of a fan-out of model-calling branches. ``@tool`` marks methods
     as the class body runs, so a class's handlers are fixed by then.
     """
     found = _HANDLERS.get(step_cls)

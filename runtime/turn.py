@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal, final
 
 import anyio
 
+from . import current
 from . import events as ev
 from . import step as _step
 from .barrier import (
@@ -47,8 +48,8 @@ from .errors import (
 )
 from .events import EventBus, safe_value
 from .jsonutil import json_copy
+from .llm import ModelSelection, TokenUsage
 from .messages import Message, now_iso
-from .models import ModelSelection, TokenUsage
 from .pressure import CongestionGate
 from .session import (
     SESSION_DOC_VERSION,
@@ -70,23 +71,10 @@ frames: ContextVar[tuple[Step, ...]] = ContextVar("picoflow_frames", default=())
 """The stack of open child execution frames (``run_step``, branches). A contextvar, so
 concurrent tasks each see their own stack."""
 
-_SLOT = "__picoflow_turn__"
-"""Where a flow instance keeps its turn: in its own ``__dict__``, under a dunder-style
-name no subclass would choose, so the turn lives and dies with the flow instance."""
-
 # Built once per branch or contribution: compiled builders, without validation (the
 # level, names and values are the runtime's own; the suite builds them strictly).
 _SEQUENCE_ENTRY = ev.record_maker(SequenceEntry)
 _CONTRIBUTED = ev.event_maker(ev.StateContributed)
-
-
-def turn_of(flow: Flow) -> Turn:
-    """The turn of a flow instance (created on first use)."""
-    state = flow.__dict__
-    turn: Turn | None = state.get(_SLOT)
-    if turn is None:
-        turn = state[_SLOT] = Turn(flow)
-    return turn
 
 
 @final
@@ -615,3 +603,6 @@ class Turn:
         ]
         doc.save_on = now_iso()
         return doc
+
+
+current.provide_turn(Turn)

@@ -2,7 +2,7 @@
 
 The web tests drive the app in the test process (Django's async test client, Channels'
 communicators), where no worker process watches the database queue. This backend starts
-the same task function (``picoflow_web.tasks.execute_run``: claim, lease keeper, turn,
+the same task function (``picoflow_web.execute.tasks.execute_run``: claim, lease keeper, turn,
 recorder) on the running loop the moment it is queued, and returns at once, as queueing
 does. Tests with real ``manage.py db_worker`` processes use the database backend (see
 ``tests/livedaphne.py``).

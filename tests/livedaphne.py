@@ -10,7 +10,8 @@ Usage::
 The test process binds a listening socket on ``127.0.0.1:0`` and hands it to
 Daphne with ``--fd``, so the port is known before Daphne starts and no other
 process can take it in between. Each server gets its own temporary
-``PICOFLOW_DATA_DIR`` and SQLite database (migrated before Daphne starts)
+``PICOFLOW_DATA_DIR`` and SQLite database (a copy of one migrated once per test
+process, or migrated in place when the folder already holds a database)
 unless ``data_dir`` is given; pass the same ``data_dir`` to two servers to make
 them share one database. ``server.stop_daphne()`` and ``server.start_daphne()``
 restart Daphne on the same port and data folder (its workers go on meanwhile); the new
@@ -19,10 +20,12 @@ one binds the port itself, as a restarted server would.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import shutil
 import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -127,12 +130,23 @@ class LiveDaphne:
             return ""
 
 
+@dataclass(frozen=True)
+class SharedServer:
+    """The test session's live dashboard (the ``shared_daphne`` fixture, tests/conftest.py)."""
+
+    server: LiveDaphne
+    password: str
+    """The first user's, ``admin``."""
+    token: str
+    """An API token of ``operator``, an operator of the default project, with every scope."""
+
+
 def build_env(data_dir: Path, overrides: Mapping[str, str | None] | None = None) -> dict[str, str]:
     """The environment for a server (or manage.py) using ``data_dir``."""
     env = dict(os.environ)
     env.update(
         {
-            "DJANGO_SETTINGS_MODULE": "picoflow_web.settings",
+            "DJANGO_SETTINGS_MODULE": "picoflow_web.config.settings",
             "PICOFLOW_DATA_DIR": str(data_dir),
             "DATABASE_URL": f"sqlite:///{data_dir / 'picoflow.sqlite3'}",
             "PICOFLOW_DEBUG": "1",
@@ -162,6 +176,45 @@ def run_manage(
         timeout=timeout,
         check=False,
     )
+
+
+_MIGRATED: list[Path] = []
+"""The database every server's copy is taken from, once it is made (one per process)."""
+
+
+def _migrated_template() -> Path:
+    """A SQLite database with every migration applied, made on first use; ``manage.py
+    migrate`` costs a Django start-up, paid once instead of once per server."""
+    if not _MIGRATED:
+        folder = Path(tempfile.mkdtemp(prefix="picoflow-migrated-"))
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        result = run_manage("migrate", "--noinput", env=build_env(folder))
+        if result.returncode != 0:
+            raise DaphneStartError(f"manage.py migrate failed ({result.returncode}):\n"
+                                   f"{result.stdout}\n{result.stderr}")
+        _MIGRATED.append(folder / "picoflow.sqlite3")
+    return _MIGRATED[0]
+
+
+def _migrate(data_dir: Path, env: Mapping[str, str]) -> None:
+    """Give the server at ``data_dir`` a migrated database: a copy of the template when it
+    would get a new SQLite file of its own, else ``manage.py migrate`` on what it has."""
+    database = data_dir / "picoflow.sqlite3"
+    fresh = (env.get("DATABASE_URL") == f"sqlite:///{database}"
+             and (not database.exists() or database.stat().st_size == 0))
+    if fresh:
+        # The backup API copies what the template's write-ahead log may still hold, too.
+        with contextlib.closing(sqlite3.connect(_migrated_template())) as source, \
+                contextlib.closing(sqlite3.connect(database)) as copy:
+            source.backup(copy)
+        database.chmod(0o600)  # as the settings create it
+        return
+    result = run_manage("migrate", "--noinput", env=env)
+    if result.returncode != 0:
+        raise DaphneStartError(
+            f"manage.py migrate failed ({result.returncode}):\n"
+            f"{result.stdout}\n{result.stderr}"
+        )
 
 
 def _wait_until_ready(server: LiveDaphne, timeout: float) -> None:
@@ -231,8 +284,8 @@ def live_daphne(
 
     ``env`` overrides the inherited environment (a ``None`` value removes a
     variable). ``data_dir`` defaults to a fresh temporary folder that is removed
-    afterwards; a given one is kept. ``migrate`` runs ``manage.py migrate``
-    with the same environment first. ``extra_args`` go to the daphne command
+    afterwards; a given one is kept. ``migrate`` gives the server a migrated database
+    first (see :func:`_migrate`). ``extra_args`` go to the daphne command
     line before the application path. ``workers`` ``manage.py db_worker`` processes
     execute the runs started through it (more with ``server.start_worker()``).
     """
@@ -244,12 +297,7 @@ def live_daphne(
     server: LiveDaphne | None = None
     try:
         if migrate:
-            result = run_manage("migrate", "--noinput", env=server_env)
-            if result.returncode != 0:
-                raise DaphneStartError(
-                    f"manage.py migrate failed ({result.returncode}):\n"
-                    f"{result.stdout}\n{result.stderr}"
-                )
+            _migrate(data_path, server_env)
 
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener:
             listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -97,7 +97,9 @@ def start_self_app() -> tuple[SelfApp, Callable[[], None]]:
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # shutdown() waits for serve_forever's next poll: a short one keeps teardown short.
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                              daemon=True)
     thread.start()
     app.url = f"http://127.0.0.1:{server.server_address[1]}"
 

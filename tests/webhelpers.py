@@ -8,10 +8,11 @@
 * :class:`HttpSession`: a small cookie-keeping HTTP client for live Daphne servers (no
   redirect following, any status returned), with a real ``/login/`` CSRF round-trip.
 * Private services for cross-process tests: :func:`redis_server` and
-  :func:`postgres_cluster` start throw-away instances on unix sockets in a temporary
-  folder and remove them afterwards. :func:`require_services` skips a test, with the
-  reason, only when a binary is missing and ``scripts/ensure_services.sh`` cannot install
-  it.
+  :func:`postgres_server` start throw-away instances on unix sockets in a temporary
+  folder and remove them afterwards (the session shares one of each: the ``redis`` and
+  ``postgres`` fixtures in ``tests/conftest.py``). :func:`require_services` skips a test,
+  with the reason, only when a binary is missing and ``scripts/ensure_services.sh`` cannot
+  install it.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import glob
 import importlib.util
 import json
 import os
+import secrets
 import shutil
 import socket
 import subprocess
@@ -200,7 +202,7 @@ async def wait_run_done(run_id: str, timeout: float = 15.0) -> Any:
 async def run_to_the_end(**start: Any) -> tuple[Any, Any]:
     """``services.run_execute``, and until its worker's task ended too (the task still
     stops its lease keeper after the reply is recorded): the run and its reply."""
-    from picoflow_web import services
+    from picoflow_web.execute import services
 
     run, reply = await services.run_execute(**start)
     await wait_run_done(run.id)
@@ -406,13 +408,38 @@ def _redis_ping(sock: Path) -> bool:
         return False
 
 
+@dataclass(frozen=True)
+class PostgresServer:
+    """A private PostgreSQL cluster (:func:`postgres_server`): ``user`` may log in over the
+    unix socket in ``socket_dir`` and create databases."""
+
+    socket_dir: Path
+    user: str
+
+    def url(self, database: str) -> str:
+        """The ``DATABASE_URL`` of ``database`` for :attr:`user`."""
+        return f"postgres://{self.user}@/{database}?host={urllib.parse.quote(str(self.socket_dir))}"
+
+    def create_database(self, name: str | None = None) -> str:
+        """A new empty database owned by :attr:`user` (a fresh name unless given): its
+        ``DATABASE_URL``. Tests that share the cluster each take one of their own."""
+        import psycopg
+
+        name = name or f"pf_{secrets.token_hex(6)}"
+        with psycopg.connect(host=str(self.socket_dir), user="postgres", dbname="postgres",
+                             autocommit=True) as connection:
+            connection.execute(f'CREATE DATABASE "{name}" OWNER "{self.user}"')
+        return self.url(name)
+
+
 @contextlib.contextmanager
-def postgres_cluster(user: str = "picoflow", database: str = "picoflow") -> Iterator[str]:
+def postgres_server(user: str = "picoflow") -> Iterator[PostgresServer]:
     """A private PostgreSQL cluster listening on a unix socket only.
 
     As root, ``initdb``/``pg_ctl`` run as the ``postgres`` user (PostgreSQL refuses to
-    run as root). Creates ``user`` with CREATEDB and ``database`` owned by it; yields a
-    ``DATABASE_URL`` for them. The cluster is stopped and deleted afterwards.
+    run as root). Creates ``user`` with CREATEDB; the cluster is stopped and deleted
+    afterwards. The test session shares one (the ``postgres`` fixture in
+    ``tests/conftest.py``).
     """
     import psycopg
 
@@ -430,7 +457,7 @@ def postgres_cluster(user: str = "picoflow", database: str = "picoflow") -> Iter
             raise ServiceError(f"initdb failed:\n{result.stdout}\n{result.stderr}")
         options = (f"-c listen_addresses='' -c unix_socket_directories='{workdir}' "
                    "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
-                   "-c max_connections=50")
+                   "-c max_connections=100")
         result = _run_as_postgres([pg_ctl, "-D", str(data), "-l", str(log), "-o", options,
                                    "-w", "-t", "60", "start"], timeout=90)
         if result.returncode != 0:
@@ -440,8 +467,7 @@ def postgres_cluster(user: str = "picoflow", database: str = "picoflow") -> Iter
         with psycopg.connect(host=str(workdir), user="postgres", dbname="postgres",
                              autocommit=True) as connection:
             connection.execute(f'CREATE ROLE "{user}" LOGIN CREATEDB')
-            connection.execute(f'CREATE DATABASE "{database}" OWNER "{user}"')
-        yield (f"postgres://{user}@/{database}?host={urllib.parse.quote(str(workdir))}")
+        yield PostgresServer(workdir, user)
     finally:
         if started:
             _run_as_postgres([pg_ctl, "-D", str(data), "-m", "immediate", "-w", "stop"],

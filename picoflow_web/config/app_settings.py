@@ -5,7 +5,7 @@ A project that adds ``picoflow_web`` to its ``INSTALLED_APPS`` sets the app up i
     PICOFLOW = {"WORKER_LEASE": 20, "DATA_DIR": BASE_DIR / "picoflow", "DEMOS": False}
 
 :func:`get` looks a name up there first, then as a flat ``PICOFLOW_<NAME>`` setting (what
-``picoflow_web.settings`` defines, and what tests override), then in the environment
+``picoflow_web.config.settings`` defines, and what tests override), then in the environment
 variable ``PICOFLOW_<NAME>`` with the embedded default. Every read of the app's own
 settings goes through it; nothing assumes the app owns the project's settings.
 """
@@ -19,7 +19,7 @@ from typing import Any
 
 from django.conf import settings
 
-from picoflow_web import conf, locations
+from picoflow_web.config import env, locations
 
 
 def _text(name: str, default: str) -> str:
@@ -34,11 +34,11 @@ def _path(name: str, default: str) -> Path:
     raw = os.environ.get(name, "").strip()
     if not raw:
         return locations.default_data_dir()
-    return conf.resolve_path(raw, locations.relative_base())
+    return env.resolve_path(raw, locations.relative_base())
 
 
 def _int0(name: str, default: int) -> int:
-    return conf.env_int(name, default, minimum=0)
+    return env.env_int(name, default, minimum=0)
 
 
 def _latency(name: str, default: float) -> float:
@@ -46,9 +46,9 @@ def _latency(name: str, default: float) -> float:
     try:
         value = float(raw) if raw else default
     except ValueError:
-        raise conf.ConfigError(f"{name}={raw!r} is not a number of seconds") from None
+        raise env.ConfigError(f"{name}={raw!r} is not a number of seconds") from None
     if value < 0:
-        raise conf.ConfigError(f"{name}={raw!r} must be 0 or more")
+        raise env.ConfigError(f"{name}={raw!r} must be 0 or more")
     return value
 
 
@@ -56,20 +56,20 @@ Reader = Callable[[str, Any], Any]
 
 DEFAULTS: dict[str, tuple[Reader, Any]] = {
     "DATA_DIR": (_path, ""),
-    "REMOTE_TIMEOUT": (conf.env_seconds, 30.0),
-    "WORKER_LEASE": (conf.env_seconds, 10.0),
-    "WORKER_POLL": (conf.env_seconds, 0.1),
-    "RUN_WAIT": (conf.env_seconds, 300.0),
-    "WORKER_CONCURRENCY": (conf.env_int, 1),
+    "REMOTE_TIMEOUT": (env.env_seconds, 30.0),
+    "WORKER_LEASE": (env.env_seconds, 10.0),
+    "WORKER_POLL": (env.env_seconds, 0.1),
+    "RUN_WAIT": (env.env_seconds, 300.0),
+    "WORKER_CONCURRENCY": (env.env_int, 1),
     "WORKERS": (_int0, 4),
     "WORKER_NICE": (_int0, 10),
-    "MAX_BRANCHES": (conf.env_int, 100_000),
+    "MAX_BRANCHES": (env.env_int, 100_000),
     "RELAY_URL": (_url, ""),
-    "FLOWS": (conf.env_list, ""),
-    "DEMOS": (conf.env_bool, True),
+    "FLOWS": (env.env_list, ""),
+    "DEMOS": (env.env_bool, True),
     "MODEL": (_text, "scripted"),
     "DEMO_LATENCY": (_latency, 0.25),
-    "REDACT_KEYS": (lambda name, default: tuple(conf.env_list(name, default)), ""),
+    "REDACT_KEYS": (lambda name, default: tuple(env.env_list(name, default)), ""),
 }
 """Every name the ``PICOFLOW`` dict may hold: how its environment variable is read, and
 the default when that variable is unset."""

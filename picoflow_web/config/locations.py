@@ -15,7 +15,7 @@ import os
 import sys
 from pathlib import Path
 
-PACKAGE_DIR = Path(__file__).resolve().parent
+PACKAGE_DIR = Path(__file__).resolve().parent.parent  # picoflow_web/, above config/
 APP_NAME = "picoflow-web"
 
 

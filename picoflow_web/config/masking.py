@@ -22,7 +22,9 @@ import logging
 import re
 from typing import Any
 
+from django.http import HttpRequest
 from django.template.defaultfilters import pprint
+from django.utils.safestring import SafeString, mark_safe
 from django.views import debug
 
 MASK = "********"
@@ -66,11 +68,11 @@ class SafeExceptionReporterFilter(debug.SafeExceptionReporterFilter):
 
     hidden_settings = HIDDEN_SETTINGS
 
-    def cleanse_setting(self, key: Any, value: Any) -> Any:
+    def cleanse_setting(self, key: int | str, value: Any) -> Any:
         cleansed = super().cleanse_setting(key, value)
         return mask_credentials(cleansed) if isinstance(cleansed, str) else cleansed
 
-    def get_safe_request_meta(self, request: Any) -> dict[str, Any]:
+    def get_safe_request_meta(self, request: HttpRequest) -> dict[str, Any]:
         return {name: mask_credentials(value) if isinstance(value, str) else value
                 for name, value in super().get_safe_request_meta(request).items()}
 
@@ -108,11 +110,12 @@ class ExceptionReporter(debug.ExceptionReporter):
     """Django's reporter, its page and text masked as a whole: the exception's message and
     anything else a filter does not reach show no URL password or bearer token."""
 
-    def get_traceback_html(self) -> str:
-        return mask_credentials(super().get_traceback_html())
+    # Still Django's rendered page and text: masking only swaps credentials for ``*``.
+    def get_traceback_html(self) -> SafeString:
+        return mark_safe(mask_credentials(super().get_traceback_html()))
 
-    def get_traceback_text(self) -> str:
-        return mask_credentials(super().get_traceback_text())
+    def get_traceback_text(self) -> SafeString:
+        return mark_safe(mask_credentials(super().get_traceback_text()))
 
 
 class MaskCredentials(logging.Filter):

@@ -14,11 +14,11 @@ behind a proxy needs one of them for its login to work). With the defaults it an
 picoflow_web.asgi:application`` and the tests' client work over ``http://127.0.0.1:8000``
 with nothing set (and ``check --deploy`` says it is no deployment).
 
-Error reports and logs show no credentials (:mod:`picoflow_web.masking`): settings named
+Error reports and logs show no credentials (:mod:`picoflow_web.config.masking`): settings named
 like secrets are hidden, and URL passwords and bearer tokens are masked in settings,
 request headers, a failing frame's locals, exception messages and every console log line.
 Every error under ``/api/``, ``/ai/`` and ``/v1/`` is JSON, ``DEBUG`` on or off
-(:class:`picoflow_web.errors.JsonErrorsMiddleware`).
+(:class:`picoflow_web.http.errors.JsonErrorsMiddleware`).
 
 Data files are private: the data folder is created 0700, the SQLite database (so its WAL
 and shared-memory files), the secret key and the first user's password 0600.
@@ -44,7 +44,7 @@ PICOFLOW_DATA_DIR
     and the collected static files (``staticfiles/``), created 0700. Relative paths are
     taken from the checkout (installed: the current folder). Default ``var/`` in a
     checkout, else the per-user data folder (``~/.local/share/picoflow-web`` on Linux;
-    see :mod:`picoflow_web.locations`).
+    see :mod:`picoflow_web.config.locations`).
 DATABASE_URL
     ``sqlite:///relative.sqlite3``, ``sqlite:////absolute.sqlite3``,
     ``postgres://user:pass@host:5432/dbname`` or ``postgresql://...`` (query
@@ -99,7 +99,7 @@ PICOFLOW_LOGIN_IP_FAILURE_LIMIT
     locked out (for PICOFLOW_LOGIN_COOLOFF seconds too). Default 20.
 PICOFLOW_REDACT_KEYS
     Comma-separated names whose values are secrets, added to the built-in ones
-    (:data:`picoflow_web.redact.BUILTIN_KEYS`: ``secret``, ``passw*``, ``private_key``,
+    (:data:`picoflow_web.data.redact.BUILTIN_KEYS`: ``secret``, ``passw*``, ``private_key``,
     ``token``, ``credential``, ``cookie``, ``api_key``, ``bearer``, ``authorization``;
     ``manage.py redact_keys`` lists them all). In a client's config and message, a
     session's context, state and messages and every event, what is under a name holding
@@ -111,9 +111,9 @@ PICOFLOW_LOG_LEVEL
     Log level for the console logger. Default ``INFO``.
 PICOFLOW_FLOWS, PICOFLOW_DEMOS
     The flows served (your own, and whether the demos are too); read when the app is
-    ready, see :mod:`picoflow_web.flows`.
+    ready, see :mod:`picoflow_web.execute.flows`.
 
-The app reads its own settings through :func:`picoflow_web.app_settings.get`, which a
+The app reads its own settings through :func:`picoflow_web.config.app_settings.get`, which a
 project embedding the app feeds from one ``PICOFLOW = {...}`` dict instead (README).
 """
 
@@ -124,8 +124,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from picoflow_web import locations
-from picoflow_web.conf import (
+from picoflow_web.config import locations
+from picoflow_web.config.env import (
     create_private_file,
     env_bool,
     env_int,
@@ -193,7 +193,7 @@ TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
 
 MIDDLEWARE = [
     # First: it turns any error under the API's paths into JSON, whoever answered it.
-    "picoflow_web.errors.JsonErrorsMiddleware",
+    "picoflow_web.http.errors.JsonErrorsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -211,7 +211,7 @@ MIDDLEWARE = [
 # user name from one address, that pair is locked out for PICOFLOW_LOGIN_COOLOFF seconds
 # (per pair, so one attacker cannot lock everyone out); after
 # PICOFLOW_LOGIN_IP_FAILURE_LIMIT from one address, whatever the names, that address is
-# (so it cannot try a few passwords at every name). See picoflow_web.login_throttle.
+# (so it cannot try a few passwords at every name). See picoflow_web.http.login_throttle.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
@@ -220,7 +220,7 @@ AXES_FAILURE_LIMIT = env_int("PICOFLOW_LOGIN_FAILURE_LIMIT", 5)
 AXES_COOLOFF_TIME = timedelta(seconds=env_seconds("PICOFLOW_LOGIN_COOLOFF", 900.0))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
-AXES_HANDLER = "picoflow_web.login_throttle.LoginThrottleHandler"
+AXES_HANDLER = "picoflow_web.http.login_throttle.LoginThrottleHandler"
 PICOFLOW_LOGIN_IP_FAILURE_LIMIT = env_int("PICOFLOW_LOGIN_IP_FAILURE_LIMIT", 20)
 
 # Content-Security-Policy (django-csp): the pages load only their own scripts, styles and
@@ -241,7 +241,7 @@ CONTENT_SECURITY_POLICY = {
     },
 }
 
-ROOT_URLCONF = "picoflow_web.site_urls"
+ROOT_URLCONF = "picoflow_web.config.site_urls"
 
 TEMPLATES = [
     {
@@ -316,7 +316,7 @@ STORAGES = {
         "BACKEND": (
             "django.contrib.staticfiles.storage.StaticFilesStorage"
             if DEBUG
-            else "picoflow_web.staticstorage.CollectedStaticFilesStorage"
+            else "picoflow_web.config.staticstorage.CollectedStaticFilesStorage"
         ),
     },
 }
@@ -341,14 +341,14 @@ if SESSION_COOKIE_SECURE:
 
 # Error reports (the debug page, an AdminEmailHandler's mail) and log lines show no
 # credentials.
-DEFAULT_EXCEPTION_REPORTER_FILTER = "picoflow_web.masking.SafeExceptionReporterFilter"
-DEFAULT_EXCEPTION_REPORTER = "picoflow_web.masking.ExceptionReporter"
+DEFAULT_EXCEPTION_REPORTER_FILTER = "picoflow_web.config.masking.SafeExceptionReporterFilter"
+DEFAULT_EXCEPTION_REPORTER = "picoflow_web.config.masking.ExceptionReporter"
 
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "filters": {
-        "mask_credentials": {"()": "picoflow_web.masking.MaskCredentials"},
+        "mask_credentials": {"()": "picoflow_web.config.masking.MaskCredentials"},
     },
     "formatters": {
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},

@@ -5,7 +5,8 @@ from __future__ import annotations
 from whitenoise.storage import CompressedManifestStaticFilesStorage
 
 
-class CollectedStaticFilesStorage(CompressedManifestStaticFilesStorage):
+# WhiteNoise ships no type hints: its base class is Any to mypy.
+class CollectedStaticFilesStorage(CompressedManifestStaticFilesStorage):  # type: ignore[misc]
     """WhiteNoise's hashed, compressed copies (``collectstatic`` writes them and their
     manifest). A file the manifest does not list (nothing collected yet, or added since)
     keeps its plain URL, which WhiteNoise serves from the source folders when nothing is

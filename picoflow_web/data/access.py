@@ -13,9 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from picoflow_web.errors import Forbidden, NotFound
 from picoflow_web.models import DEFAULT_PROJECT, Membership, Project
 
-ROLE_RANK = {Membership.Role.VIEWER: 1, Membership.Role.OPERATOR: 2, Membership.Role.ADMIN: 3}
+ROLE_RANK: dict[str, int] = {Membership.Role.VIEWER: 1, Membership.Role.OPERATOR: 2,
+                             Membership.Role.ADMIN: 3}
 SCOPE_ROLE = {"read": Membership.Role.VIEWER, "run": Membership.Role.OPERATOR,
               "ingest": Membership.Role.OPERATOR, "admin": Membership.Role.ADMIN}
 """The least role a scope needs in the project it acts in (``admin``: members, tokens)."""
@@ -24,22 +26,6 @@ SESSION_SCOPES = frozenset({"read", "run"})
 
 Projects = frozenset[str] | None
 """Names of the projects a reader may see; None: all of them (a superuser)."""
-
-
-class Forbidden(Exception):
-    """Known to the user but not theirs to do (403): a viewer starting a run, say."""
-
-    def __init__(self, message: str, code: str = "forbidden") -> None:
-        super().__init__(message)
-        self.code = code
-
-
-class NotFound(Exception):
-    """Unknown, or another project's (404)."""
-
-    def __init__(self, message: str, code: str = "not_found") -> None:
-        super().__init__(message)
-        self.code = code
 
 
 @dataclass(frozen=True)
@@ -60,7 +46,7 @@ class Access:
         if self.superuser:
             return ROLE_RANK[Membership.Role.ADMIN]
         role = self.roles.get(project)
-        return ROLE_RANK.get(role, 0) if role else 0  # type: ignore[call-overload]
+        return ROLE_RANK.get(role, 0) if role else 0
 
     def allows(self, project: str, scope: str) -> bool:
         """Whether the request may act with ``scope`` in ``project``."""
@@ -93,7 +79,7 @@ class Access:
             raise NotFound(f"No {what}.")
         role = self.roles.get(project, "none")
         raise Forbidden(f"Your role in project {project!r} ({role}) does not allow this "
-                        f"(it needs {SCOPE_ROLE[scope]}).", "role")
+                        f"(it needs {SCOPE_ROLE[scope]}).", code="role")
 
     def project_for_start(self, requested: str | None) -> str:
         """The project a new run (or a new session) goes to: the one asked for, else the
@@ -116,7 +102,7 @@ class Access:
             return DEFAULT_PROJECT
         raise Forbidden("You may not start runs in any project (your roles: "
                         f"{self._roles_text()}); ask a project admin for the operator role.",
-                        "role")
+                        code="role")
 
     def _roles_text(self) -> str:
         return ", ".join(f"{p}: {r}" for p, r in sorted(self.roles.items())) or "none"

@@ -9,7 +9,7 @@ store sees only that project's sessions, so a session id of another project cann
 loaded, saved or deleted (creating it conflicts: the id is taken), and a new session goes
 to that project. Outside it (the conformance suite, code of the dashboard itself) new
 sessions go to the ``default`` project and every session is visible. Documents are stored
-redacted (:mod:`picoflow_web.redact`).
+redacted (:mod:`picoflow_web.data.redact`).
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from typing import Any
 from django.db import IntegrityError
 from django.db.models import QuerySet
 
+from picoflow_web.data.redact import redact
 from picoflow_web.models import StoredSession
-from picoflow_web.redact import redact
 from runtime import SessionConflictError, SessionDocument, SessionStoreError, now_iso
 
 _PROJECT: contextvars.ContextVar[str | None] = contextvars.ContextVar(
@@ -53,7 +53,7 @@ def _project_field() -> dict[str, str]:
     return {"project_id": project} if project else {}
 
 
-class DjangoSessionStore:
+class SessionDocumentStore:
     """Session documents as rows of :class:`~picoflow_web.models.StoredSession`."""
 
     async def load(self, session_id: str) -> SessionDocument | None:

@@ -3,10 +3,10 @@ serialised to, and read back as that text (for pages that replay a run, so the s
 does not parse and re-encode what it only passes on).
 
 A batch of ``(run, seq, type, path, payload)`` rows goes in as a few many-row INSERTs
-(SQLite) or one ``COPY`` (PostgreSQL). The ORM's ``bulk_create`` spends about 100 µs per
-event on per-field Python work (model instances, value preparation, the JSON field's
-encoder) — most of a worker's time on a big fan-out — and would encode every payload a
-second time; here the text the recorder already made is stored as it is, in a text
+(SQLite) or one ``COPY`` (PostgreSQL). The ORM's ``bulk_create`` does per-field Python work
+for every event (model instances, value preparation, the JSON field's encoder), which is
+most of a worker's time on a big fan-out, and would encode every payload a second time;
+here the text the recorder already made is stored as it is, in a text
 column on both databases (:class:`~picoflow_web.models.TrustedJSONField`), and read back
 as that same text.
 """
@@ -45,9 +45,14 @@ def insert_events(run_id: str, events: Sequence[Event], texts: Sequence[str]) ->
                          for e, text in zip(events, texts, strict=True)])
 
 
-def insert_rows(run_id: str, rows: Sequence[tuple[int, str, str, str]]) -> None:
-    """Store events of run ``run_id`` given as ``(seq, type, path, JSON text)``: the text is
-    stored as it is (it must be one valid JSON object). Raises as :func:`insert_events`.
+Row = tuple[int, str, str, str] | tuple[int, str, str, str, Any]
+"""An event as stored: ``(seq, type, path, JSON text)``, maybe followed by what its caller
+keeps with it (read nowhere here), so a caller's own tuples need no copy."""
+
+
+def insert_rows(run_id: str, rows: Sequence[Row]) -> None:
+    """Store events of run ``run_id`` given as :data:`Row`: the text is stored as it is (it
+    must be one valid JSON object). Raises as :func:`insert_events`.
 
     On PostgreSQL with more than a few rows, one ``COPY``: the rows stream in one
     statement, where ``executemany`` runs (and the server plans and casts) one ``INSERT``
@@ -59,7 +64,7 @@ def insert_rows(run_id: str, rows: Sequence[tuple[int, str, str, str]]) -> None:
         elif connection.vendor == "sqlite":
             _insert_sqlite(cursor, run_id, rows)
         else:
-            cursor.executemany(_insert_sql(), [(run_id, *row) for row in rows])
+            cursor.executemany(_insert_sql(), [(run_id, *row[:4]) for row in rows])
 
 
 _COPY_FROM = 8
@@ -70,8 +75,7 @@ _SHAPES = (512, 256, 128, 64, 32, 16, 8, 4, 2, 1)
 statement shapes (each prepared once, then cached by the driver) serve every batch size."""
 
 
-def _insert_sqlite(cursor: Any, run_id: str, rows: Sequence[tuple[int, str, str, str]]
-                   ) -> None:
+def _insert_sqlite(cursor: Any, run_id: str, rows: Sequence[Row]) -> None:
     """Rows in statements of many rows each, not ``executemany``'s one per row.
 
     A statement runs in SQLite with Python's lock released once; ``executemany`` releases
@@ -84,7 +88,8 @@ def _insert_sqlite(cursor: Any, run_id: str, rows: Sequence[tuple[int, str, str,
         while len(rows) - start >= size:
             chunk = rows[start:start + size]
             cursor.execute(_sqlite_sql(size),
-                           [value for row in chunk for value in (run_id, *row)])
+                           [value for row in chunk
+                            for value in (run_id, row[0], row[1], row[2], row[3])])
             start += size
 
 
@@ -93,7 +98,7 @@ def _sqlite_sql(rows: int) -> str:
     return _insert_sql(rows)
 
 
-def _copy(cursor: Any, run_id: str, rows: Sequence[tuple[int, str, str, str]]) -> None:
+def _copy(cursor: Any, run_id: str, rows: Sequence[Row]) -> None:
     quote = connection.ops.quote_name
     columns = ", ".join(quote(name) for name in COLUMNS)
     # Django's wrapper has no COPY: the psycopg cursor under it does. An integrity error
@@ -101,7 +106,7 @@ def _copy(cursor: Any, run_id: str, rows: Sequence[tuple[int, str, str, str]]) -
     with connection.wrap_database_errors, cursor.cursor.copy(
             f"COPY {quote(TABLE)} ({columns}) FROM STDIN") as copy:
         for row in rows:
-            copy.write_row((run_id, *row))
+            copy.write_row((run_id, *row[:4]))
 
 
 def read_texts(run_id: str, after: int, limit: int,
@@ -114,7 +119,7 @@ def read_texts(run_id: str, after: int, limit: int,
     sql = (f"SELECT {quote('seq')}, {payload} FROM {quote(TABLE)} WHERE "
            f"{quote('run_id')} = %s AND {quote('seq')} > %s{bound} "
            f"ORDER BY {quote('seq')} LIMIT %s")
-    params = [run_id, after] + ([] if upto is None else [upto]) + [limit]
+    params: list[str | int] = [run_id, after, *([] if upto is None else [upto]), limit]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         # Both drivers answer (int, str) already: no per-row conversion (a run's export
@@ -122,4 +127,4 @@ def read_texts(run_id: str, after: int, limit: int,
         return cursor.fetchall()  # type: ignore[no-any-return]
 
 
-__all__ = ["insert_events", "insert_rows", "read_texts"]
+__all__ = ["Row", "insert_events", "insert_rows", "read_texts"]

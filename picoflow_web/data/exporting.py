@@ -20,8 +20,8 @@ from urllib.parse import quote
 
 from asgiref.sync import sync_to_async
 
-from picoflow_web import eventlog
-from picoflow_web.access import Projects
+from picoflow_web.data import eventlog
+from picoflow_web.data.access import Projects
 from picoflow_web.models import Run, StoredSession
 from runtime.events import SCHEMA_VERSION
 

@@ -20,15 +20,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from picoflow_web import __version__
+from picoflow_web.errors import Unavailable
 
 
-class OtlpUnavailable(Exception):
-    """The ``otlp`` extra (``opentelemetry-proto``) is not installed."""
+class OtlpUnavailable(Unavailable):
+    """The ``otlp`` extra (``opentelemetry-proto``) is not installed (501)."""
+
+    code = "otlp_unavailable"
 
 
-SCOPE = "picoflow_web.otlp"
+SCOPE = "picoflow_web.data.otlp_export"
 KIND_INTERNAL, KIND_CLIENT = 1, 3
-STATUS_OK, STATUS_ERROR = 1, 2
 
 
 @dataclass
@@ -176,7 +178,8 @@ def _on_call(trace: _Trace, e: dict[str, Any], at: float) -> None:
 
 def spans_of(events: Iterable[dict[str, Any]]) -> tuple[dict[str, Any], list[_Span]]:
     """The turn's facts (run, session, flow) and its spans, from its events in order."""
-    trace, facts = _Trace(), {}
+    trace = _Trace()
+    facts: dict[str, Any] = {}
     for e in events:
         at, kind = float(e["time"]), e["type"]
         trace.last = max(trace.last, at)
@@ -243,8 +246,8 @@ def traces_data(events: Iterable[dict[str, Any]]) -> Any:
     trace_id = _id(run_id, "trace", 16)
     built = []
     for span in spans:
-        status = trace_pb2.Status(code=STATUS_ERROR, message=span.error) if span.error \
-            else trace_pb2.Status(code=STATUS_OK)
+        status = (trace_pb2.Status(code=trace_pb2.Status.STATUS_CODE_ERROR, message=span.error)
+                  if span.error else trace_pb2.Status(code=trace_pb2.Status.STATUS_CODE_OK))
         built.append(trace_pb2.Span(
             trace_id=trace_id, span_id=_id(run_id, span.key, 8),
             parent_span_id=_id(run_id, span.parent, 8) if span.parent else b"",

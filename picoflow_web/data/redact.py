@@ -41,8 +41,8 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 from pydantic import BaseModel
 
-from picoflow_web import app_settings
-from runtime.events import dump_event
+from picoflow_web.config import app_settings
+from runtime.events import Event, dump_event
 
 MARKER = "[redacted]"
 
@@ -199,7 +199,7 @@ def _redact_text(text: str, names: _Names) -> str:
     return json.dumps(copy, ensure_ascii=False, separators=(",", ":")) if found else text
 
 
-def event_text(event: BaseModel, keys: tuple[str, ...] | None = None) -> str:
+def event_text(event: Event, keys: tuple[str, ...] | None = None) -> str:
     """An event's JSON as it is stored and shown: :func:`redact_json` of its serialised
     text, or that text itself, unscanned, when the event cannot hold a secret.
 
@@ -211,7 +211,7 @@ def event_text(event: BaseModel, keys: tuple[str, ...] | None = None) -> str:
     less than scanning their text.
     """
     names = _names(keys)
-    text = dump_event(event)  # type: ignore[arg-type]
+    text = dump_event(event)
     return text if _plain(event, names) else _redact_text(text, names)
 
 

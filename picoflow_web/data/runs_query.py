@@ -15,6 +15,7 @@ from django.db.models import F, Q, QuerySet, TextField
 from django.db.models.functions import Cast
 from django.utils.dateparse import parse_datetime
 
+from picoflow_web.errors import InputError
 from picoflow_web.models import EventRecord, Run
 
 SORTS = {"started_at": "started_at", "flow": "flow", "status": "status",
@@ -25,8 +26,10 @@ DEFAULT_SORT = "-started_at"
 MAX_QUERY = 200
 
 
-class BadQuery(ValueError):
-    """A parameter the list cannot use (the API answers 400 ``bad_parameter``)."""
+class BadQuery(InputError):
+    """A parameter the list cannot use (400 ``bad_parameter``)."""
+
+    error_code = "bad_parameter"
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,11 @@
 """Reads of the web app (``<entity>_<action>``): runs, events, sessions, API tokens.
 
 Pages, the JSON API and the websocket consumers read the database only through these;
-writes are in :mod:`picoflow_web.services`. All are async: the API and the consumers run
+writes are in :mod:`picoflow_web.execute.services`. All are async: the API and the consumers run
 on the event loop, and the pages are async views too.
 
 Readers of runs and sessions take ``projects``, the projects the reader may see
-(:meth:`picoflow_web.access.Access.readable`; None for all): another project's rows are
+(:meth:`picoflow_web.data.access.Access.readable`; None for all): another project's rows are
 not found. It is a required keyword so that no caller forgets it.
 """
 
@@ -18,13 +18,29 @@ from asgiref.sync import sync_to_async
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from picoflow_web import eventlog
-from picoflow_web.access import Projects
+from picoflow_web.data import eventlog
+from picoflow_web.data.access import Projects
+from picoflow_web.data.runs_query import RunsQuery
+from picoflow_web.errors import InputError
 from picoflow_web.models import ApiToken, EventRecord, Run, StoredSession
-from picoflow_web.runs_query import RunsQuery
 
 EVENT_PAGE = 5_000
 """Most events one HTTP page or one websocket replay message carries."""
+
+
+def seq_param(raw: str | None, name: str, default: int) -> int:
+    """An integer query parameter (``after``, ``limit``); the HTTP API and the websockets
+    refuse the same values the same way (400 ``bad_parameter``)."""
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise InputError(f"{name} must be an integer (after and limit must be integers).",
+                         error_code="bad_parameter") from None
+    if not -1 <= value <= 2**31:
+        raise InputError(f"{name} must be between -1 and 2**31.", error_code="bad_parameter")
+    return value
 
 
 async def run_list(

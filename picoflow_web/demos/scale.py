@@ -10,7 +10,7 @@ to do.
 
 from __future__ import annotations
 
-from typing import cast
+from typing import Any, cast
 
 import anyio
 from pydantic import BaseModel, Field
@@ -52,7 +52,8 @@ class Tick(LogicStep):
     def parallel_state_channels(self) -> dict[str, Channel]:
         return {"total": StepChannels.sum(), "by_key": StepChannels.keyed_by_branch()}
 
-    async def run_logic(self) -> Routable:
+    # A branch's run_logic() returns its output (any value), not a route.
+    async def run_logic(self) -> Any:
         invocation = self.parallel_invocation()
         delay = invocation.params["delay"]
         if delay:
@@ -76,7 +77,7 @@ class FanOut(LogicStep):
         delay = (concurrency or count) / rate if rate > 0 else 0
         batch = await self.run_steps(
             [RunStepRequest(Tick, key=f"t{i}",
-                            params={"delay": delay, "fail": bool(every) and (i + 1) % every == 0})
+                            params={"delay": delay, "fail": bool(every and (i + 1) % every == 0)})
              for i in range(count)],
             max_concurrency=concurrency,
         )

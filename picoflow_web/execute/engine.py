@@ -1,7 +1,7 @@
 """The process-wide flow engine of the web app: the served flows, the Django store, models.
 
 The flows are the demos (``PICOFLOW_DEMOS``, on by default) and your own
-(``PICOFLOW_FLOWS``; see :mod:`picoflow_web.flows`). ``PICOFLOW_MODEL`` picks the models:
+(``PICOFLOW_FLOWS``; see :mod:`picoflow_web.execute.flows`). ``PICOFLOW_MODEL`` picks the models:
 ``scripted`` (default) plays each demo flow's scripted conversation; ``openai`` sends every
 call to the OpenAI-compatible endpoint at ``OPENAI_BASE_URL`` with ``OPENAI_API_KEY``. Your
 own flows use the models they bring (``Flow.model_providers``) first, else that endpoint
@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from functools import cache
 
-from picoflow_web import app_settings
-from picoflow_web.conf import ConfigError
-from picoflow_web.flows import FlowsConfigError, configured_flows
-from picoflow_web.store import DjangoSessionStore
+from picoflow_web.config import app_settings
+from picoflow_web.config.env import ConfigError
+from picoflow_web.data.documents import SessionDocumentStore
+from picoflow_web.execute.flows import FlowsConfigError, configured_flows
 from runtime import FlowEngine, Model, OpenAICompatibleModel
 
 
@@ -33,14 +33,14 @@ def get_engine() -> FlowEngine:
     endpoint = OpenAICompatibleModel.from_env()
     classes = [f for f, _ in flows]
     if app_settings.get("MODEL") == "openai":
-        return _described(FlowEngine(flows=classes, store=DjangoSessionStore(),
+        return _described(FlowEngine(flows=classes, store=SessionDocumentStore(),
                                      providers={"openai": endpoint, "scripted": endpoint},
                                      ship_to_dashboard=False,
                                      max_invocations=app_settings.get("MAX_BRANCHES")))
     models: dict[str, Model] = {flow.id: m for flow, m in flows if m is not None}
     # ship_to_dashboard=False: this engine's runs are recorded by the bridge already; with
     # the dashboard variables set in the web process they would come back through ingest.
-    return _described(FlowEngine(flows=classes, store=DjangoSessionStore(),
+    return _described(FlowEngine(flows=classes, store=SessionDocumentStore(),
                                  providers={"openai": endpoint},
                                  model_override=lambda name: models.get(name),
                                  ship_to_dashboard=False,

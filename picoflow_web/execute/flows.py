@@ -5,7 +5,7 @@
 ``package.module:flows`` (an iterable of Flow classes). Loading is strict: a path that does
 not import, an attribute that is not a Flow class, or a flow id that is already taken raises
 :class:`FlowsConfigError` naming the entry and the reason. The engine is built from
-:func:`configured_flows` by a system check (:mod:`picoflow_web.checks`: ``manage.py
+:func:`configured_flows` by a system check (:mod:`picoflow_web.execute.checks`: ``manage.py
 check``, ``runserver``, ``migrate``) and when Daphne imports :mod:`picoflow_web.asgi`, so
 both refuse to start on a bad list.
 """
@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 
 from django.core.exceptions import ImproperlyConfigured
 
-from picoflow_web.conf import ConfigError, env_bool, env_list
+from picoflow_web.config.env import ConfigError, env_bool, env_list
 from runtime import Flow, ScriptedModel
 
 

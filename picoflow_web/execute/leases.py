@@ -7,14 +7,16 @@ queued (cancelled, interrupted, taken) is not executed at all. While the turn ru
 :class:`LeaseKeeper` thread renews the lease and watches for a stop request.
 
 A lease that expired means its worker stopped (killed, machine gone, or stuck for longer
-than a lease): :func:`expire` declares such runs ``interrupted`` with a stored
-``run.interrupted`` event that names the worker and the session revision the session stays
-at. Web servers (their watchdog) and workers (at start-up and while they wait) run it.
+than a lease): such runs are declared ``interrupted``
+(:func:`picoflow_web.record.interruption.expire_leases`, with a stored ``run.interrupted``
+event that names the worker and the session revision the session stays at). Web servers
+(their watchdog) and workers (at start-up and while they wait, :func:`expire_in_background`)
+run it.
 
 A database that takes no writes for a while (another connection holds its lock) is no
 lost worker: the keeper retries its renewal for as long as that lasts, and time the
 database was stalled counts against a lease only after the stall ended
-(:mod:`picoflow_web.stalls`). A worker that finds its lease gone (its run was declared
+(:mod:`picoflow_web.record.stalls`). A worker that finds its lease gone (its run was declared
 interrupted, or another worker holds it) stops its turn and records nothing more.
 """
 
@@ -25,24 +27,18 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
 
 from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 
-from picoflow_web import app_settings, stalls
-from picoflow_web.ingest import Stored, store_interruption
-from picoflow_web.models import EventRecord, Run
+from picoflow_web.models import Run
+from picoflow_web.record.append import Stored
+from picoflow_web.record.interruption import expire_leases, lease_seconds
 
 logger = logging.getLogger("picoflow.web")
 
 CANCEL_POLL = 0.2
 """Seconds between a keeper's looks for a stop request (the Stop button's latency)."""
-SAVED_TYPES = ("session.saved", "checkpoint.saved")
-
-
-def lease_seconds() -> float:
-    return float(app_settings.get("WORKER_LEASE"))
 
 
 def claim(run_id: str, worker: str) -> Run | None:
@@ -140,65 +136,13 @@ class LeaseKeeper(threading.Thread):
             self.on_cancel(f"stopped by {by}" if by else "stopped", by)
 
 
-def expire() -> Stored:
-    """Declare every run whose worker lease expired interrupted (stored, not published).
-
-    Not while the database is stalled, nor until workers had a lease's time to renew
-    after a stall ended (:mod:`picoflow_web.stalls`).
-    """
-    out = Stored()
-    round_ = stalls.Round()
-    running = Run.objects.filter(status=Run.Status.RUNNING, origin__kind="worker")
-    if not running.exists():
-        return out  # no lease to judge: no need to take the write lock
-    lease = lease_seconds()
-    with transaction.atomic():  # SQLite: waits here for the write lock
-        now = timezone.now()
-        expired = list(running.select_for_update().filter(lease_expires_at__lt=now))
-        if not round_.calm(patience=lease / 4, grace=lease):
-            return out
-        for run in expired:
-            assert run.lease_expires_at is not None
-            out.events[run.id] = [store_interruption(
-                run, _last_event(run), silent_for=_silent_for(run),
-                reason=f"Worker {run.worker or '?'} stopped renewing its lease on the run "
-                       f"(it expired at {run.lease_expires_at.isoformat(timespec='seconds')}"
-                       "): the worker was stopped or lost.",
-                worker=run.worker or None, revision=_saved_revision(run.id))]
-            out.summaries.append(run.summary())
-    return out
-
-
-def _last_event(run: Run) -> dict[str, Any]:
-    last = EventRecord.objects.filter(run_id=run.id).order_by("-seq").values_list(
-        "payload", flat=True).first()
-    if last is not None:
-        return dict(last)
-    # Claimed, then lost before its first event was stored: the interruption is seq 0.
-    started = (run.last_seen_at or run.started_at).timestamp()
-    return {"run_id": run.id, "session_id": run.session_id, "seq": -1, "time": started,
-            "offset": 0.0}
-
-
-def _silent_for(run: Run) -> float:
-    assert run.lease_expires_at is not None
-    last_renewal = run.lease_expires_at - timedelta(seconds=lease_seconds())
-    return (timezone.now() - last_renewal).total_seconds()
-
-
-def _saved_revision(run_id: str) -> int | None:
-    """The session revision the run saved last (what the session stays at), if any."""
-    saved = EventRecord.objects.filter(run_id=run_id, type__in=SAVED_TYPES).order_by(
-        "-seq").values_list("payload", flat=True).first()
-    return saved.get("revision") if isinstance(saved, dict) else None
-
-
 def expire_in_background(publish: Callable[[Stored], None], stop: threading.Event) -> None:
-    """A worker's reaper: :func:`expire` now, then every quarter lease until ``stop``."""
+    """A worker's reaper: :func:`~picoflow_web.record.interruption.expire_leases` now, then
+    every quarter lease until ``stop``; ``publish`` tells browsers what it interrupted."""
     while True:
         try:
             close_old_connections()
-            publish(expire())
+            publish(expire_leases())
         except Exception:
             logger.exception("Checking worker leases failed")
         if stop.wait(lease_seconds() / 4):
@@ -206,4 +150,4 @@ def expire_in_background(publish: Callable[[Stored], None], stop: threading.Even
             return
 
 
-__all__ = ["LeaseKeeper", "claim", "expire", "expire_in_background"]
+__all__ = ["LeaseKeeper", "claim", "expire_in_background", "lease_seconds"]

@@ -1,7 +1,7 @@
 """Waiting for a run's end by hearing it (``POST /ai/run``), not by reading it over and over.
 
 Whoever ends a run (a worker, ingest, the watchdog) announces it to the runs list's group
-(:data:`picoflow_web.groups.RUNS_GROUP`, a ``run.summary`` message), and every web process
+(:data:`picoflow_web.live.groups.RUNS_GROUP`, a ``run.summary`` message), and every web process
 hears that group through its channel layer. One listener per event loop joins the group
 once and wakes the waiters of the run a summary says ended; a waiter then reads the run
 once. A waiter still reads the run every :data:`RECHECK` seconds on its own, for an end it
@@ -17,9 +17,9 @@ import logging
 import weakref
 from typing import Any
 
-from channels.layers import get_channel_layer
+from channels.layers import BaseChannelLayer, get_channel_layer
 
-from picoflow_web.groups import RUNS_GROUP
+from picoflow_web.live.groups import RUNS_GROUP
 from picoflow_web.models import Run
 
 logger = logging.getLogger("picoflow.web")
@@ -34,7 +34,7 @@ drops members after a day)."""
 class _Listener:
     """This loop's member of the runs group, and the waiters it wakes."""
 
-    def __init__(self, layer: Any) -> None:
+    def __init__(self, layer: BaseChannelLayer) -> None:
         self.layer = layer
         self.waiters: dict[str, set[asyncio.Event]] = {}
         self.joined = asyncio.Event()

@@ -1,9 +1,9 @@
 """Writes of the web app (``<entity>_<action>``): runs and sessions.
 
-A run's row is created (queued), finished and announced to the runs list here, and asked
-to stop; a worker executes it (:mod:`picoflow_web.execution`), its events stored by the
-bridge's sink while the turn runs (:mod:`picoflow_web.bridge`). Reads are in
-:mod:`picoflow_web.selectors`.
+A run's row is created (queued) and announced to the runs list here, and asked to stop;
+its task (:mod:`picoflow_web.execute.tasks`) has a worker execute it and record its end
+(:mod:`picoflow_web.execute.execution`), its events stored by the recorder while the turn
+runs (:mod:`picoflow_web.record.recorder`). Reads are in :mod:`picoflow_web.data.selectors`.
 """
 
 from __future__ import annotations
@@ -15,60 +15,29 @@ from typing import Any
 from django.db import IntegrityError
 from django.utils import timezone
 
-from picoflow_web import app_settings, groups, run_ends, selectors
-from picoflow_web.access import DEFAULT_PROJECT, Access, NotFound
-from picoflow_web.bridge import RunRecorder
-from picoflow_web.engine import get_engine
+from picoflow_web.config import app_settings
+from picoflow_web.data import selectors
+from picoflow_web.data.access import DEFAULT_PROJECT, Access
+from picoflow_web.data.documents import acting_in
+from picoflow_web.data.redact import redact
+from picoflow_web.errors import Conflict, InputError, NotFound
+from picoflow_web.execute import run_ends
+from picoflow_web.execute.engine import get_engine
+from picoflow_web.execute.execution import TURN_CANCELLED, run_broadcast, run_finish
 from picoflow_web.models import Project, Run
-from picoflow_web.redact import redact
-from picoflow_web.store import acting_in
-from runtime import CancelToken, ConfigValidationError, FlowInputError, RunReply
+from runtime import ConfigValidationError, FlowInputError, RunReply
 from runtime.events import ID_PATTERN, id_problem
 
 logger = logging.getLogger("picoflow.web")
 
-TURN_CANCELLED = "turn_cancelled"
-"""The reply's ``error_code`` of a stopped turn."""
-
 MAX_MESSAGE_CHARS = 20_000
-
-
-class InputError(ValueError):
-    """Bad input from a client: the API answers 400 with this message and ``code``;
-    ``fields`` maps config fields to what is wrong with them (a config that does not fit
-    the flow's schema)."""
-
-    def __init__(self, message: str, code: str = "bad_request",
-                 fields: dict[str, str] | None = None, status: int = 400,
-                 error_code: str | None = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.fields = fields
-        self.status = status
-        self.error_code = error_code or code
-        """The specific, stable name (``code`` stays what it was before it existed)."""
-
-
-def seq_param(raw: str | None, name: str, default: int) -> int:
-    """An integer query parameter (``after``, ``limit``); the HTTP API and the websockets
-    refuse the same values the same way."""
-    if raw is None:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise InputError(f"{name} must be an integer (after and limit must be integers).",
-                         error_code="bad_parameter") from None
-    if not -1 <= value <= 2**31:
-        raise InputError(f"{name} must be between -1 and 2**31.", error_code="bad_parameter")
-    return value
 
 
 async def _project_of(grant: Access | None, session_id: str | None,
                       requested: str | None) -> str:
     """The project a turn runs in: its session's when it continues one (the session must be
     the requester's to continue), else the one the requester asks for or defaults to
-    (:meth:`~picoflow_web.access.Access.project_for_start`). Without ``grant`` (code of the
+    (:meth:`~picoflow_web.data.access.Access.project_for_start`). Without ``grant`` (code of the
     dashboard itself) the requested one, else ``default``."""
     owner = await selectors.session_project(session_id) if session_id else None
     if grant is None:
@@ -103,9 +72,9 @@ def _check(flow: str, message: str | None, session_id: str | None,
         return engine.check_input(flow, message, config)
     except ConfigValidationError as exc:
         fields = {e["field"]: e["message"] for e in exc.extra.get("errors", [])}
-        raise InputError(str(exc), exc.code, fields) from None
+        raise InputError(str(exc), code=exc.code, fields=fields) from None
     except FlowInputError as exc:
-        raise InputError(str(exc), exc.code) from None
+        raise InputError(str(exc), code=exc.code) from None
 
 
 async def _coordinator_in(run_id: str, project: str) -> None:
@@ -165,10 +134,10 @@ async def run_start(
             raise NotFound(f"Run id {run_id!r} cannot be used in project {in_project!r}; "
                            "a new run needs a new id.") from None
         # A resent request of a coordinator's child: it must never run twice.
-        raise InputError(f"Run {run_id!r} exists already; it is not started again.",
-                         code="run_exists", status=409, error_code="run_exists") from None
+        raise Conflict(f"Run {run_id!r} exists already; it is not started again.",
+                       code="run_exists") from None
     await run_broadcast(run)
-    from picoflow_web.tasks import execute_run  # the task module needs the app registry
+    from picoflow_web.execute.tasks import execute_run  # the task module needs the app registry
 
     try:
         await execute_run.aenqueue(run.id)
@@ -206,7 +175,7 @@ class RunStillGoing(Exception):
 async def run_wait(run_id: str, timeout: float | None = None) -> tuple[Run, RunReply]:
     """Wait until the run ended (whoever executes it); the run and its reply.
 
-    Waits by hearing the run's end (:mod:`picoflow_web.run_ends`), for ``timeout``
+    Waits by hearing the run's end (:mod:`picoflow_web.execute.run_ends`), for ``timeout``
     seconds (default ``PICOFLOW_RUN_WAIT``); raises :class:`RunStillGoing` after that.
     """
     limit = float(app_settings.get("RUN_WAIT") if timeout is None else timeout)
@@ -226,54 +195,9 @@ def reply_of(run: Run) -> RunReply:
                     session_id=run.session_id, content_type="text/plain", error_code=code)
 
 
-async def run_execute_claimed(run: Run, *, cancel: CancelToken | None = None) -> RunReply:
-    """Execute a run a worker has claimed, recording its events; its reply."""
-    # Its worker's alone: a worker that lost the run (interrupted, or another worker
-    # holds it) stores no more events and no reply.
-    recorder = RunRecorder(run.id, lease_seconds=app_settings.get("WORKER_LEASE"),
-                           worker=run.worker or None)
-    recorder.start()
-    try:
-        with acting_in(run.project_id):  # the session store reads and writes only its own
-            reply = await get_engine().run(
-                run.flow, run.message or None, session_id=run.session_id or None,
-                config=run.config, run_id=run.id, sinks=[recorder], cancel=cancel)
-    finally:
-        await recorder.close()
-    cancelled = reply.error_code == TURN_CANCELLED
-    await run_finish(run.id, reply.model_dump(),
-                     status=Run.Status.CANCELLED if cancelled else None,
-                     worker=run.worker or None)
-    return reply
-
-
-async def run_finish(run_id: str, reply: dict[str, Any], *, status: str | None = None,
-                     only_from: str = Run.Status.RUNNING, worker: str | None = None) -> Run:
-    """Record a turn's reply on its run, and announce the ended run.
-
-    Only a run still ``only_from`` (running), and still ``worker``'s when given, changes:
-    one declared interrupted meanwhile (its lease lapsed) stays interrupted, and one
-    another worker holds is left to it.
-    """
-    if status is None:
-        status = Run.Status.FINISHED if reply["success"] else Run.Status.FAILED
-    # The reply's session id, not the request's: a turn without one started a session.
-    mine = {"worker": worker} if worker else {}
-    await Run.objects.filter(id=run_id, status=only_from, **mine).aupdate(
-        status=status, reply=redact(reply), session_id=reply["session_id"],
-        finished_at=timezone.now(), lease_expires_at=None)
-    run = await Run.objects.aget(id=run_id)
-    await run_broadcast(run)
-    return run
-
-
-async def run_broadcast(run: Run) -> None:
-    """Tell the runs list about a new or changed run."""
-    await groups.runs_send(run.summary())
-
-
-class RunEnded(InputError):
-    """The run cannot be stopped: it already ended (or is not the dashboard's to stop)."""
+class RunEnded(Conflict):
+    """The run cannot be stopped (409): it already ended (or is not the dashboard's to
+    stop)."""
 
 
 async def run_cancel(run_id: str, grant: Access) -> Run | None:
@@ -288,10 +212,11 @@ async def run_cancel(run_id: str, grant: Access) -> Run | None:
     run = await selectors.run_get(run_id, projects=grant.readable())
     if run is None:
         return None
-    grant.require(run.project_id, "run", f"run {run_id!r}")
+    # project_id is never null: django-stubs types a foreign key with a default as nullable.
+    grant.require(run.project_id, "run", f"run {run_id!r}")  # type: ignore[arg-type]
     if run.is_remote:
         raise RunEnded(f"Run {run_id} runs in its own process ({run.origin_info()['label']}); "
-                       "stop it there.", "not_cancellable")
+                       "stop it there.", code="not_cancellable")
     stopped = await Run.objects.filter(id=run_id, status=Run.Status.QUEUED).aupdate(
         status=Run.Status.CANCELLED, cancel_requested=request, finished_at=timezone.now(),
         reply={"success": False, "completed": False, "session_id": run.session_id,
@@ -303,7 +228,7 @@ async def run_cancel(run_id: str, grant: Access) -> Run | None:
             cancel_requested=request)
         run = await Run.objects.aget(id=run_id)
         if not asked and run.status != Run.Status.RUNNING:
-            raise RunEnded(f"Run {run_id} has ended ({run.status}).", "run_ended")
+            raise RunEnded(f"Run {run_id} has ended ({run.status}).", code="run_ended")
     run = await Run.objects.aget(id=run_id)
     await run_broadcast(run)
     return run
@@ -320,6 +245,7 @@ async def session_end(session_id: str, grant: Access) -> bool:
 
 
 __all__ = [
+    "TURN_CANCELLED",
     "InputError",
     "RunEnded",
     "RunStillGoing",
@@ -327,10 +253,8 @@ __all__ = [
     "run_broadcast",
     "run_cancel",
     "run_execute",
-    "run_execute_claimed",
     "run_finish",
     "run_start",
     "run_wait",
-    "seq_param",
     "session_end",
 ]

@@ -1,7 +1,7 @@
 """The queued task that executes a run (Django's Tasks framework, database backend).
 
 ``services.run_start`` queues it; ``manage.py db_worker`` processes take it and run it to
-the end (see :mod:`picoflow_web.execution`). Its only argument is the run id: everything
+the end (see :mod:`picoflow_web.execute.execution`). Its only argument is the run id: everything
 else the turn needs is on the run's row, written before the task was queued.
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 from asgiref.sync import sync_to_async
 from django_tasks import TaskContext, task
 
-from picoflow_web import relay
-from picoflow_web.execution import run_in_worker, run_orphaned
+from picoflow_web.execute.execution import run_in_worker, run_orphaned
+from picoflow_web.live import relay
 
 
 @task(takes_context=True)

@@ -4,42 +4,37 @@ Every endpoint needs an authenticated user: a logged-in session (browser; unsafe
 then also need the CSRF token) or ``Authorization: Bearer <token>`` (API clients; see
 ``manage.py create_api_token``). A token acts within its scopes: ``read`` for the reads,
 ``run`` to start and end turns, ``ingest`` for ``/api/ingest`` (which takes tokens only).
-Errors have one shape: ``{"type": "error", "message", "code"}`` (plus details where they
-help) with a 4xx status.
+Errors have one shape: ``{"type": "error", "message", "code", "error_code"}`` (plus
+details where they help) with a 4xx status: whatever a view or what it calls raises as an
+:class:`~picoflow_web.errors.ApiError` is answered so.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from functools import wraps
 from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user
-from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBase, StreamingHttpResponse
 from django.middleware.csrf import CsrfViewMiddleware
 from django.views.decorators.csrf import csrf_exempt
 from pydantic import BaseModel, ValidationError
 
-from picoflow_web import (
-    access,
-    bodies,
-    exporting,
-    ingest,
-    otlp,
-    runs_query,
-    selectors,
-    services,
-    watchdog,
-)
-from picoflow_web.access import Access
-from picoflow_web.bodies import answer
-from picoflow_web.engine import get_engine
-from picoflow_web.errors import error
-from picoflow_web.jsonbody import MAX_BODY_BYTES, read_json
+from picoflow_web.data import access, exporting, otlp_export, runs_query, selectors
+from picoflow_web.data.access import Access
+from picoflow_web.errors import ApiError, InputError
+from picoflow_web.execute import services
+from picoflow_web.execute.engine import get_engine
+from picoflow_web.http import bodies
+from picoflow_web.http.bodies import answer
+from picoflow_web.http.errors import answer_error, error
+from picoflow_web.http.jsonbody import MAX_BODY_BYTES, read_json
+from picoflow_web.record import ingest, watchdog
 from runtime.events import MAX_ID_CHARS, MAX_SOURCE_CHARS, id_problem, source_problem
 
-View = Callable[..., Awaitable[HttpResponse]]
+View = Callable[..., Coroutine[Any, Any, HttpResponseBase]]
 
 SESSION_SCOPES = access.SESSION_SCOPES
 __all__ = ["MAX_BODY_BYTES", "SESSION_SCOPES", "api_view", "error", "read_json"]
@@ -67,7 +62,7 @@ def api_view(*methods: str, scope: str | dict[str, str] = "read") -> Callable[[V
     def decorate(view: View) -> View:
         @csrf_exempt
         @wraps(view)
-        async def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        async def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
             if request.method not in methods:
                 response = error(f"Use {' or '.join(methods)}.", 405, "method_not_allowed")
                 response["Allow"] = ", ".join(methods)
@@ -82,25 +77,24 @@ def api_view(*methods: str, scope: str | dict[str, str] = "read") -> Callable[[V
                        f"--scope {needed})")
                 return error(f"This needs the '{needed}' scope: use {how}.", 403, "scope")
             if request.method not in ("GET", "HEAD") and not by_token:
-                check = CsrfViewMiddleware(lambda r: HttpResponse())
-                if check.process_view(request, None, (), {}) is not None:
+                check = CsrfViewMiddleware(_nothing)
+                if check.process_view(request, _nothing, (), {}) is not None:
                     return error("CSRF check failed.", 403, "csrf")
             request.api_user = grant.user  # type: ignore[attr-defined]
             request.access = grant  # type: ignore[attr-defined]
             try:
                 return await view(request, *args, **kwargs)
-            except services.InputError as exc:
-                return error(str(exc), exc.status, exc.code, exc.fields, exc.error_code)
-            except access.Forbidden as exc:
-                return error(str(exc), 403, exc.code)
-            except access.NotFound as exc:
-                return error(str(exc), 404, exc.code)
-            except ingest.IngestError as exc:
-                return error(exc.message, exc.status, exc.code, **exc.details)
+            except ApiError as exc:
+                return answer_error(exc)
 
-        return wrapper  # type: ignore[return-value]
+        return wrapper
 
     return decorate
+
+
+def _nothing(request: HttpRequest) -> HttpResponse:
+    """The response and the view the CSRF check is given: it calls neither."""
+    return HttpResponse()
 
 
 def _access(request: HttpRequest) -> Access:
@@ -116,7 +110,7 @@ Body = TypeVar("Body", bound=BaseModel)
 
 def parse_body(request: HttpRequest, model: type[Body], limit: int = MAX_BODY_BYTES) -> Body:
     """The request's JSON body (of at most ``limit`` bytes) as ``model`` (one of
-    :mod:`picoflow_web.bodies`, the models the OpenAPI document is generated from): what
+    :mod:`picoflow_web.http.bodies`, the models the OpenAPI document is generated from): what
     the document says is what is accepted. A body that does not fit is a 400 naming each
     wrong field."""
     data = read_json(request, limit)
@@ -127,8 +121,7 @@ def parse_body(request: HttpRequest, model: type[Body], limit: int = MAX_BODY_BY
                   _PLAIN.get(error["type"], error["msg"][:1].lower() + error["msg"][1:])
                   for error in exc.errors(include_url=False, include_input=False)}
         summary = "; ".join(f"{name} {problem}" for name, problem in fields.items())
-        raise services.InputError(f"{summary}.", fields=fields,
-                                  error_code="wrong_type") from None
+        raise InputError(f"{summary}.", fields=fields, error_code="wrong_type") from None
 
 
 _PLAIN = {"missing": "is required", "string_type": "must be a string",
@@ -158,7 +151,7 @@ async def flows(request: HttpRequest) -> HttpResponse:
 async def runs(request: HttpRequest) -> HttpResponse:
     """GET: run summaries (filters: flow, status, conflicts=1, rejected=1, project; ``session`` id
     prefix, ``q`` text search, ``since``/``until`` start time, ``sort``: see
-    :mod:`picoflow_web.runs_query`). POST: start a run."""
+    :mod:`picoflow_web.data.runs_query`). POST: start a run."""
     if request.method == "POST":
         body = parse_body(request, bodies.RunStart)
         run = await services.run_start(
@@ -171,10 +164,7 @@ async def runs(request: HttpRequest) -> HttpResponse:
     await watchdog.sweep()  # runs whose executor vanished are not listed as running
     params = request.GET
     conflicts = params.get("conflicts")
-    try:
-        query = runs_query.parse(params.dict())
-    except runs_query.BadQuery as exc:
-        raise services.InputError(str(exc), error_code="bad_parameter") from None
+    query = runs_query.parse(params.dict())
     listed = await selectors.run_list(
         flow=params.get("flow") or None, status=params.get("status") or None,
         has_conflicts=_flag(conflicts), has_rejected=_flag(params.get("rejected")),
@@ -211,29 +201,26 @@ async def run_cancel(request: HttpRequest, run_id: str) -> HttpResponse:
     """``POST /api/runs/<id>/cancel``: ask the run to stop. 202 with its summary: a queued
     run is ``cancelled`` at once, a running one once its worker stopped the turn
     (cooperatively, with the flow's grace period); 409 when it already ended."""
-    try:
-        run = await services.run_cancel(run_id, _access(request))
-    except services.RunEnded as exc:
-        return error(str(exc), 409, exc.code)
+    run = await services.run_cancel(run_id, _access(request))
     if run is None:
         return error(f"No run {run_id!r}.", 404, "not_found")
     return answer(bodies.RunOut.model_validate({"run": run.summary()}), 202)
 
 
 @api_view("GET")
-async def run_events(request: HttpRequest, run_id: str) -> HttpResponse:
+async def run_events(request: HttpRequest, run_id: str) -> HttpResponseBase:
     """Stored events after ``?after=<seq>``: a page of at most ``?limit=`` as JSON, or,
     asked with ``Accept: application/x-ndjson``, every one of them as one streamed JSONL
     response (what a page loading a stored run reads: no round trip per page)."""
     run = await selectors.run_get(run_id, projects=_readable(request))
     if run is None:
         return error(f"No run {run_id!r}.", 404, "not_found")
-    after = services.seq_param(request.GET.get("after"), "after", -1)
+    after = selectors.seq_param(request.GET.get("after"), "after", -1)
     if request.GET.get("compact", "0") not in ("0", "1"):
-        raise services.InputError("compact must be 0 or 1.", error_code="bad_parameter")
+        raise InputError("compact must be 0 or 1.", error_code="bad_parameter")
     if _wants_ndjson(request):
         return _event_stream(request, run.id, run.session_id, after)
-    limit = services.seq_param(request.GET.get("limit"), "limit", selectors.EVENT_PAGE)
+    limit = selectors.seq_param(request.GET.get("limit"), "limit", selectors.EVENT_PAGE)
     rows = await selectors.run_event_texts_after(run_id, after, min(max(limit, 1),
                                                                     selectors.EVENT_PAGE))
     response = bodies.event_page(rows, after)
@@ -246,7 +233,7 @@ ENVELOPE_HEADER = "PicoFlow-Envelope"
 
 
 def _event_stream(request: HttpRequest, run_id: str, session_id: str, after: int
-                  ) -> HttpResponse:
+                  ) -> StreamingHttpResponse:
     """A run's stored events as JSONL. With ``?compact=1`` an event that begins with the
     fields every event of the run shares (schema version, run id, session id) goes without
     them, and the ``PicoFlow-Envelope`` header gives them once, to be put back."""
@@ -271,10 +258,7 @@ async def run_otlp(request: HttpRequest, run_id: str) -> HttpResponse:
     """``GET /api/runs/<id>/otlp``: the run as an OTLP/JSON trace, as a download."""
     if await selectors.run_get(run_id, projects=_readable(request)) is None:
         return error(f"No run {run_id!r}.", 404, "not_found")
-    try:
-        text = await sync_to_async(otlp.run_to_json)(run_id)
-    except otlp.OtlpUnavailable as exc:
-        return error(str(exc), 501, "otlp_unavailable")
+    text = await sync_to_async(otlp_export.run_to_json)(run_id)
     response = HttpResponse(text, content_type="application/json")
     response["Content-Disposition"] = exporting.disposition("run", run_id, ".otlp.json")
     return response
@@ -378,8 +362,7 @@ async def ai_end(request: HttpRequest) -> HttpResponse:
              if request.content_type == "application/json" else None)
     session_id = _blank(named) or request.headers.get("Chat-Session-Id")
     if not session_id:
-        raise services.InputError(
-            "Name the session: a Chat-Session-Id header or a 'session' field.")
+        raise InputError("Name the session: a Chat-Session-Id header or a 'session' field.")
     deleted = await services.session_end(session_id, _access(request))
     return answer(bodies.AiEnded(success=deleted, session=session_id),
                   200 if deleted else 404)
@@ -406,7 +389,7 @@ async def ingest_events(request: HttpRequest) -> HttpResponse:
     """``POST /api/ingest``: NDJSON events (one per line, any runs); stored, then broadcast.
 
     The reply names, per run of the request, the last stored ``seq`` and the run's status.
-    A refused request stores nothing of itself (see :mod:`picoflow_web.ingest`).
+    A refused request stores nothing of itself (see :mod:`picoflow_web.record.ingest`).
     """
     if request.content_type != "application/x-ndjson":
         return error("Send events as application/x-ndjson: one JSON event per line.", 415,
@@ -433,7 +416,7 @@ async def ingest_heartbeat(request: HttpRequest) -> HttpResponse:
     for run_id in ids:
         problem = id_problem(run_id)
         if problem is not None:  # no run has it: a sender that made it up is told so
-            raise services.InputError(problem, error_code="bad_run_id")
+            raise InputError(problem, error_code="bad_run_id")
     grant = _access(request)
     project = grant.token_project or access.DEFAULT_PROJECT
     grant.require(project, "ingest", f"project {project!r}")

@@ -1,8 +1,8 @@
 """The JSON API's bodies as pydantic models: what a request must be and what an answer is.
 
-Views parse requests into these models (:func:`picoflow_web.api.parse_body`) and build
+Views parse requests into these models (:func:`picoflow_web.http.api.parse_body`) and build
 every answer from them (:func:`answer`), and the OpenAPI document
-(:mod:`picoflow_web.openapi`) is generated from them: one description, so the document
+(:mod:`picoflow_web.http.openapi`) is generated from them: one description, so the document
 cannot drift from what the server does. Open models (``extra="allow"``) keep fields a
 newer server adds from breaking older clients; the fields listed are the ones promised.
 """

@@ -7,10 +7,11 @@ the handlers below answer what Django refuses before a view, and
 project embedding the app adds that middleware first in its ``MIDDLEWARE``.
 
 ``{"type": "error", "message", "code", "error_code"}`` (plus details where they help),
-4xx. ``error_code`` is the stable, specific name (``too_deep``, ``invalid_text``, ...);
-``code`` is what it was before ``error_code`` existed (``bad_request`` for most bad
-input), kept for the clients that read it. Messages say what was wrong with the
-request, never how the server is built: no exception texts, no tracebacks.
+4xx (:func:`picoflow_web.errors.error_body`). ``error_code`` is the stable, specific name
+(``too_deep``, ``invalid_text``, ...); ``code`` is what older clients read (``bad_request``
+for most bad input). Messages say what was wrong with the request, never how the server
+is built: no exception texts, no tracebacks. What the app refuses it raises as an
+:class:`~picoflow_web.errors.ApiError`, answered by :func:`answer_error`.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.views import defaults
 
-from picoflow_web.bodies import Error, answer
+from picoflow_web.errors import ApiError, error_body
+from picoflow_web.http.bodies import Error, answer
 
 API_PREFIXES = ("/api/", "/ai/", "/v1/")
 
@@ -33,9 +35,13 @@ def error(message: str, status: int, code: str = "bad_request",
           fields: dict[str, str] | None = None, error_code: str | None = None,
           **details: Any) -> HttpResponse:
     """The one error shape (a bad config also says what is wrong with each field)."""
-    return answer(Error(type="error", message=message, code=code,
-                        error_code=error_code or code, fields=fields or None, **details),
-                  status)
+    return answer(Error.model_validate(error_body(message, code, error_code, fields,
+                                                  **details)), status)
+
+
+def answer_error(exc: ApiError) -> HttpResponse:
+    """A refusal the app raised, in the one error shape, with its status."""
+    return answer(Error.model_validate(exc.body()), exc.status)
 
 
 def _is_api(request: HttpRequest) -> bool:
@@ -46,7 +52,7 @@ def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpR
     """``handler404``: JSON under the API's paths, Django's page elsewhere."""
     if _is_api(request):
         return error(f"No endpoint {request.path!r}.", 404, "not_found")
-    return defaults.page_not_found(request, exception)  # type: ignore[arg-type]
+    return defaults.page_not_found(request, exception)
 
 
 def bad_request(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
@@ -58,6 +64,7 @@ def bad_request(request: HttpRequest, exception: Exception | None = None) -> Htt
         return error("Body too large.", 413, "body_too_large")
     if _is_api(request):
         return error("Bad request.", 400, "bad_request")
+    # Django's view never reads the exception: None does as well as one.
     return defaults.bad_request(request, exception)  # type: ignore[arg-type]
 
 
@@ -148,5 +155,5 @@ class JsonErrorsMiddleware:
         return as_json_error(request, await response)
 
 
-__all__ = ["API_PREFIXES", "JsonErrorsMiddleware", "as_json_error", "bad_request", "error",
-           "not_found", "server_error"]
+__all__ = ["API_PREFIXES", "JsonErrorsMiddleware", "answer_error", "as_json_error",
+           "bad_request", "error", "not_found", "server_error"]

@@ -20,59 +20,29 @@ Refused before anything is stored, each with its own ``error_code``:
 
 from __future__ import annotations
 
-import json
-import math
 from typing import Any
 
 from django.http import HttpRequest
 
-from picoflow_web.services import InputError
+from picoflow_web.data.strict_json import DECODER, MAX_NUMBER_DIGITS, NumberTooLarge
+from picoflow_web.errors import InputError
 
 MAX_BODY_BYTES = 64 * 1024
 """Largest JSON body of the API (ingest has its own, larger limit)."""
 MAX_DEPTH = 32
 """Deepest nesting of objects and arrays a JSON body may have (the body itself is 1)."""
-MAX_NUMBER_DIGITS = 1000
-"""Longest number literal (digits, sign, point and exponent) a JSON text may hold."""
 MEDIA_TYPE = "application/json"
-
-
-class NumberTooLarge(ValueError):
-    """A number no JSON reader here should be asked to hold (raised by :data:`DECODER`)."""
-
-
-def _constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON value")
-
-
-def _integer(text: str) -> int:
-    # Checked before int(): past Python's own limit its error names its internals.
-    if len(text) > MAX_NUMBER_DIGITS:
-        raise NumberTooLarge(f"a number too large (more than {MAX_NUMBER_DIGITS} digits)")
-    return int(text)
-
-
-def _float(text: str) -> float:
-    if len(text) > MAX_NUMBER_DIGITS:
-        raise NumberTooLarge(f"a number too large (more than {MAX_NUMBER_DIGITS} digits)")
-    value = float(text)
-    if value in (math.inf, -math.inf):
-        raise NumberTooLarge(f"a number too large for a float ({text[:20]})")
-    return value
-
-
-DECODER = json.JSONDecoder(parse_constant=_constant, parse_int=_integer, parse_float=_float)
-"""The JSON parser of every body and event line: ``NaN``/``Infinity`` refused
-(``ValueError``), numbers bounded (:class:`NumberTooLarge`)."""
 
 
 def require_json(request: HttpRequest) -> None:
     """Refuse (415) a body sent as another media type than JSON in UTF-8."""
-    charset = request.content_params.get("charset", "utf-8").strip('"').lower()
+    # None only on a bare HttpRequest: Django's handlers always parse the header.
+    params = request.content_params or {}
+    charset = params.get("charset", "utf-8").strip('"').lower()
     if request.content_type != MEDIA_TYPE or charset not in ("utf-8", "utf8"):
         sent = request.META.get("CONTENT_TYPE") or "no Content-Type"
         raise InputError(f"Send the body as {MEDIA_TYPE} (UTF-8), not {sent[:100]}.",
-                         "unsupported_media_type", status=415)
+                         code="unsupported_media_type", status=415)
 
 
 def read_body(request: HttpRequest, limit: int = MAX_BODY_BYTES) -> bytes:
@@ -82,11 +52,12 @@ def read_body(request: HttpRequest, limit: int = MAX_BODY_BYTES) -> bytes:
     except ValueError:
         length = 0
     if length > limit:
-        raise InputError(f"Body of {length} bytes is larger than {limit}.", "body_too_large",
-                         status=413)
+        raise InputError(f"Body of {length} bytes is larger than {limit}.",
+                         code="body_too_large", status=413)
     body = request.read(limit + 1)
     if len(body) > limit:
-        raise InputError(f"Body is larger than {limit} bytes.", "body_too_large", status=413)
+        raise InputError(f"Body is larger than {limit} bytes.", code="body_too_large",
+                         status=413)
     return body
 
 

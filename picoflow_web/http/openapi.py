@@ -1,12 +1,12 @@
 """The JSON API described by one schema: the OpenAPI 3.1 document generated from the
-pydantic models of its bodies (:mod:`picoflow_web.bodies`), served at
+pydantic models of its bodies (:mod:`picoflow_web.http.bodies`), served at
 ``GET /api/openapi.json``.
 
 Why not django-ninja: its routers own request parsing, authentication and the error
 answers, and the API's contract (paths, bodies, the error shape with ``code`` and
 ``error_code``, the PicoFlow ``/ai/*`` contract, bearer tokens *or* browser sessions with
 CSRF, bodies read from the stream with the 413 limit) already lives in
-:mod:`picoflow_web.api`; moving every endpoint under ninja in one step would change
+:mod:`picoflow_web.http.api`; moving every endpoint under ninja in one step would change
 answers the browser and clients depend on. Here the models are the single description,
 the document is generated from them with pydantic's own JSON Schema, and a fuzzer
 (schemathesis, ``tests/web/test_fuzz.py``) checks the live server against it.
@@ -20,8 +20,10 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_safe
 from pydantic import BaseModel
 
-from picoflow_web import __version__, runs_query
-from picoflow_web.bodies import (
+from picoflow_web import __version__
+from picoflow_web.data import runs_query
+from picoflow_web.execute.engine import get_engine
+from picoflow_web.http.bodies import (
     ID_OR_EMPTY,
     MODELS,
     AiEnd,
@@ -41,8 +43,7 @@ from picoflow_web.bodies import (
     RunStart,
     SessionOut,
 )
-from picoflow_web.engine import get_engine
-from picoflow_web.jsonbody import MAX_BODY_BYTES, MAX_DEPTH, MAX_NUMBER_DIGITS
+from picoflow_web.http.jsonbody import MAX_BODY_BYTES, MAX_DEPTH, MAX_NUMBER_DIGITS
 from runtime import FlowInfo
 from runtime.events import ID_PATTERN, MAX_ID_CHARS
 

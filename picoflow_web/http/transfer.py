@@ -3,24 +3,26 @@
 
 Exports need the ``read`` scope and answer only for runs and sessions of the requester's
 readable projects (another project's id is a 404, like an unknown one). They are streamed
-(:mod:`picoflow_web.exporting`), so a long run is never built in memory as one response.
+(:mod:`picoflow_web.data.exporting`), so a long run is never built in memory as one response.
 
 An import stores runs, so it needs what starting one does: the ``run`` scope and the
 operator role in the target project (``?project=``, else the token's, else ``default``).
 A browser session has that scope too, so a file can be uploaded from the dashboard.
-What is checked and how a file is refused is :mod:`picoflow_web.importing`'s; the reply
-is :class:`~picoflow_web.bodies.ImportReply` (201).
+What is checked and how a file is refused is :mod:`picoflow_web.record.importing`'s; the reply
+is :class:`~picoflow_web.http.bodies.ImportReply` (201).
 """
 
 from __future__ import annotations
 
 from asgiref.sync import sync_to_async
-from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBase, StreamingHttpResponse
 
-from picoflow_web import access, exporting, groups, importing, ingest, relay, selectors
-from picoflow_web.api import api_view
-from picoflow_web.bodies import ImportedRun, ImportReply, answer
-from picoflow_web.errors import error
+from picoflow_web.data import access, exporting, selectors
+from picoflow_web.http.api import api_view
+from picoflow_web.http.bodies import ImportedRun, ImportReply, answer
+from picoflow_web.http.errors import error
+from picoflow_web.live import groups, relay
+from picoflow_web.record import importing, ingest
 
 
 def _grant(request: HttpRequest) -> access.Access:
@@ -35,7 +37,7 @@ def _attachment(ids: list[str], kind: str, ident: str) -> StreamingHttpResponse:
 
 
 @api_view("GET")
-async def run_export(request: HttpRequest, run_id: str) -> HttpResponse:
+async def run_export(request: HttpRequest, run_id: str) -> HttpResponseBase:
     """``GET /api/runs/<id>/export``: the run's events as JSONL (an attachment)."""
     run = await selectors.run_get(run_id, projects=_grant(request).readable())
     if run is None:
@@ -44,7 +46,7 @@ async def run_export(request: HttpRequest, run_id: str) -> HttpResponse:
 
 
 @api_view("GET")
-async def session_export(request: HttpRequest, session_id: str) -> HttpResponse:
+async def session_export(request: HttpRequest, session_id: str) -> HttpResponseBase:
     """``GET /api/sessions/<id>/export``: the events of the session's runs, in turn order,
     as JSONL (an attachment)."""
     ids = await sync_to_async(exporting.session_runs)(session_id, _grant(request).readable())

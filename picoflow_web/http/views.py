@@ -20,8 +20,10 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_safe
 
-from picoflow_web import __version__, access, selectors, watchdog
-from picoflow_web.engine import get_engine
+from picoflow_web import __version__
+from picoflow_web.data import access, selectors
+from picoflow_web.execute.engine import get_engine
+from picoflow_web.record import watchdog
 
 SESSION_CHOICES = 50
 """Most recent sessions the start form offers to continue."""

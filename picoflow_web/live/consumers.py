@@ -4,12 +4,12 @@ Hand-over without gaps or duplicates: the consumer joins the run's group *before
 the stored events after the client's last sequence number, so a batch stored after that
 read is still delivered live; and it forwards only events with ``seq`` above the last one
 it sent, so a batch both read and received is not sent twice. Events are stored before
-they are broadcast (see :mod:`picoflow_web.bridge`), so there is nothing the group can
+they are broadcast (see :mod:`picoflow_web.record.recorder`), so there is nothing the group can
 deliver that the store could not, and a live batch that skips events (one message lost on
 the way) is preceded by the skipped ones, read from the store. A run's last batches have
 no later one to show they were lost: a worker that could not relay them (the web server
 restarting) sends a notice of how far they reach once it can
-(:mod:`picoflow_web.relay_sender`), and the socket reads them back.
+(:mod:`picoflow_web.live.relay_sender`), and the socket reads them back.
 
 Projects: a socket sees only runs of the projects its user may read (another project's
 run id closes it with 4404, as an unknown one does); the runs list forwards only their
@@ -40,12 +40,14 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 from urllib.parse import parse_qs
 
-from channels.consumer import get_handler_name
+from channels.consumer import AsyncConsumer, get_handler_name
 from channels.db import aclose_old_connections
 from channels.generic.websocket import AsyncJsonWebsocketConsumer, AsyncWebsocketConsumer
 
-from picoflow_web import access, relay, selectors, services, watchdog
-from picoflow_web.groups import RUNS_GROUP, run_group
+from picoflow_web.data import access, selectors
+from picoflow_web.errors import ApiError, error_body
+from picoflow_web.live import relay
+from picoflow_web.live.groups import RUNS_GROUP, run_group
 
 logger = logging.getLogger("picoflow.web")
 
@@ -59,7 +61,7 @@ CLOSE_NOT_FOUND = 4404
 """An unknown run, or one of a project the user may not read."""
 
 
-class _ForwardingDispatch:
+class _ForwardingDispatch(AsyncConsumer):
     """Channels' ``dispatch``, without its database hop for the messages a consumer only
     forwards (``_FORWARDING``).
 
@@ -76,10 +78,10 @@ class _ForwardingDispatch:
         if message["type"] in self._FORWARDING:
             await getattr(self, get_handler_name(message))(message)
         else:
-            await super().dispatch(message)  # type: ignore[misc]
+            await super().dispatch(message)
 
 
-class _SendOnly(_ForwardingDispatch, AsyncJsonWebsocketConsumer):  # type: ignore[misc]
+class _SendOnly(_ForwardingDispatch, AsyncJsonWebsocketConsumer):
     """A socket that only sends: anything received closes it (see the module docstring)."""
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None,
@@ -89,13 +91,12 @@ class _SendOnly(_ForwardingDispatch, AsyncJsonWebsocketConsumer):  # type: ignor
         logger.warning("Websocket %s: the client sent %s data (%d %s); closing it",
                        self.scope.get("path", "?"), "binary" if binary else "text", size,
                        "bytes" if binary else "characters")
-        await self._fail("junk", "This socket only sends; it takes no messages.",
+        await self._fail(error_body("This socket only sends; it takes no messages.", "junk"),
                          CLOSE_BAD_REQUEST)
 
-    async def _fail(self, code: str, message: str, close_code: int,
-                    error_code: str | None = None) -> None:
-        await self.send_json({"type": "error", "message": message, "code": code,
-                              "error_code": error_code or code})
+    async def _fail(self, body: dict[str, Any], close_code: int) -> None:
+        """Send ``body`` (the API's error shape), then close with ``close_code``."""
+        await self.send_json(body)
         await self.close(code=close_code)
 
     async def _access(self) -> access.Access | None:
@@ -125,14 +126,12 @@ class RunConsumer(_SendOnly):
         query = parse_qs(self.scope.get("query_string", b"").decode(errors="replace"),
                          keep_blank_values=True)
         try:
-            self.last_seq = services.seq_param(query.get("after", [None])[0], "after", -1)
-        except services.InputError as exc:
+            self.last_seq = selectors.seq_param(query.get("after", [None])[0], "after", -1)
+        except ApiError as exc:
             logger.warning("Websocket for run %s refused: %s", self.run_id, exc)
             await self.accept()
-            await self._fail(exc.code, str(exc), CLOSE_BAD_REQUEST, exc.error_code)
+            await self._fail(exc.body(), 4000 + exc.status)
             return
-        if run.status == run.Status.RUNNING:
-            watchdog.ensure()  # someone watches it: make sure a vanished executor is noticed
         self.group = run_group(self.run_id)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
@@ -156,7 +155,7 @@ class RunConsumer(_SendOnly):
         events = message["events"]
         upto = message.get("upto")
         if not events and isinstance(upto, int):
-            # A batch too big to relay (picoflow_web.relay_sender): it is stored; read it.
+            # A batch too big to relay (picoflow_web.live.relay_sender): it is stored; read it.
             await self._read_back(upto)
             return
         if isinstance(events, str):  # their stored JSON text
@@ -205,7 +204,7 @@ class RunConsumer(_SendOnly):
                 await self.send(text_data=f'{{"type":"events","events":[{texts}]}}')
 
 
-async def _refuse(consumer: AsyncJsonWebsocketConsumer, code: int) -> None:
+async def _refuse(consumer: AsyncWebsocketConsumer, code: int) -> None:
     """Accept, then close with ``code``: closing before accepting becomes an HTTP 403 at
     the handshake, and the browser would only ever see 1006, never why."""
     await consumer.accept()
@@ -274,24 +273,24 @@ class RunsConsumer(_SendOnly):
         await self.send_json({"type": "run", "run": run})
 
 
-class NotFound(AsyncWebsocketConsumer):  # type: ignore[misc]
+class NotFound(AsyncWebsocketConsumer):
     """A socket at a path no route takes: closed with 4404."""
 
     async def connect(self) -> None:
         await _refuse(self, CLOSE_NOT_FOUND)
 
 
-class OriginRefused(AsyncWebsocketConsumer):  # type: ignore[misc]
+class OriginRefused(AsyncWebsocketConsumer):
     """A browser's socket from a foreign (or no) ``Origin`` (see
-    :mod:`picoflow_web.routing`): closed with 4403, having read nothing."""
+    :mod:`picoflow_web.live.routing`): closed with 4403, having read nothing."""
 
     async def connect(self) -> None:
         await _refuse(self, CLOSE_FORBIDDEN)
 
 
-class RelayConsumer(_ForwardingDispatch, AsyncWebsocketConsumer):  # type: ignore[misc]
+class RelayConsumer(_ForwardingDispatch, AsyncWebsocketConsumer):
     """``ws/relay/``: a worker's messages for this server's browsers (see
-    :mod:`picoflow_web.relay`); the installation's relay key, not a user, opens it."""
+    :mod:`picoflow_web.live.relay`); the installation's relay key, not a user, opens it."""
 
     _FORWARDING = frozenset({"websocket.receive"})
 

@@ -3,7 +3,7 @@
 Senders (the bridge for a run's events, the services for run summaries) and the websocket
 consumers must agree on these names; keeping them here lets each side import the names
 without importing the other side. Sending a run summary lives here too, so the services
-reach browsers only through this module (and :mod:`picoflow_web.relay`, which knows how
+reach browsers only through this module (and :mod:`picoflow_web.live.relay`, which knows how
 to reach them from any process).
 """
 
@@ -13,8 +13,8 @@ import hashlib
 import re
 from typing import Any
 
-from picoflow_web import relay
-from picoflow_web.relay_sender import RawJSON
+from picoflow_web.live import relay
+from picoflow_web.live.relay_sender import RawJSON
 
 RUNS_GROUP = "runs"
 """Summaries of runs as they start and finish (the runs list)."""
@@ -48,7 +48,7 @@ def events_message(run_id: str, events: list[dict[str, Any]] | RawJSON, first: i
                    upto: int) -> relay.Message:
     """A run page's message with a stored batch of its events, seqs ``first`` to ``upto``
     (what a consumer reads back if the events cannot travel: see
-    :mod:`picoflow_web.relay_sender`). ``events`` may be their JSON text, as stored: it
+    :mod:`picoflow_web.live.relay_sender`). ``events`` may be their JSON text, as stored: it
     then travels as text to the browser, never parsed on the way."""
     return run_group(run_id), {"type": "run.events", "events": events, "first": first,
                                "upto": upto}

@@ -1,6 +1,6 @@
 """Publishing to browsers from any process: a run's events and the runs list's summaries.
 
-Browsers listen on channel-layer groups (:mod:`picoflow_web.groups`) through the web
+Browsers listen on channel-layer groups (:mod:`picoflow_web.live.groups`) through the web
 server's websocket consumers. A message for them is published here, and how depends on the
 process and the layer:
 
@@ -8,7 +8,7 @@ process and the layer:
 * in the web server, the in-memory layer is the one its consumers listen on;
 * in a worker with the in-memory layer (the embedded default), the layer is the worker's
   own, which no browser hears: the messages go to the web server (``PICOFLOW_RELAY_URL``)
-  over one websocket per worker, ``ws/relay/`` (:mod:`picoflow_web.relay_sender`), whose
+  over one websocket per worker, ``ws/relay/`` (:mod:`picoflow_web.live.relay_sender`), whose
   consumer sends them to its groups. The socket's handshake carries a key derived from
   ``SECRET_KEY``, which every process of one installation shares.
 
@@ -30,8 +30,8 @@ from asgiref.sync import async_to_sync, sync_to_async
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.conf import settings
 
-from picoflow_web import app_settings
-from picoflow_web.relay_sender import Message, Sender, plain
+from picoflow_web.config import app_settings
+from picoflow_web.live.relay_sender import Message, Sender, plain
 
 logger = logging.getLogger("picoflow.web")
 
@@ -39,7 +39,7 @@ HEADER = "PicoFlow-Relay-Key"
 MESSAGE_TYPES = frozenset({"run.events", "run.summary"})
 """What may be relayed: consumers' ``run_events`` and ``run_summary``."""
 _GROUP = re.compile(r"runs|run[._][A-Za-z0-9._-]{1,64}")
-"""The groups a relay frame may name (:mod:`picoflow_web.groups`): names Channels takes."""
+"""The groups a relay frame may name (:mod:`picoflow_web.live.groups`): names Channels takes."""
 
 SERVES_WEBSOCKETS = False
 """Set by :mod:`picoflow_web.asgi`: this process is a web server, its in-memory layer is

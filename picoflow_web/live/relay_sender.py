@@ -1,7 +1,7 @@
 """A worker's connection to the web server's relay socket (``ws/relay/``).
 
 Batches of a worker's events reach browsers through the web server (see
-:mod:`picoflow_web.relay`). One websocket per worker process carries them: a message costs
+:mod:`picoflow_web.live.relay`). One websocket per worker process carries them: a message costs
 the web server one frame, not an HTTP request through Django's middleware, and the worker
 opens no connection per batch. A thread owns the socket, so the run's event loop only
 queues a message (it waits only when the queue is full: back-pressure, not loss) and goes

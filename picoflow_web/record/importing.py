@@ -1,11 +1,12 @@
 """Import: a JSONL export (of this dashboard or another) stored back as runs.
 
-The file is read by ingest's own parser (:func:`picoflow_web.ingest.parse_lines`: every
+The file is read by ingest's own parser (:func:`picoflow_web.record.ingest.parse_lines`: every
 line valid JSON, a known event type of this schema version with each field of its JSON
 type, valid run and session ids, numbers the database holds and a ``time`` that is a date,
-within :data:`~picoflow_web.ingest.MAX_LINE_BYTES`, valid UTF-8 without lone surrogates) and
-stored by ingest's own path (:func:`~picoflow_web.ingest.store_lines`: the runs, their
-status, counts, reply and session record derived from the events), so an imported run is
+within :data:`~picoflow_web.record.ingest.MAX_LINE_BYTES`, valid UTF-8 without lone surrogates) and
+stored by ingest's own path (:func:`~picoflow_web.record.ingest.store_lines`, through the door
+every source of events takes, :mod:`picoflow_web.record.append`: the runs, their status,
+counts, reply and session record derived from the events), so an imported run is
 what an ingested one would be, but for its origin (``{"kind": "import"}``). Stricter than
 ingest, because the file is a record of whole runs: each run's ``seq`` starts at 0 and
 has no gap (but the ones its own ``sink.overflowed`` events account for, as a live run's
@@ -29,23 +30,21 @@ from typing import Any
 
 from django.db import transaction
 
-from picoflow_web.ingest import (
+from picoflow_web.models import Project, Run, StoredSession
+from picoflow_web.record.append import ENDINGS, Stored
+from picoflow_web.record.ingest import (
     IngestError,
     Line,
     Planned,
-    Stored,
     by_run,
     check_first,
     continuing,
     parse_lines,
     store_lines,
 )
-from picoflow_web.models import Project, Run, StoredSession
 
 MAX_IMPORT_BYTES = 128 * 1024 * 1024
 """Largest file (every line is parsed before anything is stored, so it is in memory)."""
-ENDINGS = frozenset({"turn.finished", "turn.failed", "turn.cancelled", "run.interrupted"})
-"""Events that end a run: only a sink's ``sink.overflowed`` report may follow one."""
 
 
 @dataclass(frozen=True)
@@ -68,10 +67,10 @@ def check_runs(lines: list[Line]) -> dict[str, list[Line]]:
         end = next((i for i, line in enumerate(fresh) if line.type in ENDINGS), len(fresh))
         later = [line for line in fresh[end + 1:] if line.type != "sink.overflowed"]
         if later:
-            raise IngestError(400, "after_end",
-                              f"Line {later[0].number}: run {run_id} ended at line "
+            raise IngestError(f"Line {later[0].number}: run {run_id} ended at line "
                               f"{fresh[end].number} ({fresh[end].type}); no {later[0].type} "
-                              "can follow.", run_id=run_id, line=later[0].number)
+                              "can follow.",
+                              code="after_end", status=400, run_id=run_id, line=later[0].number)
     return grouped
 
 
@@ -119,15 +118,16 @@ def _refuse_taken(what: str, first: dict[str, Line], taken: set[str],
         if ident not in taken:
             continue
         if elsewhere is not None:
-            raise IngestError(404, "not_found",
-                              f"Line {line.number}: {what} id {ident} cannot be used in "
+            raise IngestError(f"Line {line.number}: {what} id {ident} cannot be used in "
                               f"project {elsewhere!r}; import the file as a copy (?copy=1, "
-                              "--copy) to store it under new ids.", line=line.number,
+                              "--copy) to store it under new ids.",
+                              code="not_found", status=404, line=line.number,
                               **{f"{what}_id": ident})
-        raise IngestError(409, f"{what}_exists",
-                          f"Line {line.number}: {what} {ident} exists already; import "
+        raise IngestError(f"Line {line.number}: {what} {ident} exists already; import "
                           "the file as a copy (?copy=1, --copy) to store it under new "
-                          "ids.", line=line.number, **{f"{what}_id": ident})
+                          "ids.",
+                          code=f"{what}_exists", status=409, line=line.number,
+                          **{f"{what}_id": ident})
 
 
 def _when(line: Line) -> datetime:
@@ -147,14 +147,14 @@ def _restamp(per_run: dict[str, list[Line]]) -> None:
 def import_jsonl(body: bytes, *, project: str, copy: bool = False, user: Any = None,
                  origin: dict[str, Any] | None = None) -> Imported:
     """Check the whole file, then store it in ``project`` in one transaction, or refuse
-    it (:class:`~picoflow_web.ingest.IngestError`, naming the line) storing nothing."""
+    it (:class:`~picoflow_web.record.ingest.IngestError`, naming the line) storing nothing."""
     if len(body) > MAX_IMPORT_BYTES:
-        raise IngestError(413, "body_too_large", f"The file of {len(body)} bytes is larger "
+        raise IngestError(f"The file of {len(body)} bytes is larger "
                           f"than {MAX_IMPORT_BYTES}; export fewer runs at a time.",
-                          limit=MAX_IMPORT_BYTES)
+                          code="body_too_large", status=413, limit=MAX_IMPORT_BYTES)
     lines = parse_lines(body, recorded=True)
     if not lines:
-        raise IngestError(400, "empty_file", "The file holds no events.")
+        raise IngestError("The file holds no events.", code="empty_file", status=400)
     per_run = check_runs(lines)
     names = {run_id: run_id for run_id in per_run}
     if copy:
@@ -173,4 +173,4 @@ def import_jsonl(body: bytes, *, project: str, copy: bool = False, user: Any = N
     return Imported([runs[run_id] for run_id in per_run], names, stored, copy)
 
 
-__all__ = ["ENDINGS", "MAX_IMPORT_BYTES", "Imported", "check_runs", "import_jsonl"]
+__all__ = ["MAX_IMPORT_BYTES", "Imported", "check_runs", "import_jsonl"]

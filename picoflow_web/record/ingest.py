@@ -10,17 +10,18 @@ the database can store, and continues its run's stored sequence (a
 resent event already stored is accepted and ignored, a gap is refused with the ``seq``
 expected next, unless a ``sink.overflowed`` of the same request says those events were
 lost) — so a refused request stores nothing of itself. Then, in one transaction,
-runs are created and updated from the events themselves (``turn.started`` creates the
-run, ``turn.finished``/``turn.failed``/``turn.cancelled`` end it), the events are stored,
-and only then broadcast to the run's group: the same path, and the same page, as runs the dashboard
-executed, but for the origin label.
+``turn.started`` creates the run and the events go through the door every source uses
+(:mod:`picoflow_web.record.append`: stored, the run updated from them, ``turn.finished``,
+``turn.failed`` or ``turn.cancelled`` ending it), and only then are they broadcast to the
+run's group: the same path, and the same page, as runs the dashboard executed, but for the
+origin label.
 
 A remote run that goes silent (no events, no heartbeats) for ``PICOFLOW_REMOTE_TIMEOUT``
-seconds is declared interrupted (by the watchdog, :mod:`picoflow_web.watchdog`): a
+seconds is declared interrupted (:mod:`picoflow_web.record.interruption`): a
 ``run.interrupted`` event is stored and broadcast, and whatever arrives for it later is
 refused.
 
-Imports (:mod:`picoflow_web.importing`) go through the same parser and store path, with
+Imports (:mod:`picoflow_web.record.importing`) go through the same parser and store path, with
 their own plan: whole runs, all new.
 """
 
@@ -28,10 +29,8 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -40,21 +39,28 @@ from django.http import HttpRequest
 from django.utils import timezone
 from pydantic import ValidationError
 
-from picoflow_web import app_settings, groups, relay, stalls
-from picoflow_web.eventlog import insert_rows, read_texts
-from picoflow_web.jsonbody import DECODER, NumberTooLarge
-from picoflow_web.models import DEFAULT_PROJECT, EventRecord, Project, Run, StoredSession
-from picoflow_web.redact import may_hold_secret, redact
-from picoflow_web.relay_sender import RawJSON
+from picoflow_web.config import app_settings
+from picoflow_web.data.eventlog import read_texts
+from picoflow_web.data.redact import may_hold_secret, redact
+from picoflow_web.data.strict_json import DECODER, NumberTooLarge
+from picoflow_web.errors import ApiError
+from picoflow_web.models import DEFAULT_PROJECT, Project, Run, StoredSession
+from picoflow_web.record.append import (
+    MAX_PATH,
+    Incoming,
+    Stored,
+    append,
+    broadcast,
+    covered,
+    reported_losses,
+)
 from runtime.events import (
     EVENT_TYPES,
     SCHEMA_VERSION,
     SessionLoaded,
     SessionSaved,
-    dump_event,
     fold,
     id_problem,
-    interruption,
     parse_event,
 )
 
@@ -66,16 +72,14 @@ MAX_LINE_BYTES = 32 * 1024 * 1024
 """Largest single event. A fork's event lists every branch it requests: 100,000 bare
 branches make a 9 MB line, so the limit is well above that (a file or a body of many lines
 holds no less in memory)."""
-BROADCAST_EVENTS = 200
-"""Events per group message, as the bridge batches them."""
 
 
-class IngestError(Exception):
-    """A refused request: its status, code, message and the details that locate it."""
+class IngestError(ApiError):
+    """A refused request of ingest or import: its status, code, message and the details
+    that locate it (``line``, ``expected``, ``limit``)."""
 
-    def __init__(self, status: int, code: str, message: str, **details: Any) -> None:
-        super().__init__(message)
-        self.status, self.code, self.message, self.details = status, code, message, details
+    def __init__(self, message: str, *, code: str, status: int = 400, **details: Any) -> None:
+        super().__init__(message, code=code, status=status, **details)
 
 
 @dataclass(frozen=True)
@@ -91,6 +95,11 @@ class Line:
 
     def stored_text(self) -> str:
         return self.text if self.text is not None else encode(self.data)
+
+    def incoming(self) -> Incoming:
+        """The event as the store takes it (:mod:`picoflow_web.record.append`)."""
+        return (self.seq, self.type, str(self.data.get("path", ""))[:MAX_PATH],
+                self.stored_text(), self.data)
 
     @property
     def run_id(self) -> str:
@@ -119,13 +128,12 @@ def read_body(request: HttpRequest, limit: int | None = None,
     except ValueError:
         length = 0
     if length > limit:
-        raise IngestError(413, "body_too_large",
-                          f"Body of {length} bytes is larger than {limit}; {advice}.",
-                          limit=limit)
+        raise IngestError(f"Body of {length} bytes is larger than {limit}; {advice}.",
+                          code="body_too_large", status=413, limit=limit)
     body = request.read(limit + 1)
     if len(body) > limit:
-        raise IngestError(413, "body_too_large",
-                          f"Body is larger than {limit} bytes; {advice}.", limit=limit)
+        raise IngestError(f"Body is larger than {limit} bytes; {advice}.",
+                          code="body_too_large", status=413, limit=limit)
     return body
 
 
@@ -154,7 +162,8 @@ def encode(data: dict[str, Any]) -> str:
 
 def _refuse(number: int, code: str, message: str, status: int = 400, **details: Any
             ) -> IngestError:
-    return IngestError(status, code, f"Line {number}: {message}", line=number, **details)
+    return IngestError(f"Line {number}: {message}",
+                       code=code, status=status, line=number, **details)
 
 
 def _parse(number: int, raw: bytes, *, recorded: bool = False) -> tuple[dict[str, Any], str]:
@@ -276,20 +285,21 @@ def _plan(lines: list[Line], runs: dict[str, Run], project: str) -> list[Planned
             continue
         last = run.last_seq if run is not None else -1
         if run is not None and not run.is_remote:
-            raise IngestError(409, "not_remote",
-                              f"Run {run_id} was executed by this dashboard; its events "
-                              "cannot be sent to it.", run_id=run_id, line=items[0].number)
+            raise IngestError(f"Run {run_id} was executed by this dashboard; its events "
+                              "cannot be sent to it.",
+                              code="not_remote", status=409, run_id=run_id, line=items[0].number)
         plan = Planned(run_id, run, continuing(run_id, items, last + 1))
         if plan.fresh and run is not None and run.status == Run.Status.INTERRUPTED:
-            raise IngestError(409, "run_interrupted",
-                              f"Run {run_id} was declared interrupted (silent for longer "
+            raise IngestError(f"Run {run_id} was declared interrupted (silent for longer "
                               f"than {app_settings.get('REMOTE_TIMEOUT'):g} s); it takes no "
-                              "more events.", run_id=run_id, line=plan.fresh[0].number)
+                              "more events.",
+                              code="run_interrupted", status=409, run_id=run_id,
+                              line=plan.fresh[0].number)
         after_end = [item for item in plan.fresh if item.type != "sink.overflowed"]
         if after_end and run is not None and run.status != Run.Status.RUNNING:
-            raise IngestError(409, "run_ended", f"Run {run_id} has ended ({run.status}); it "
+            raise IngestError(f"Run {run_id} has ended ({run.status}); it "
                               "takes no more events (but a sink's report of what it lost).",
-                              run_id=run_id, line=after_end[0].number)
+                              code="run_ended", status=409, run_id=run_id, line=after_end[0].number)
         if run is None:
             check_first(run_id, plan.fresh)
         plans.append(plan)
@@ -297,9 +307,9 @@ def _plan(lines: list[Line], runs: dict[str, Run], project: str) -> list[Planned
     made = next((plan for plan in hidden if plan.fresh), None)
     if made is not None:
         line = made.fresh[0].number
-        raise IngestError(404, "not_found", f"Line {line}: run id {made.run_id} cannot be "
+        raise IngestError(f"Line {line}: run id {made.run_id} cannot be "
                           f"used in project {project!r}; a new run needs a new id.",
-                          run_id=made.run_id, line=line)
+                          code="not_found", status=404, run_id=made.run_id, line=line)
     return plans
 
 
@@ -322,9 +332,10 @@ def _refuse_foreign_sessions(plans: list[Planned], project: str) -> None:
     if elsewhere:
         line = min((named[session_id] for session_id in elsewhere), key=lambda found: found.number)
         session_id = line.data["session_id"]
-        raise IngestError(404, "not_found", f"Line {line.number}: session id {session_id} "
+        raise IngestError(f"Line {line.number}: session id {session_id} "
                           f"cannot be used in project {project!r}; name a session of this "
-                          "project, or a new one.", session_id=session_id, line=line.number)
+                          "project, or a new one.",
+                          code="not_found", status=404, session_id=session_id, line=line.number)
 
 
 def by_run(lines: list[Line]) -> dict[str, list[Line]]:
@@ -341,27 +352,27 @@ def continuing(run_id: str, items: list[Line], expected: int, *, resent: bool = 
     ``expected``; a gap the run's ``sink.overflowed`` events do not account for is refused.
     A seq below the expected one is a resend, skipped, unless ``resent`` is False: then
     it is refused too (a file of whole runs repeats nothing)."""
-    lost = _reported_losses(items)
+    lost = reported_losses(item.data for item in items)
     fresh: list[Line] = []
     for item in items:
         if item.seq < expected and resent:
             continue  # already stored (or repeated in this request): idempotent resend
         if item.seq < expected:
-            raise IngestError(400, "seq_repeated",
-                              f"Line {item.number}: run {run_id} repeats seq {item.seq} "
-                              f"(seq {expected} comes next).", run_id=run_id,
+            raise IngestError(f"Line {item.number}: run {run_id} repeats seq {item.seq} "
+                              f"(seq {expected} comes next).",
+                              code="seq_repeated", status=400, run_id=run_id,
                               expected_seq=expected, line=item.number)
-        if item.seq > expected and _covered(expected, item.seq, lost):
+        if item.seq > expected and covered(expected, item.seq, lost):
             expected = item.seq  # the sink said it lost these: a gap on purpose
         if item.seq > expected and not resent and not fresh and expected == 0:
-            raise IngestError(400, "seq_start",
-                              f"Line {item.number}: run {run_id} starts at seq {item.seq}; "
-                              "a run's events are numbered from 0.", run_id=run_id,
-                              expected_seq=0, line=item.number)
+            raise IngestError(f"Line {item.number}: run {run_id} starts at seq {item.seq}; "
+                              "a run's events are numbered from 0.",
+                              code="seq_start", status=400, run_id=run_id, expected_seq=0,
+                              line=item.number)
         if item.seq > expected:
-            raise IngestError(409 if resent else 400, "seq_gap",
-                              f"Line {item.number}: run {run_id} continues at seq "
-                              f"{expected}, not {item.seq}.", run_id=run_id,
+            raise IngestError(f"Line {item.number}: run {run_id} continues at seq "
+                              f"{expected}, not {item.seq}.",
+                              code="seq_gap", status=409 if resent else 400, run_id=run_id,
                               expected_seq=expected, line=item.number)
         fresh.append(item)
         expected += 1
@@ -371,37 +382,9 @@ def continuing(run_id: str, items: list[Line], expected: int, *, resent: bool = 
 def check_first(run_id: str, fresh: list[Line]) -> None:
     """A new run's events begin with its ``turn.started``."""
     if fresh and fresh[0].type != "turn.started":
-        raise IngestError(400, "run_unknown",
-                          f"Line {fresh[0].number}: run {run_id} is new, so its "
-                          "first event must be turn.started (seq 0).", run_id=run_id,
-                          line=fresh[0].number)
-
-
-def _reported_losses(items: list[Line]) -> list[tuple[int, int]]:
-    """The ``(first_seq, last_seq)`` ranges the request's ``sink.overflowed`` events say
-    their sink dropped, sorted."""
-    return sorted((int(i.data["first_seq"]), int(i.data["last_seq"]))
-                  for i in items if i.type == "sink.overflowed")
-
-
-def _covered(start: int, stop: int, ranges: list[tuple[int, int]]) -> bool:
-    """Whether every seq in ``start .. stop - 1`` lies in one of the sorted ``ranges``."""
-    for first, last in ranges:
-        if first <= start <= last:
-            start = last + 1
-        if start >= stop:
-            return True
-    return start >= stop
-
-
-@dataclass
-class Stored:
-    """What a request (or a watchdog round) stored, for the reply and the broadcast."""
-
-    reply: dict[str, dict[str, Any]] = field(default_factory=dict)
-    events: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
-    """By run: the stored events' seq and JSON text, in order (broadcast as that text)."""
-    summaries: list[dict[str, Any]] = field(default_factory=list)
+        raise IngestError(f"Line {fresh[0].number}: run {run_id} is new, so its "
+                          "first event must be turn.started (seq 0).",
+                          code="run_unknown", status=400, run_id=run_id, line=fresh[0].number)
 
 
 Planner = Callable[[list[Line], dict[str, Run], str], list[Planned]]
@@ -411,7 +394,7 @@ ones only."""
 
 
 def store_lines(lines: list[Line], origin: Callable[[str], dict[str, Any]], user: Any,
-           project: str, planner: Planner | None = None) -> Stored:
+                project: str, planner: Planner | None = None) -> Stored:
     """Check and store ``lines`` in one transaction; ``origin`` of a new run (by id)."""
     out = Stored()
     ids = {line.run_id for line in lines}
@@ -427,15 +410,11 @@ def store_lines(lines: list[Line], origin: Callable[[str], dict[str, Any]], user
             if run is None:
                 continue
             if plan.fresh:
-                ended = _apply(run, [line.data for line in plan.fresh], now)
-                rows = [(line.seq, line.type, str(line.data.get("path", ""))[:400],
-                         line.stored_text()) for line in plan.fresh]
-                insert_rows(run.id, rows)
-                out.events[run.id] = [(seq, text) for seq, _, _, text in rows]
-                if ended:
+                appended = append(run, [line.incoming() for line in plan.fresh], now=now,
+                                  new=created)
+                out.appended.append(appended)
+                if appended.ended:
                     _session_record(run)
-                if created or ended:
-                    out.summaries.append(run.summary())
             else:
                 run.last_seen_at = now
                 run.save(update_fields=["last_seen_at"])
@@ -450,49 +429,6 @@ def _run_create(first: dict[str, Any], origin: dict[str, Any], user: Any, now: A
         id=first["run_id"], flow=str(first.get("flow", ""))[:200], project_id=project,
         message=first.get("message") or "", session_id=first.get("session_id", "")[:64],
         origin=origin, last_seen_at=now, started_by=user if authenticated else None)
-
-
-def _apply(run: Run, events: list[dict[str, Any]], now: Any) -> bool:
-    """Bring the run's row up to date with newly stored events; True when it ended."""
-    run.event_count += len(events)
-    run.last_seq = events[-1]["seq"]
-    run.has_conflicts |= any(e["type"] == "join.invalidated" for e in events)
-    run.branch_count += sum(len(e["requests"]) for e in events if e["type"] == "barrier.forked")
-    run.rejected_count += sum(e["type"] == "branch.rejected" for e in events)
-    offsets = [e["offset"] for e in events if e["type"] != "run.interrupted"]
-    if offsets:  # as the run page's fold reads a turn's time: its greatest offset
-        run.duration = max(run.duration or 0.0, *offsets)
-    run.last_seen_at = now
-    run.session_id = events[-1].get("session_id") or run.session_id
-    ended = False
-    for event in events:
-        if event["type"] == "turn.finished":
-            run.status, ended = Run.Status.FINISHED, True
-            run.reply = {"success": event["success"], "completed": event["completed"],
-                         "message": event["message"], "session_id": run.session_id,
-                         "content_type": event["content_type"], "error_code": None}
-        elif event["type"] == "turn.cancelled":
-            run.status, ended = Run.Status.CANCELLED, True
-            who = event.get("requested_by")
-            run.cancel_requested = {"by": who, "at": None} if who else run.cancel_requested
-            run.reply = {"success": False, "completed": False,
-                         "message": f"Stopped: {event['reason']}", "session_id": run.session_id,
-                         "content_type": "text/plain", "error_code": "turn_cancelled"}
-        elif event["type"] == "turn.failed":
-            run.status, ended = Run.Status.FAILED, True
-            error = event["error"]
-            run.reply = {"success": False, "completed": True, "message": error["message"],
-                         "session_id": run.session_id, "content_type": "text/plain",
-                         "error_code": error["code"]}
-        elif event["type"] == "run.interrupted":  # only in a dashboard's record (an import)
-            run.status, ended = Run.Status.INTERRUPTED, True
-            run.interruption = {"reason": event["reason"], "silent_for": event["silent_for"],
-                                **{key: event[key] for key in ("worker", "revision")
-                                   if event.get(key) is not None}}
-    if ended:
-        run.finished_at = now
-    run.save()
-    return ended
 
 
 def _session_record(run: Run) -> None:
@@ -529,28 +465,12 @@ def _session_record(run: Run) -> None:
         "project_id": run.project_id})
 
 
-def messages_of(stored: Stored) -> list[relay.Message]:
-    """What to tell browsers about what a request (or a watchdog round) stored."""
-    # As stored, as text: the run socket puts it into its frame without parsing it.
-    messages = [groups.events_message(
-                    run_id, RawJSON("[" + ",".join(text for _, text in chunk) + "]"),
-                    chunk[0][0], chunk[-1][0])
-                for run_id, events in stored.events.items()
-                for start in range(0, len(events), BROADCAST_EVENTS)
-                if (chunk := events[start:start + BROADCAST_EVENTS])]
-    return messages + [groups.summary_message(s) for s in stored.summaries]
-
-
-async def _broadcast(stored: Stored) -> None:
-    await relay.publish(messages_of(stored))
-
-
 async def events_ingest(body: bytes, *, origin: dict[str, Any], user: Any,
                         project: str = DEFAULT_PROJECT) -> dict[str, dict[str, Any]]:
     """Check, store (in ``project``: runs of other projects are refused), then broadcast
     one request's events; the reply's ``runs``."""
     stored = await sync_to_async(_ingest_sync)(body, origin, user, project)
-    await _broadcast(stored)
+    await broadcast(stored.appended)
     return stored.reply
 
 
@@ -575,70 +495,6 @@ def _heartbeat_sync(run_ids: list[str], project: str) -> dict[str, dict[str, Any
     return {run.id: {"last_seq": run.last_seq, "status": run.status} for run in runs}
 
 
-# -- the watchdog: silent remote runs become interrupted -------------------------------
-
-
-def interrupt_silent_runs() -> Stored:
-    """Declare every remote run silent for longer than the timeout interrupted: store its
-    ``run.interrupted`` event (not yet broadcast).
-
-    Not while the database is stalled, nor until remote processes had the timeout's
-    length of a writable database to report after a stall ended (a heartbeat is a write):
-    see :mod:`picoflow_web.stalls`.
-    """
-    timeout = app_settings.get("REMOTE_TIMEOUT")
-    out = Stored()
-    round_ = stalls.Round()
-    running = Run.objects.filter(status=Run.Status.RUNNING, origin__kind="remote")
-    if not running.exists():
-        return out  # nobody to judge: no need to take the write lock
-    with transaction.atomic():  # SQLite: waits here for the write lock
-        now = timezone.now()
-        silent_runs = list(running.select_for_update().filter(
-            last_seen_at__lt=now - timedelta(seconds=timeout)))
-        if not round_.calm(patience=timeout / 4, grace=timeout):
-            return out
-        for run in silent_runs:
-            assert run.last_seen_at is not None
-            last = EventRecord.objects.filter(run_id=run.id).order_by("-seq").values_list(
-                "payload", flat=True).first()
-            if last is None:
-                continue
-            silent = (timezone.now() - run.last_seen_at).total_seconds()
-            out.events[run.id] = [store_interruption(
-                run, last, silent_for=silent,
-                reason=f"No events or heartbeats for {timeout:g} s: the process running it "
-                       "stopped reporting.")]
-            out.summaries.append(run.summary())
-    return out
-
-
-def store_interruption(run: Run, last: dict[str, Any], *, silent_for: float, reason: str,
-                       **extra: Any) -> tuple[int, str]:
-    """Store ``run``'s ``run.interrupted`` after its ``last`` stored event and mark the run
-    interrupted (inside the caller's transaction, with ``run`` locked); the stored event's
-    seq and JSON text. ``extra`` are the event's optional fields (``worker``,
-    ``revision``)."""
-    event = interruption(last, now=time.time(), silent_for=round(max(0.0, silent_for), 3),
-                         reason=reason, **extra)
-    text = dump_event(event)
-    insert_rows(run.id, [(event.seq, event.type, event.path, text)])
-    run.status, run.finished_at = Run.Status.INTERRUPTED, timezone.now()
-    run.interruption = {"reason": event.reason, "silent_for": event.silent_for, **extra}
-    run.event_count, run.last_seq = run.event_count + 1, event.seq
-    run.save(update_fields=["status", "finished_at", "event_count", "last_seq",
-                            "interruption"])
-    return event.seq, text
-
-
-async def interrupt_and_broadcast() -> int:
-    """One watchdog round; how many runs it interrupted."""
-    stored = await sync_to_async(interrupt_silent_runs)()
-    await _broadcast(stored)
-    return len(stored.events)
-
-
 __all__ = ["IngestError", "Line", "Planned", "Planner", "Stored", "by_run", "check_first",
-           "continuing", "encode", "events_ingest", "interrupt_and_broadcast",
-           "interrupt_silent_runs", "messages_of", "parse_lines", "read_body", "runs_heartbeat",
-           "store_interruption", "store_lines"]
+           "continuing", "encode", "events_ingest", "parse_lines", "read_body", "runs_heartbeat",
+           "store_lines"]

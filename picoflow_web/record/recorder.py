@@ -1,12 +1,13 @@
 """The bridge: the runtime's event sink that stores a run's events and tells browsers.
 
-:class:`RunRecorder` is a runtime event sink. ``handle`` (called synchronously by the
+:class:`RunRecorder` is a runtime event sink. ``receive`` (called synchronously by the
 runtime's bus) only appends to a buffer, so it never stalls a branch or a join. Its pump
 task takes the buffer in batches — once ``batch_events`` events wait, or ``batch_seconds``
 after the first of them arrived, so a lone event is not held back by a fixed tick; a
 backlog is taken whole, up to ``store_events`` — **stores each batch, then publishes it** to
-the run's channel group in messages of ``batch_events`` (:mod:`picoflow_web.relay`: from a
-worker, across processes). Persist before broadcast: a browser only ever hears of an event
+the run's channel group in messages of ``batch_events``, through the door every source of
+events uses (:mod:`picoflow_web.record.append`; published by :mod:`picoflow_web.live.relay`:
+from a worker, across processes). Persist before broadcast: a browser only ever hears of an event
 that a reload or a reconnect can read back, so resuming from the last sequence number is
 gap-free. One group message per batch, not per event, because ``group_send`` per event is
 an order of magnitude slower.
@@ -16,12 +17,12 @@ says it is congested, and the run waits at its next await point (a branch start,
 call) until the store caught up; nothing is dropped.
 
 A run that is not ``running`` any more (its worker's lease lapsed and it was declared
-interrupted, see :mod:`picoflow_web.leases`), or not the recorder's ``worker``'s any more,
-takes no more events from it: ``run.interrupted`` is its last one, so the batch that would
-follow it is dropped, and so is the rest.
+interrupted, see :mod:`picoflow_web.record.interruption`), or not the recorder's ``worker``'s
+any more, takes no more events from it: ``run.interrupted`` is its last one, so the batch
+that would follow it is dropped, and so is the rest.
 
-Everything else about a run (creating it, recording its reply, telling the runs list) is a
-service: see :mod:`picoflow_web.services`.
+Everything else about a run (creating it, recording its end with the turn's reply,
+telling the runs list) is a service: see :mod:`picoflow_web.execute.services`.
 """
 
 from __future__ import annotations
@@ -33,21 +34,15 @@ from datetime import timedelta
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.db import IntegrityError, reset_queries, transaction
+from django.db import IntegrityError, reset_queries
 from django.utils import timezone
 
-from picoflow_web import groups, relay
-from picoflow_web.eventlog import insert_events
+from picoflow_web.data.redact import event_text
 from picoflow_web.models import Run
-from picoflow_web.redact import event_text
-from picoflow_web.relay_sender import RawJSON
-from runtime.events import BarrierForked, Event
+from picoflow_web.record.append import ENDINGS, Appended, Incoming, NotAppended, append, broadcast
+from runtime.events import Event
 
 logger = logging.getLogger("picoflow.web")
-
-
-class _NotRunning(Exception):
-    """The run ended meanwhile (declared interrupted): the batch is not stored."""
 
 
 class RunRecorder:
@@ -72,16 +67,16 @@ class RunRecorder:
         self._full = asyncio.Event()  # a whole batch waits
         self._closing = False
         self._task: asyncio.Task[None] | None = None
-        # Running totals of what is stored, written onto the run with every batch.
+        self._run: Run | None = None
+        """The run's row as this recorder last stored it (read once, then kept)."""
+        self._lost_upto = -1
+        """The last seq of the batches given up (see :meth:`_lost`)."""
         self.stored = 0
-        self.has_conflicts = False
-        self.branches = 0
-        self.rejected = 0
-        self.duration: float | None = None
+        """Events stored so far."""
         self.ended = False
         """Whether the run stopped taking events (see the module docstring)."""
 
-    def handle(self, event: Event) -> None:
+    def receive(self, event: Event) -> None:
         """Take one event (synchronous, never blocks)."""
         self._buffer.append(event)
         waiting = len(self._buffer)
@@ -135,6 +130,7 @@ class RunRecorder:
                     texts = [event_text(e) for e in batch]
                 except Exception:  # keep pumping; the run itself must not die of it
                     logger.exception("Serialising events of run %s failed", self.run_id)
+                    self._lost(batch)
                     continue
                 if committing is not None:
                     await committing
@@ -150,13 +146,9 @@ class RunRecorder:
         if self.ended:
             return
         try:
-            if await self._store(batch, texts):
-                size = self.batch_events
-                await relay.publish([
-                    groups.events_message(
-                        self.run_id, RawJSON("[" + ",".join(texts[i:i + size]) + "]"),
-                        batch[i].seq, batch[min(i + size, len(batch)) - 1].seq)
-                    for i in range(0, len(batch), size)])
+            appended = await self._store(batch, texts)
+            if appended is not None:
+                await broadcast([appended], self.batch_events)
             else:
                 self.ended = True
                 logger.warning("Run %s is not running here any more (declared interrupted, "
@@ -164,14 +156,19 @@ class RunRecorder:
                                "stored", self.run_id)
         except Exception:  # keep pumping; the run itself must not die of it
             logger.exception("Storing events of run %s failed", self.run_id)
+            self._lost(batch)
 
-    async def _store(self, batch: list[Event], texts: list[str]) -> bool:
-        """Append the batch (``texts``, its events' JSON) to the event log and bring the
-        run's counters up to date, in one transaction, while the run is still running;
-        whether it was stored."""
+    def _lost(self, batch: list[Event]) -> None:
+        """Give up ``batch``: the record has a gap there, and what follows is still stored."""
+        self._lost_upto = max(self._lost_upto, batch[-1].seq)
+
+    async def _store(self, batch: list[Event], texts: list[str]) -> Appended | None:
+        """Append the batch (``texts``, its events' JSON) through the door
+        (:func:`~picoflow_web.record.append.append`) while the run is still running
+        here; what was stored, None when nothing was."""
         return await sync_to_async(self._store_sync)(batch, texts)
 
-    def _store_sync(self, batch: list[Event], texts: list[str]) -> bool:
+    def _store_sync(self, batch: list[Event], texts: list[str]) -> Appended | None:
         try:
             return self._store_batch(batch, texts)
         finally:
@@ -179,42 +176,37 @@ class RunRecorder:
             # long run would keep thousands of its own INSERTs in memory.
             reset_queries()
 
-    def _store_batch(self, batch: list[Event], texts: list[str]) -> bool:
-        stored = self.stored + len(batch)
-        has_conflicts = self.has_conflicts or any(e.type == "join.invalidated" for e in batch)
-        branches = self.branches + sum(len(e.requests) for e in batch
-                                       if isinstance(e, BarrierForked))
-        rejected = self.rejected + sum(e.type == "branch.rejected" for e in batch)
-        # The run page's rule (fold.js endOffset): a run.interrupted, declared after the
-        # silence, does not stretch the turn.
-        duration = max((e.offset for e in batch if e.type != "run.interrupted"),
-                       default=self.duration)
-        running = Run.objects.filter(id=self.run_id, status=Run.Status.RUNNING,
-                                     **({"worker": self.worker} if self.worker else {}))
+    def _store_batch(self, batch: list[Event], texts: list[str]) -> Appended | None:
+        if self._run is None:
+            self._run = Run.objects.filter(id=self.run_id).first()
+            if self._run is None:
+                return None
+        # The door takes what continues the stored sequence: a batch given up is skipped.
+        self._run.last_seq = max(self._run.last_seq, self._lost_upto)
+        incoming: list[Incoming] = [
+            (e.seq, e.type, e.path, text,
+             e.model_dump(mode="json") if e.type in ENDINGS else e.__dict__)
+            for e, text in zip(batch, texts, strict=True)]
+        guard: dict[str, Any] = {"status": Run.Status.RUNNING}
+        if self.worker:
+            guard["worker"] = self.worker
+        also: dict[str, Any] = {}
+        if self.lease_seconds is not None:
+            # Storing proves the worker alive: the same write renews its lease, so a busy
+            # database cannot starve the keeper's own renewal into expiry.
+            also["lease_expires_at"] = timezone.now() + timedelta(seconds=self.lease_seconds)
         try:
-            with transaction.atomic():
-                insert_events(self.run_id, batch, texts)
-                fields: dict[str, Any] = {"event_count": stored,
-                                          "has_conflicts": has_conflicts,
-                                          "branch_count": branches,
-                                          "rejected_count": rejected,
-                                          "duration": duration}
-                if self.lease_seconds is not None:
-                    # Storing proves the worker alive: the same write renews its lease, so
-                    # a busy database cannot starve the keeper's own renewal into expiry.
-                    fields["lease_expires_at"] = (
-                        timezone.now() + timedelta(seconds=self.lease_seconds))
-                if not running.update(**fields):
-                    raise _NotRunning
-        except (_NotRunning, IntegrityError):
+            # The turn's end is its worker's to record, with the reply the engine returned.
+            appended = append(self._run, incoming, now=timezone.now(), ends_turn=False,
+                              guard=guard, also=also)
+        except (NotAppended, IntegrityError):
             # A seq taken by the run's run.interrupted, or the run ended: not stored. Any
             # other integrity error of a running run is an error.
-            if running.exists():
+            if Run.objects.filter(id=self.run_id, **guard).exists():
                 raise
-            return False
-        self.stored, self.has_conflicts, self.branches = stored, has_conflicts, branches
-        self.rejected, self.duration = rejected, duration
-        return True
+            return None
+        self.stored += len(batch)
+        return appended
 
 
 __all__ = ["RunRecorder"]

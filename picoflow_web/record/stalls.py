@@ -1,11 +1,10 @@
 """Database stalls, as the rounds that declare runs lost see them.
 
-A run is declared lost (``interrupted``) when its worker did not renew its lease in time
-(:func:`picoflow_web.leases.expire`), or its remote process did not report in time
-(:func:`picoflow_web.ingest.interrupt_silent_runs`). Both prove they live by writing to
-the database, so while the database takes no writes (another connection holds the write
-lock, a table is locked, the disk stopped answering) no executor can prove anything: a
-deadline that passes meanwhile says nothing about the executor.
+A run is declared lost (``interrupted``, :mod:`picoflow_web.record.interruption`) when its
+worker did not renew its lease in time, or its remote process did not report in time. Both
+prove they live by writing to the database, so while the database takes no writes (another
+connection holds the write lock, a table is locked, the disk stopped answering) no executor
+can prove anything: a deadline that passes meanwhile says nothing about the executor.
 
 Each round that may declare runs lost therefore runs in one transaction that takes the
 write lock first (SQLite's ``BEGIN IMMEDIATE``; on PostgreSQL the round's reads wait

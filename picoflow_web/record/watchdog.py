@@ -1,13 +1,10 @@
-"""The web server's watchdog: runs whose executor went quiet become ``interrupted``.
+"""The web server's watchdog: one task per web process that notices vanished executors.
 
-Two kinds of executor can vanish: a remote process that stops shipping events and
-heartbeats (``PICOFLOW_REMOTE_TIMEOUT``, :func:`picoflow_web.ingest.interrupt_silent_runs`)
-and a worker whose lease lapses (``PICOFLOW_WORKER_LEASE``,
-:func:`picoflow_web.leases.expire`). One task per web process checks both, started by
-the first request or websocket the process serves (:func:`watched`); workers check
-leases themselves too (``manage.py db_worker``), so a run is noticed with no browser open.
-A database stall is no lost executor: a round the database kept waiting declares nothing
-(:mod:`picoflow_web.stalls`).
+Runs whose remote process stopped reporting, or whose worker's lease lapsed, become
+``interrupted`` (:mod:`picoflow_web.record.interruption` decides and stores it). Each web
+process checks, started by the first request or websocket it serves (:func:`watched`), so
+a lost run is noticed even when nobody opens its page; workers check leases themselves
+too (``manage.py db_worker``).
 """
 
 from __future__ import annotations
@@ -18,32 +15,12 @@ import logging
 import weakref
 from typing import Any
 
-from asgiref.sync import sync_to_async
-from django.db import connection
-
-from picoflow_web import app_settings, ingest, leases, relay
+from picoflow_web.record.interruption import lease_seconds, remote_timeout, sweep
 
 logger = logging.getLogger("picoflow.web")
 
 _WATCHDOGS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Task[None]] = (
     weakref.WeakKeyDictionary())
-
-
-async def sweep() -> int:
-    """One round: interrupt silent remote runs and runs with expired leases, store their
-    ``run.interrupted`` events, tell browsers; how many runs were interrupted."""
-    # A thread of its own: a round waits for the database's write lock, as long as a
-    # stall lasts, and must not hold up the sync code of requests and sockets meanwhile.
-    silent, expired = await sync_to_async(_round, thread_sensitive=False)()
-    await relay.publish(ingest.messages_of(silent) + ingest.messages_of(expired))
-    return len(silent.events) + len(expired.events)
-
-
-def _round() -> tuple[ingest.Stored, ingest.Stored]:
-    try:
-        return ingest.interrupt_silent_runs(), leases.expire()
-    finally:
-        connection.close()  # a pool thread's: nothing would ever close it
 
 
 def ensure() -> None:
@@ -72,7 +49,7 @@ def watched(app: Any) -> Any:
 
 
 async def _watch() -> None:
-    interval = min(5.0, app_settings.get("REMOTE_TIMEOUT") / 4, leases.lease_seconds() / 4)
+    interval = min(5.0, remote_timeout() / 4, lease_seconds() / 4)
     while True:
         try:
             await sweep()

@@ -1,11 +1,10 @@
 """Where a barrier's branches run: one task each, in a group that ends after the last.
 
 Why not anyio's task group on asyncio too: anyio 4 starts every task through a handle of
-its own, with a cancel scope and a second coroutine per task, about 20 µs a task on this
-machine, as much as a whole no-op branch costs otherwise (1,000 no-op branches:
-``run_steps`` 1.56x a bare anyio task group on anyio's group, 0.66x on asyncio's own). So
-on asyncio the branches run in an :class:`asyncio.TaskGroup` of the loop that is running
-(never a loop of our own); on trio, in anyio's task group, as before.
+its own, with a cancel scope and a second coroutine per task, which costs as much as a
+whole no-op branch does otherwise (``bench/fanout.py`` measures both). So on asyncio the
+branches run in an :class:`asyncio.TaskGroup` of the loop that is running (never a loop of
+our own); on trio, in anyio's task group.
 
 What differs between the two, and why neither breaks a rule of the seed:
 

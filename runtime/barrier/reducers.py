@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..events import channels
 from ..jsonutil import json_copy
 from .types import InvocationPath
 
@@ -74,57 +75,16 @@ def _replace(acc: Any, value: Any, meta: ContributionMeta) -> Any:
     return value
 
 
-def _sum(acc: Any, value: Any, meta: ContributionMeta) -> Any:
-    for operand in (acc, value):
-        if isinstance(operand, bool) or not isinstance(operand, int | float):
-            raise TypeError(f"sum() channel needs numbers, got {type(operand).__name__}")
-    return acc + value
+def _builtin(kind: str) -> Channel:
+    """A built-in channel: its rules (:mod:`runtime.events.channels`) are the folds' too."""
 
+    def one(acc: Any, value: Any, meta: ContributionMeta) -> Any:
+        return channels.combine(kind, acc, value, meta.key)
 
-def _append(acc: Any, value: Any, meta: ContributionMeta) -> Any:
-    if not isinstance(acc, list):
-        raise TypeError(f"append() channel needs a list, found {type(acc).__name__}")
-    return [*acc, value]
+    def fold(acc: Any, items: list[tuple[ContributionMeta, Any]]) -> Any:
+        return channels.combine_all(kind, acc, [(meta.key, value) for meta, value in items])
 
-
-def _keyed(acc: Any, value: Any, meta: ContributionMeta) -> Any:
-    if not isinstance(acc, dict):
-        raise TypeError(f"keyed_by_branch() channel needs an object, found {type(acc).__name__}")
-    return {**acc, meta.key: value}
-
-
-def _merge(acc: Any, value: Any, meta: ContributionMeta) -> Any:
-    if not isinstance(acc, dict) or not isinstance(value, dict):
-        raise TypeError("merge_record() channel merges objects only")
-    return {**acc, **value}
-
-
-def _fold_sum(acc: Any, items: list[tuple[ContributionMeta, Any]]) -> Any:
-    for operand in (acc, *(value for _, value in items)):
-        if isinstance(operand, bool) or not isinstance(operand, int | float):
-            raise TypeError(f"sum() channel needs numbers, got {type(operand).__name__}")
-    return acc + sum(value for _, value in items)
-
-
-def _fold_append(acc: Any, items: list[tuple[ContributionMeta, Any]]) -> Any:
-    if not isinstance(acc, list):
-        raise TypeError(f"append() channel needs a list, found {type(acc).__name__}")
-    return [*acc, *(value for _, value in items)]
-
-
-def _fold_keyed(acc: Any, items: list[tuple[ContributionMeta, Any]]) -> Any:
-    if not isinstance(acc, dict):
-        raise TypeError(f"keyed_by_branch() channel needs an object, found {type(acc).__name__}")
-    return {**acc, **{meta.key: value for meta, value in items}}
-
-
-def _fold_merge(acc: Any, items: list[tuple[ContributionMeta, Any]]) -> Any:
-    if not isinstance(acc, dict) or not all(isinstance(v, dict) for _, v in items):
-        raise TypeError("merge_record() channel merges objects only")
-    merged = dict(acc)
-    for _, value in items:
-        merged.update(value)
-    return merged
+    return Channel(kind, one, lambda: channels.empty(kind), fold=fold)
 
 
 def single_writer() -> Channel:
@@ -140,12 +100,12 @@ def reduced(fn: Reducer, initial: Any = None) -> Channel:
 
 def sum_() -> Channel:
     """Numeric sum (empty value 0)."""
-    return Channel("sum", _sum, lambda: 0, fold=_fold_sum)
+    return _builtin("sum")
 
 
 def append() -> Channel:
     """List append in request-path order (empty value ``[]``)."""
-    return Channel("append", _append, list, fold=_fold_append)
+    return _builtin("append")
 
 
 def append_unique_by(key: Callable[[Any], Any]) -> Channel:
@@ -155,7 +115,8 @@ def append_unique_by(key: Callable[[Any], Any]) -> Channel:
         return fold(acc, [(meta, value)])
 
     def fold(acc: Any, items: list[tuple[ContributionMeta, Any]]) -> Any:
-        out = list(_fold_append(acc, []))
+        channels.check("append", acc, ())
+        out = list(acc)
         seen = {json_key(key(v)) for v in out}
         for _, value in items:
             marker = json_key(key(value))
@@ -169,12 +130,12 @@ def append_unique_by(key: Callable[[Any], Any]) -> Channel:
 
 def keyed_by_branch() -> Channel:
     """An object ``{branch key: value}`` (empty value ``{}``)."""
-    return Channel("keyed_by_branch", _keyed, dict, fold=_fold_keyed)
+    return _builtin("keyed_by_branch")
 
 
 def merge_record() -> Channel:
     """Shallow merge of object contributions; later in request-path order wins."""
-    return Channel("merge_record", _merge, dict, fold=_fold_merge)
+    return _builtin("merge_record")
 
 
 def json_key(value: Any) -> str:

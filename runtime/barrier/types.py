@@ -147,8 +147,8 @@ class CancelToken:
         """Call ``callback`` (on the token's event loop) when cancellation is requested, at
         once if it was already; returns a function that takes it back. For whoever must
         stop something the moment the token is cancelled without a task to wait for it
-        (a task per model call was a fifth of the engine's time in a model-calling
-        fan-out)."""
+        (a waiting task per model call would cost more than the call's own bookkeeping
+        in a model-calling fan-out)."""
         if self.cancelled:
             callback()
             return _nothing
@@ -180,7 +180,7 @@ _Frozen = TypeVar("_Frozen")
 def build_frozen(cls: type[_Frozen], **fields: Any) -> _Frozen:
     """An instance of the frozen dataclass ``cls`` from all of its fields, without its
     ``__init__``, which pays an ``object.__setattr__`` per field: for the records a barrier
-    makes per branch (a third of the cost of making one). Only for classes without
+    makes per branch, where that is a large part of making one. Only for classes without
     ``__post_init__`` or ``__slots__``, given every field."""
     made = object.__new__(cls)
     made.__dict__.update(fields)

@@ -26,6 +26,7 @@ from ..errors import (
     PicoFlowError,
 )
 from ..events import FOLDED_CHANNELS
+from ..events.channels import takes_accumulator, takes_value
 from .reducers import Channel, ContributionMeta
 from .types import (
     BarrierUsage,
@@ -226,7 +227,7 @@ class BranchView:
             path = self.path
             for index in range(checked, len(items)):
                 c = items[index]
-                if c.meta.path != path or not _fits_value(kind, c.value):
+                if c.meta.path != path or not takes_value(kind, c.value):
                     fits = False
                     break
         if len(items) > 1:  # a branch's only contribution (the usual case) keeps nothing
@@ -408,30 +409,11 @@ _FOLDED = frozenset(FOLDED_CHANNELS)
 _NONE: Mapping[str, Any] = {}  # read-only default of the lookups above
 
 
-def _number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
 _ABSENT = object()
 """The initial value of an absent field: each built-in channel starts from its own empty."""
 
 
 def _fits_initial(kind: str, initial: Any) -> bool:
-    """Whether the built-in reducer ``kind`` takes ``initial`` (the checks of
-    ``reducers.py``); an absent field starts from the channel's empty value, which it does."""
-    if initial is _ABSENT:
-        return True
-    if kind == "append":
-        return isinstance(initial, list)
-    if kind == "sum":
-        return _number(initial)
-    return isinstance(initial, dict)  # keyed_by_branch, merge_record
-
-
-def _fits_value(kind: str, value: Any) -> bool:
-    """Whether the built-in reducer ``kind`` takes a contributed ``value``."""
-    if kind == "sum":
-        return _number(value)
-    if kind == "merge_record":
-        return isinstance(value, dict)
-    return True  # append, keyed_by_branch: any value
+    """Whether the built-in reducer ``kind`` takes ``initial``; an absent field starts
+    from the channel's empty value, which it does."""
+    return initial is _ABSENT or takes_accumulator(kind, initial)

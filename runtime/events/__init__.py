@@ -13,21 +13,27 @@
 ``bus``            :class:`EventBus` (stamps and delivers) and the :class:`EventSink` protocol
 ``sinks``          memory, callback, JSONL and bounded sinks; the JSONL export format
 ``dashboard``      :class:`DashboardSink`: batches events to a dashboard over HTTP
-``fold``           events to a run model, and any invocation's view at any moment
+``channels``       the built-in channels' reducer rules, pure: the join and the fold read
+                   the same
+``fold``           events to a run model, and any invocation's view at any moment: a
+                   package, one module per event family
 ``trace``          the readable text dump (``python -m runtime trace FILE.jsonl``)
 =================  ========================================================================
 
-The package imports only the standard library and pydantic; ``fold`` and ``trace`` import
-only from this package. Everything outside it imports from here (``from runtime import
-events as ev``, ``from runtime.events import MemorySink``), not from the modules.
+The package imports only the standard library and pydantic; ``channels`` imports only the
+standard library; ``fold`` and ``trace`` import only from this package. Everything outside
+it imports from here (``from runtime import events as ev``, ``from runtime.events import
+MemorySink``), not from the modules; the barrier alone reads ``channels``, whose rules its
+join applies.
 
-Note that ``runtime.events.fold`` is the function :func:`fold`; the module is imported as
-``runtime.events.fold`` by ``from runtime.events.fold import ...`` only.
+Note that ``runtime.events.fold`` is the function :func:`fold`; the package is reached by
+``from runtime.events.fold import ...`` or ``importlib.import_module`` only.
 """
 
 from __future__ import annotations
 
 from .bus import EventBus, EventSink
+from .channels import FOLDED_CHANNELS
 from .dashboard import MAX_SOURCE_CHARS, DashboardSink, source_problem
 from .fold import (
     Anomaly,
@@ -52,7 +58,6 @@ from .makers import event_maker, record_maker
 from .schema import (
     EVENT_ADAPTER,
     EVENT_TYPES,
-    FOLDED_CHANNELS,
     SCHEMA_VERSION,
     BarrierForked,
     BarrierOptions,
@@ -74,6 +79,7 @@ from .schema import (
     CursorMoved,
     ErrorInfo,
     Event,
+    EventBase,
     JoinInvalidated,
     JoinPublished,
     JoinReduced,
@@ -97,7 +103,6 @@ from .schema import (
     TurnFailed,
     TurnFinished,
     TurnStarted,
-    _Event,
     json_schema,
     parse_event,
 )
@@ -156,6 +161,7 @@ __all__ = [
     "DashboardSink",
     "ErrorInfo",
     "Event",
+    "EventBase",
     "EventBuildError",
     "EventBus",
     "EventSink",
@@ -189,7 +195,6 @@ __all__ = [
     "TurnFailed",
     "TurnFinished",
     "TurnStarted",
-    "_Event",
     "apply_event",
     "barrier_publication_of",
     "build",

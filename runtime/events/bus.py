@@ -2,7 +2,7 @@
 
 Back-pressure policy. :meth:`EventBus.emit` never awaits and never blocks: it stamps the
 envelope (gap-free ``seq``, wall time, monotonic offset) and hands the event to every sink
-synchronously. A sink's :meth:`EventSink.handle` must return at once — append to memory,
+synchronously. A sink's :meth:`EventSink.receive` must return at once — append to memory,
 write into a buffered file, or put into a queue that its own task drains. So a slow
 consumer can never stall a branch or a join. A sink whose buffer is full does not drop
 silently: it reports the dropped range, and the bus emits a ``sink.overflowed`` event
@@ -25,13 +25,13 @@ from collections.abc import Callable, Iterable
 from typing import Any, Protocol, runtime_checkable
 
 from .makers import event_maker
-from .schema import SCHEMA_VERSION, Event, SinkOverflowed, _Event
+from .schema import SCHEMA_VERSION, Event, EventBase, SinkOverflowed
 from .values import build_unchecked
 
 
 @runtime_checkable
 class EventSink(Protocol):
-    """Receives the events of runs. ``handle`` must not block (see the module docstring).
+    """Receives the events of runs. ``receive`` must not block (see the module docstring).
 
     Returns None, or the ``(first_seq, last_seq)`` range of events it had to drop since
     its last report (the bus then emits ``sink.overflowed``).
@@ -39,7 +39,7 @@ class EventSink(Protocol):
 
     name: str
 
-    def handle(self, event: Event) -> tuple[int, int] | None:
+    def receive(self, event: Event) -> tuple[int, int] | None:
         """Take one event."""
         ...
 
@@ -65,11 +65,11 @@ class EventBus:
         """Whether any sink asks the run to wait before doing more work."""
         return any(check() for check in self.pressure)
 
-    def emit(self, cls: type[_Event], path: str = "", **fields: Any) -> Event | None:
+    def emit(self, cls: type[EventBase], path: str = "", **fields: Any) -> Event | None:
         """Stamp and deliver one event; returns it (None when nothing listens)."""
         return self.emit_fields(cls, path, fields)
 
-    def emit_fields(self, cls: type[_Event], path: str, fields: dict[str, Any]) -> Event | None:
+    def emit_fields(self, cls: type[EventBase], path: str, fields: dict[str, Any]) -> Event | None:
         """:meth:`emit` with the event's own fields as a dict (no re-packing).
 
         Built without validation on this hot path (:mod:`~runtime.events.makers`); tests
@@ -104,7 +104,7 @@ class EventBus:
         sinks = self.sinks
         for sink in sinks if len(sinks) == 1 else list(sinks):
             try:
-                dropped = sink.handle(event)
+                dropped = sink.receive(event)
             except Exception as exc:  # a broken sink must not break the flow
                 self.sinks.remove(sink)
                 self.pressure = tuple(check for check in self.pressure

@@ -1,12 +1,12 @@
 """The dashboard sink: ship a process's events to a PicoFlow dashboard over HTTP.
 
 :class:`DashboardSink` is an :class:`~runtime.events.bus.EventSink` for runs that execute
-outside the web app (a script, a user's own service). ``handle`` serialises the event (the
+outside the web app (a script, a user's own service). ``receive`` serialises the event (the
 one time it is: :func:`~runtime.events.sinks.event_json`) and appends the line to a buffer
 under a lock; a daemon thread batches the buffer (by count and by age) and POSTs the lines
 to the dashboard's ingest endpoint. Standard library HTTP only.
 
-Why serialise in ``handle`` rather than in the thread: a buffered event kept as a model
+Why serialise in ``receive`` rather than in the thread: a buffered event kept as a model
 keeps its object graph alive for the garbage collector to walk until it is sent, and the
 thread's serialising competes for the interpreter lock with the run anyway. A line is bytes
 (nothing to walk), and the thread is left with joining lines and waiting on the socket, which
@@ -43,7 +43,7 @@ Back-pressure. Above ``max_buffer`` buffered events :meth:`DashboardSink.congest
 the runtime then holds the run at its next await point (a branch start, a model call) until
 the buffer drains, so a slow dashboard slows the run instead of losing events. Only past
 ``hard_cap`` (far above ``max_buffer``: code that emits without ever awaiting) are events
-dropped; the sink then returns the dropped range from ``handle`` and the bus emits
+dropped; the sink then returns the dropped range from ``receive`` and the bus emits
 ``sink.overflowed``, which is shipped like any other event. A dashboard that is down (every
 attempt failing for ``outage_seconds``) stops holding runs, so an outage cannot stall them;
 delivery resumes when it answers again. A loss the sink learns of after
@@ -245,7 +245,7 @@ class DashboardSink:
 
     # -- the event loop's side (must not block) -------------------------------------------
 
-    def handle(self, event: Event) -> tuple[int, int] | None:
+    def receive(self, event: Event) -> tuple[int, int] | None:
         """Buffer one event; returns a lost range for the bus to report, if any."""
         with self._lock:
             # A run losing events holds a cover (_held), so one test covers every run.
@@ -424,7 +424,7 @@ class DashboardSink:
             batch = self._take()
             if batch:
                 return batch
-            held = self._stuck = True  # all left waits for a loss report: for handle()
+            held = self._stuck = True  # all left waits for a loss report: for receive()
         if self._due_heartbeats(now):
             return []
         if self._closed and not self._queue:
@@ -594,7 +594,7 @@ class DashboardSink:
         runs = reply.get("runs") if isinstance(reply.get("runs"), dict) else {}
         now = time.monotonic()
         # Per run, not per event, and outside the lock: the batch is the sender's own, and
-        # a lock held for a thousand events' bookkeeping stalls the run's next handle().
+        # a lock held for a thousand events' bookkeeping stalls the run's next receive().
         highest: dict[str, int] = {}
         for event in batch:
             if event.seq > highest.get(event.run_id, -1):

@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from .schema import SCHEMA_VERSION, _Event
+from .schema import SCHEMA_VERSION, EventBase
 from .values import STRICT, build_strict
 
 EventMaker = Callable[..., Any]
@@ -52,7 +52,7 @@ _EVENT_MAKERS: dict[type[BaseModel], EventMaker] = {}
 _RECORD_MAKERS: dict[type[BaseModel], Callable[..., Any]] = {}
 
 
-def event_maker(cls: type[_Event]) -> EventMaker:
+def event_maker(cls: type[EventBase]) -> EventMaker:
     """The maker of ``cls`` events (compiled on first use, then cached)."""
     maker = _EVENT_MAKERS.get(cls)
     if maker is None:

@@ -89,7 +89,9 @@ class Truncated(BaseModel):
     """The first characters of that JSON."""
 
 
-class _Event(BaseModel):
+class EventBase(BaseModel):
+    """The fields every event carries; each event type is a subclass with its own."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     v: int = SCHEMA_VERSION
@@ -119,7 +121,7 @@ class ErrorInfo(BaseModel):
     extra: dict[str, Any] = Field(default_factory=dict)
 
 
-class TurnStarted(_Event):
+class TurnStarted(EventBase):
     """A turn began."""
 
     type: Literal["turn.started"] = "turn.started"
@@ -127,7 +129,7 @@ class TurnStarted(_Event):
     message: str | None
 
 
-class TurnFinished(_Event):
+class TurnFinished(EventBase):
     """A turn replied."""
 
     type: Literal["turn.finished"] = "turn.finished"
@@ -137,14 +139,14 @@ class TurnFinished(_Event):
     content_type: str
 
 
-class TurnFailed(_Event):
+class TurnFailed(EventBase):
     """A turn failed; the reply carries the same message."""
 
     type: Literal["turn.failed"] = "turn.failed"
     error: ErrorInfo
 
 
-class TurnCancelled(_Event):
+class TurnCancelled(EventBase):
     """A turn stopped because its cancel token fired (``FlowEngine.run(..., cancel=token)``).
 
     The last event of such a turn (``path`` is ``""``). Not a failure: the session's run
@@ -162,7 +164,7 @@ class TurnCancelled(_Event):
     """The session's last saved revision, the one it stays at; 0 when none was saved."""
 
 
-class SessionLoaded(_Event):
+class SessionLoaded(EventBase):
     """The state a turn starts from (after restore or creation)."""
 
     type: Literal["session.loaded"] = "session.loaded"
@@ -175,7 +177,7 @@ class SessionLoaded(_Event):
     tokens: dict[str, int]
 
 
-class SessionSaved(_Event):
+class SessionSaved(EventBase):
     """A compare-and-swap save of the session document."""
 
     type: Literal["session.saved"] = "session.saved"
@@ -187,7 +189,7 @@ class SessionSaved(_Event):
     did."""
 
 
-class StepEntered(_Event):
+class StepEntered(EventBase):
     """A step became current, or was entered as a sequential child (``run_step``)."""
 
     type: Literal["step.entered"] = "step.entered"
@@ -196,14 +198,14 @@ class StepEntered(_Event):
     how: Literal["start", "goto", "child"]
 
 
-class StepExited(_Event):
+class StepExited(EventBase):
     """A step stopped being current (or its child frame or branch ended)."""
 
     type: Literal["step.exited"] = "step.exited"
     step: str
 
 
-class CursorMoved(_Event):
+class CursorMoved(EventBase):
     """The durable cursor moved."""
 
     type: Literal["cursor.moved"] = "cursor.moved"
@@ -211,7 +213,7 @@ class CursorMoved(_Event):
     to_step: str
 
 
-class ModelStarted(_Event):
+class ModelStarted(EventBase):
     """One model attempt began."""
 
     type: Literal["model.started"] = "model.started"
@@ -226,7 +228,7 @@ class ModelStarted(_Event):
     tools: list[str]
 
 
-class ModelFinished(_Event):
+class ModelFinished(EventBase):
     """One model attempt answered."""
 
     type: Literal["model.finished"] = "model.finished"
@@ -245,7 +247,7 @@ class ModelFinished(_Event):
     """False when the answer was blank or rejected by ``check_response``."""
 
 
-class ModelFailed(_Event):
+class ModelFailed(EventBase):
     """One model attempt failed."""
 
     type: Literal["model.failed"] = "model.failed"
@@ -257,7 +259,7 @@ class ModelFailed(_Event):
     retrying: bool
 
 
-class ToolStarted(_Event):
+class ToolStarted(EventBase):
     """A tool handler is about to run."""
 
     type: Literal["tool.started"] = "tool.started"
@@ -267,7 +269,7 @@ class ToolStarted(_Event):
     args: Any
 
 
-class ToolFinished(_Event):
+class ToolFinished(EventBase):
     """A tool call was answered."""
 
     type: Literal["tool.finished"] = "tool.finished"
@@ -282,7 +284,7 @@ class ToolFinished(_Event):
     outcome: Literal["handled", "hallucinated", "unhandled", "invalid_arguments"]
 
 
-class StateReplaced(_Event):
+class StateReplaced(EventBase):
     """A top-level field was replaced: canonically (path "") or as a branch's draft."""
 
     type: Literal["state.replaced"] = "state.replaced"
@@ -295,7 +297,7 @@ class StateReplaced(_Event):
     """True in a branch: proposed, published only by a join."""
 
 
-class StateRemoved(_Event):
+class StateRemoved(EventBase):
     """A top-level field was removed (canonically or as a draft)."""
 
     type: Literal["state.removed"] = "state.removed"
@@ -305,7 +307,7 @@ class StateRemoved(_Event):
     draft: bool
 
 
-class StateContributed(_Event):
+class StateContributed(EventBase):
     """A contribution to a reduced channel."""
 
     type: Literal["state.contributed"] = "state.contributed"
@@ -317,18 +319,14 @@ class StateContributed(_Event):
     draft: bool
     channel: str | None = None
     """The channel's kind when a fold reduces this contribution itself — one of
-    :data:`FOLDED_CHANNELS`, into the contributor's view as it was just before — and
-    ``result`` is null. Carrying the value instead would make every contribution cost the
-    size of the field, which grows with the session's history."""
+    :data:`~runtime.events.channels.FOLDED_CHANNELS`, into the contributor's view as it
+    was just before — and ``result`` is null. Carrying the value instead would make every
+    contribution cost the size of the field, which grows with the session's history."""
     result: Any = None
     """With no ``channel``: the field's value in the contributor's view after this
     contribution (reduced in request-path order), so a fold need not know the reducer.
     That is a custom reducer's, a draft reduced after an inner join's contributions, a
     reducer that failed, or a contribution outside any barrier."""
-
-
-FOLDED_CHANNELS = ("sum", "append", "keyed_by_branch", "merge_record")
-"""The built-in channels both folds reduce themselves (``state.contributed`` ``channel``)."""
 
 
 class BranchRequest(BaseModel):
@@ -368,7 +366,7 @@ class BarrierOptions(BaseModel):
     """Model tokens the barrier's branches may spend together (None: no budget)."""
 
 
-class _BarrierForkHead(_Event):
+class _BarrierForkHead(EventBase):
     """The fields of ``barrier.forked`` that come before the options (serialised order)."""
 
     type: Literal["barrier.forked"] = "barrier.forked"
@@ -379,7 +377,7 @@ class _BarrierForkHead(_Event):
 
 
 # The options (policy … token_budget) are BarrierOptions' fields. Pydantic orders fields by
-# reversed MRO (_Event's, _BarrierForkHead's, BarrierOptions', then this class's own), so
+# reversed MRO (EventBase's, _BarrierForkHead's, BarrierOptions', then this class's own), so
 # they serialise after ``requests`` and before ``base``, as they always have.
 class BarrierForked(BarrierOptions, _BarrierForkHead):
     """A barrier began. ``path`` is the caller's path; branches are ``requests[i].path``."""
@@ -390,7 +388,7 @@ class BarrierForked(BarrierOptions, _BarrierForkHead):
     and the publications it received)."""
 
 
-class BranchStarted(_Event):
+class BranchStarted(EventBase):
     """A branch began (``path`` is the branch)."""
 
     type: Literal["branch.started"] = "branch.started"
@@ -400,7 +398,7 @@ class BranchStarted(_Event):
     step: str
 
 
-class BranchFulfilled(_Event):
+class BranchFulfilled(EventBase):
     """A branch finished with an output."""
 
     type: Literal["branch.fulfilled"] = "branch.fulfilled"
@@ -410,7 +408,7 @@ class BranchFulfilled(_Event):
     output: Any
 
 
-class BranchRejected(_Event):
+class BranchRejected(EventBase):
     """A branch failed; its drafts will not publish."""
 
     type: Literal["branch.rejected"] = "branch.rejected"
@@ -422,7 +420,7 @@ class BranchRejected(_Event):
     started: bool
 
 
-class BranchDirectResult(_Event):
+class BranchDirectResult(EventBase):
     """A branch's tool returned ``direct_result(value)``: the branch ends."""
 
     type: Literal["branch.direct_result"] = "branch.direct_result"
@@ -431,7 +429,7 @@ class BranchDirectResult(_Event):
     value: Any
 
 
-class JoinReduced(_Event):
+class JoinReduced(EventBase):
     """One channel reduced at a join (``path`` is the caller's)."""
 
     type: Literal["join.reduced"] = "join.reduced"
@@ -460,7 +458,7 @@ class PublishedField(BaseModel):
     """Path of the replacing branch; None for reduced channels."""
 
 
-class JoinPublished(_Event):
+class JoinPublished(EventBase):
     """What a valid join applied, and where."""
 
     type: Literal["join.published"] = "join.published"
@@ -471,7 +469,7 @@ class JoinPublished(_Event):
     """Branches whose drafts did not publish: ``{index, key, reason}``."""
 
 
-class JoinInvalidated(_Event):
+class JoinInvalidated(EventBase):
     """The join refused to publish; ``run_steps`` raises."""
 
     type: Literal["join.invalidated"] = "join.invalidated"
@@ -480,7 +478,7 @@ class JoinInvalidated(_Event):
     provenance: list[dict[str, Any]]
 
 
-class CancelRequested(_Event):
+class CancelRequested(EventBase):
     """A barrier's cancel token fired."""
 
     type: Literal["cancel.requested"] = "cancel.requested"
@@ -488,7 +486,7 @@ class CancelRequested(_Event):
     reason: str
 
 
-class CancelPropagated(_Event):
+class CancelPropagated(EventBase):
     """Running branches were told to stop; queued ones will not start."""
 
     type: Literal["cancel.propagated"] = "cancel.propagated"
@@ -497,7 +495,7 @@ class CancelPropagated(_Event):
     queued: list[str]
 
 
-class CancelGraceExpired(_Event):
+class CancelGraceExpired(EventBase):
     """Branches still running after the grace period lost their publication rights."""
 
     type: Literal["cancel.grace_expired"] = "cancel.grace_expired"
@@ -505,7 +503,7 @@ class CancelGraceExpired(_Event):
     closed: list[str]
 
 
-class CheckpointSaved(_Event):
+class CheckpointSaved(EventBase):
     """The root-join checkpoint saved the session."""
 
     type: Literal["checkpoint.saved"] = "checkpoint.saved"
@@ -513,7 +511,7 @@ class CheckpointSaved(_Event):
     revision: int
 
 
-class CheckpointFailed(_Event):
+class CheckpointFailed(EventBase):
     """The root-join checkpoint failed; the publication was rolled back."""
 
     type: Literal["checkpoint.failed"] = "checkpoint.failed"
@@ -521,7 +519,7 @@ class CheckpointFailed(_Event):
     error: ErrorInfo
 
 
-class SinkOverflowed(_Event):
+class SinkOverflowed(EventBase):
     """A sink could not keep up and dropped events: it says which."""
 
     type: Literal["sink.overflowed"] = "sink.overflowed"
@@ -541,7 +539,7 @@ contract's), ``error`` (the coordinator's ``on_config`` raised, or the app faile
 or dropped the connection after the request was sent)."""
 
 
-class ConcurrentBatchStarted(_Event):
+class ConcurrentBatchStarted(EventBase):
     """A ``concurrent_steps()`` batch began: its items are sent at once."""
 
     type: Literal["concurrent.batch_started"] = "concurrent.batch_started"
@@ -560,7 +558,7 @@ class ConcurrentBatchStarted(_Event):
     retries: int = Field(ge=0)
 
 
-class ConcurrentChildStarted(_Event):
+class ConcurrentChildStarted(EventBase):
     """One child request was sent (again, for a retry: ``attempt`` counts)."""
 
     type: Literal["concurrent.child_started"] = "concurrent.child_started"
@@ -575,7 +573,7 @@ class ConcurrentChildStarted(_Event):
     attempt: int = Field(ge=1)
 
 
-class ConcurrentChildFinished(_Event):
+class ConcurrentChildFinished(EventBase):
     """One child ended, however: its status, reply or error, time and attempts."""
 
     type: Literal["concurrent.child_finished"] = "concurrent.child_finished"
@@ -597,7 +595,7 @@ class ConcurrentChildFinished(_Event):
     error: ErrorInfo | None = None
 
 
-class ConcurrentBatchFinished(_Event):
+class ConcurrentBatchFinished(EventBase):
     """Every child of the batch ended."""
 
     type: Literal["concurrent.batch_finished"] = "concurrent.batch_finished"
@@ -609,7 +607,7 @@ class ConcurrentBatchFinished(_Event):
     duration: float = Field(ge=0)
 
 
-class RunInterrupted(_Event):
+class RunInterrupted(EventBase):
     """The run's executor stopped reporting (killed, lost) before its turn ended.
 
     Never emitted by the runtime: the dashboard records it when a remote run sent no events
@@ -643,7 +641,7 @@ Event = Annotated[
 """Any event."""
 
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
-EVENT_TYPES: dict[str, type[_Event]] = {
+EVENT_TYPES: dict[str, type[EventBase]] = {
     cls.model_fields["type"].default: cls for cls in get_args(get_args(Event)[0])
 }
 """Every event class by its ``type``, in the union's order."""

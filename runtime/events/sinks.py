@@ -1,6 +1,6 @@
 """Event sinks: memory, callback, JSON Lines file, bounded buffer; the JSONL format.
 
-Every sink here satisfies :class:`~runtime.events.bus.EventSink`: ``handle`` returns at
+Every sink here satisfies :class:`~runtime.events.bus.EventSink`: ``receive`` returns at
 once. :class:`BoundedSink` is the one that sheds load; it reports what it dropped, and the
 bus turns that report into a ``sink.overflowed`` event.
 """
@@ -24,7 +24,7 @@ class MemorySink:
     def __init__(self) -> None:
         self.events: list[Event] = []
 
-    def handle(self, event: Event) -> None:
+    def receive(self, event: Event) -> None:
         self.events.append(event)
 
     def of_run(self, run_id: str) -> list[Event]:
@@ -39,7 +39,7 @@ class CallbackSink:
         self.name = name
         self._callback = callback
 
-    def handle(self, event: Event) -> None:
+    def receive(self, event: Event) -> None:
         self._callback(event)
 
 
@@ -54,7 +54,7 @@ class JsonlSink:
         self.name = f"jsonl:{self.path.name}"
         self._file: IO[str] = self.path.open("a", encoding="utf-8")
 
-    def handle(self, event: Event) -> None:
+    def receive(self, event: Event) -> None:
         self._file.write(dump_event(event) + "\n")
 
     def flush(self) -> None:
@@ -69,7 +69,7 @@ class JsonlSink:
 class BoundedSink:
     """Wraps a sink with a bounded buffer drained by :meth:`drain` (a consumer's task).
 
-    When the buffer is full, new events are dropped; the next ``handle`` that finds room
+    When the buffer is full, new events are dropped; the next ``receive`` that finds room
     reports the dropped range, so the bus emits ``sink.overflowed`` for the gap.
     """
 
@@ -79,7 +79,7 @@ class BoundedSink:
         self.buffer: list[Event] = []
         self._dropped: tuple[int, int] | None = None
 
-    def handle(self, event: Event) -> tuple[int, int] | None:
+    def receive(self, event: Event) -> tuple[int, int] | None:
         if len(self.buffer) >= self.capacity:
             first = self._dropped[0] if self._dropped else event.seq
             self._dropped = (first, event.seq)

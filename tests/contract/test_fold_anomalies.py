@@ -111,8 +111,8 @@ def test_a_fold_without_drafts_keeps_the_same_canonical_state_and_reduces_none(
 
     from tests.golden.goldens import GOLDENS
 
-    # runtime.events.fold is the function too: the module, by its import name.
-    fold_module = importlib.import_module("runtime.events.fold")
+    # The module whose reduce_one the fold calls, by its import name.
+    fold_module = importlib.import_module("runtime.events.fold.reduce")
     whole = {run_id: ev.fold(events) for golden in GOLDENS
              for run_id, events in ev.runs_of(ev.read_jsonl(golden.jsonl_path)).items()}
     assert any(inv.changes for run in whole.values() for inv in run.invocations.values())

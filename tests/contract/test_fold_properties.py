@@ -48,6 +48,7 @@ from runtime import (
     SessionDocument,
     StepChannels,
 )
+from runtime.current import turn_of
 from runtime.events import (
     BranchFulfilled,
     Event,
@@ -58,7 +59,6 @@ from runtime.events import (
     parse_event,
     view_at,
 )
-from runtime.turn import turn_of
 from tests.contract.node_fold import first_difference, node_exports, python_export
 
 State = dict[str, dict[str, Any]]

@@ -18,15 +18,31 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-f
 
 
 @asynccontextmanager
-async def logged_in_page(base_url: str, password: str) -> AsyncIterator[Any]:
-    """A page of ``base_url`` logged in as the first user; on exit, no JavaScript error may
-    have happened on it."""
+async def chromium() -> AsyncIterator[Any]:
+    """Debian's chromium, driven by Playwright until the block ends."""
     from playwright.async_api import async_playwright
 
     async with async_playwright() as pw:
         browser = await pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        context = await browser.new_context(viewport={"width": 1400, "height": 900},
-                                            base_url=base_url)
+        try:
+            yield browser
+        finally:
+            await browser.close()
+
+
+@asynccontextmanager
+async def logged_in_page(base_url: str, password: str, browser: Any = None
+                         ) -> AsyncIterator[Any]:
+    """A page of ``base_url`` logged in as the first user, in a browser context of its own
+    (cookies, storage) in ``browser`` (None: a chromium of its own); on exit, no JavaScript
+    error may have happened on it."""
+    if browser is None:
+        async with chromium() as own, logged_in_page(base_url, password, own) as page:
+            yield page
+        return
+    context = await browser.new_context(viewport={"width": 1400, "height": 900},
+                                        base_url=base_url)
+    try:
         page = await context.new_page()
         errors: list[str] = []
         page.on("pageerror", lambda exc: errors.append(str(exc)))
@@ -37,7 +53,8 @@ async def logged_in_page(base_url: str, password: str) -> AsyncIterator[Any]:
         await page.wait_for_url(re.compile(r"/$"))
         page.js_errors = errors
         yield page
-        await browser.close()
+    finally:
+        await context.close()
     assert not errors, f"JavaScript errors on the page: {errors}"
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.browsing import ARGS, CHROMIUM, FRAME, dashboard, run_ended, shot, start_run
+from tests.e2e.browsing import FRAME, dashboard, run_ended, shot, start_run
 from tests.livedaphne import LiveDaphne
 
 playwright_api = pytest.importorskip("playwright.async_api", reason="pip install playwright")
@@ -37,14 +37,13 @@ async def api_run(page: Any, run_id: str) -> dict[str, Any]:
         "async id => (await (await fetch(`/api/runs/${id}`)).json()).run", run_id)
 
 
-async def test_login_is_required(server: tuple[LiveDaphne, str]) -> None:
+async def test_login_is_required(server: tuple[LiveDaphne, str], browser: Any) -> None:
     live, _ = server
-    async with playwright_api.async_playwright() as pw:
-        browser = await pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        page = await browser.new_page(base_url=live.base_url)
-        await page.goto("/")
-        assert "/login/" in page.url
-        await browser.close()
+    context = await browser.new_context(base_url=live.base_url)
+    page = await context.new_page()
+    await page.goto("/")
+    assert "/login/" in page.url
+    await context.close()
 
 
 async def test_nested_fan_out_grows_live_and_the_inspector_shows_what_a_branch_could_not_see(

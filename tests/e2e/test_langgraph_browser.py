@@ -12,14 +12,14 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.e2e.browsing import FRAME, admin_token, dashboard, logged_in_page, run_ended, shot
-from tests.livedaphne import LiveDaphne
+from tests.e2e.browsing import FRAME, logged_in_page, run_ended, shot
+from tests.livedaphne import LiveDaphne, SharedServer
 
 pytest.importorskip("playwright.async_api", reason="pip install playwright")
 pytest.importorskip("langgraph")
@@ -30,15 +30,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[tuple[LiveDaphne, str, str]]:
-    with dashboard() as (live, password):
-        yield live, password, admin_token(live, "langgraph", "ingest")
+def server(shared_daphne: SharedServer) -> tuple[LiveDaphne, str, str]:
+    return shared_daphne.server, shared_daphne.password, shared_daphne.token
 
 
 @pytest.fixture
-async def page(server: tuple[LiveDaphne, str, str]) -> AsyncIterator[Any]:
+async def page(server: tuple[LiveDaphne, str, str], browser: Any) -> AsyncIterator[Any]:
     live, password, _ = server
-    async with logged_in_page(live.base_url, password) as page:
+    async with logged_in_page(live.base_url, password, browser) as page:
         yield page
 
 

@@ -29,9 +29,9 @@ def server() -> Iterator[tuple[LiveDaphne, str]]:
 
 
 @pytest.fixture
-async def page(server: tuple[LiveDaphne, str]) -> AsyncIterator[Any]:
+async def page(server: tuple[LiveDaphne, str], browser: Any) -> AsyncIterator[Any]:
     live, password = server
-    async with logged_in_page(live.base_url, password) as page:
+    async with logged_in_page(live.base_url, password, browser) as page:
         await page.wait_for_selector(f'{FORM}[data-ready="1"]')
         yield page
 

@@ -42,9 +42,9 @@ def server() -> Iterator[tuple[LiveDaphne, str, str]]:
 
 
 @pytest.fixture
-async def page(server: tuple[LiveDaphne, str, str]) -> AsyncIterator[Any]:
+async def page(server: tuple[LiveDaphne, str, str], browser: Any) -> AsyncIterator[Any]:
     live, password, _ = server
-    async with logged_in_page(live.base_url, password) as page:
+    async with logged_in_page(live.base_url, password, browser) as page:
         yield page
 
 

@@ -312,7 +312,7 @@ FOLDS = """async id => {
 
 
 async def test_a_run_exported_and_imported_into_an_empty_database_folds_the_same_everywhere(
-    page: Any, tmp_path: Any,
+    page: Any, browser: Any, tmp_path: Any,
 ) -> None:
     run_id = await start_run(page, "ResearchFlow", "research the tides")
     await run_ended(page, timeout=60_000)
@@ -323,7 +323,7 @@ async def test_a_run_exported_and_imported_into_an_empty_database_folds_the_same
     original = await page.evaluate(FOLDS, run_id)
 
     with dashboard() as (other, password):  # its own data folder: an empty database
-        async with logged_in_page(other.base_url, password) as fresh:
+        async with logged_in_page(other.base_url, password, browser) as fresh:
             await fresh.goto("/")
             await fresh.set_input_files("#pf-import-file", str(exported))
             await fresh.click("#pf-import-submit")

@@ -171,9 +171,9 @@ async def test_a_killed_worker_leaves_an_interrupted_run_and_is_not_run_again(
 
 
 @pytest.fixture
-async def page(server: tuple[LiveDaphne, str, str]) -> AsyncIterator[Any]:
+async def page(server: tuple[LiveDaphne, str, str], browser: Any) -> AsyncIterator[Any]:
     live, password, _ = server
-    async with logged_in_page(live.base_url, password) as page:
+    async with logged_in_page(live.base_url, password, browser) as page:
         yield page
 
 

@@ -34,7 +34,7 @@ from runtime.events import (  # noqa: E402
     runs_of,
     view_at,
 )
-from runtime.events.concurrent_fold import export_groups  # noqa: E402
+from runtime.events.fold.concurrent import export_groups  # noqa: E402
 
 GOLDEN_DIR = Path(__file__).resolve().parent
 SNAPSHOT_TYPES = frozenset({

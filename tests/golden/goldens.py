@@ -46,6 +46,7 @@ from runtime import (
     SessionStore,
     Step,
 )
+from runtime.current import turn_of
 from runtime.events import (
     Event,
     EventSink,
@@ -55,7 +56,6 @@ from runtime.events import (
     interruption,
     runs_of,
 )
-from runtime.turn import turn_of
 from tests.golden.flows import (
     STOP_AFTER,
     ProcessKilled,
@@ -114,7 +114,7 @@ class _Watch:
     def arm(self, run_id: str, stop: Stop) -> None:
         self.run_id, self.stop, self.seen = run_id, stop, anyio.Event()
 
-    def handle(self, event: Event) -> None:
+    def receive(self, event: Event) -> None:
         stop = self.stop
         if (stop is not None and event.run_id == self.run_id and event.type == stop.event
                 and event.path == stop.path):

@@ -7,8 +7,8 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 
 import { fold, viewAt } from "../../static/picoflow_web/js/fold.js";
-import { appendTip } from "../../static/picoflow_web/js/fold_reduce.js";
-import { createCursor } from "../../static/picoflow_web/js/fold_undo.js";
+import { appendTip } from "../../static/picoflow_web/js/fold/reduce.js";
+import { createCursor } from "../../static/picoflow_web/js/fold/undo.js";
 import { fork, request, trace } from "./trace_builder.mjs";
 
 const appended = (value, order) => ({ step: "A", field: "log", value, order, draft: true, channel: "append", result: null });

@@ -8,7 +8,7 @@ import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 
 import { applyEvents, createRun, fold, parseJsonl, runsOf } from "../../static/picoflow_web/js/fold.js";
-import { createCursor } from "../../static/picoflow_web/js/fold_undo.js";
+import { createCursor } from "../../static/picoflow_web/js/fold/undo.js";
 
 const GOLDEN = join(dirname(fileURLToPath(import.meta.url)), "..", "golden");
 const names = readdirSync(GOLDEN).filter((f) => f.endsWith(".jsonl")).map((f) => f.slice(0, -6)).sort();

@@ -1,6 +1,6 @@
 // The browser fold's answers in the shape of tests/golden/export_fold.py, so the two
 // folds can be compared with one deep equality per golden.
-import { exportGroups } from "../../static/picoflow_web/js/fold_concurrent.js";
+import { exportGroups } from "../../static/picoflow_web/js/fold/concurrent.js";
 import { barrierPublicationOf, comparable, fold, publicationOf, viewAt } from "../../static/picoflow_web/js/fold.js";
 
 const pick = (obj, keys) => Object.fromEntries(keys.map((k) => [k, obj[k]]));

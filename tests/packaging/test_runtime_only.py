@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import time
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from typing import Any
 import pytest
 
 from tests.packaging.installed import REPO_ROOT, Served, Venv, outside_env, run
+from tests.webhelpers import wait_for
 
 pytestmark = [pytest.mark.slow]
 
@@ -78,10 +78,11 @@ def _get(base_url: str, path: str, token: str) -> dict[str, Any]:
 def _runs(base_url: str, token: str, flow: str) -> list[dict[str, str]]:
     """The runs of ``flow``, once one is there and no longer running (polled: ingest
     stores a batch before it answers, but a turn's end may come in a later batch)."""
-    deadline = time.monotonic() + 30
-    while True:
-        runs = _get(base_url, f"/api/runs?flow={flow}", token)["runs"]
-        assert isinstance(runs, list)
-        if (runs and all(r["status"] != "running" for r in runs)) or time.monotonic() > deadline:
-            return runs
-        time.sleep(0.1)
+    runs: list[dict[str, str]] = []
+
+    def ended() -> bool:
+        runs[:] = _get(base_url, f"/api/runs?flow={flow}", token)["runs"]
+        return bool(runs) and all(r["status"] != "running" for r in runs)
+
+    wait_for(ended, f"a run of {flow} to end")
+    return runs

@@ -231,14 +231,20 @@ async def wait(event: anyio.Event, timeout: float = 5.0) -> None:
         await event.wait()
 
 
-class Clock:
-    """Seconds since construction (monotonic)."""
+class Meeting:
+    """A point ``size`` branches wait at until all of them are there: work that is to
+    overlap overlaps, whatever the machine's speed."""
 
-    def __init__(self) -> None:
-        self.start = anyio.current_time()
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.arrived = 0
+        self.complete = anyio.Event()
 
-    def __call__(self) -> float:
-        return anyio.current_time() - self.start
+    async def arrive(self) -> None:
+        self.arrived += 1
+        if self.arrived == self.size:
+            self.complete.set()
+        await wait(self.complete)
 
 
 class InFlightModel(ScriptedModel):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import anyio
 
@@ -165,3 +165,13 @@ def last_texts(requests: Sequence[ModelRequest]) -> list[str]:
     """The last message text of each request."""
     return [r.last_message.content if r.last_message else "" for r in requests]
 
+
+async def until(condition: Callable[[], bool], what: str, timeout: float = 20.0) -> None:
+    """Poll ``condition()`` until it holds, on either backend. ``timeout`` only ends a wait
+    that would never end (the failure names ``what``); it bounds no behaviour."""
+    try:
+        with anyio.fail_after(timeout):
+            while not condition():
+                await anyio.sleep(0.005)
+    except TimeoutError:
+        raise AssertionError(f"timed out after {timeout}s waiting for {what}") from None

@@ -18,7 +18,7 @@ from tests.runtime.barrier_helpers import (
     make_barrier_flow,
     returning,
 )
-from tests.runtime.helpers import ScriptedFlow, make_engine
+from tests.runtime.helpers import ScriptedFlow, make_engine, until
 
 pytestmark = pytest.mark.anyio
 
@@ -68,9 +68,7 @@ async def test_a_congested_sink_holds_the_model_call_until_it_drains() -> None:
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(turn)
-        with anyio.fail_after(20):
-            while valve.asked < 3:  # the run is polling the congested sink
-                await anyio.sleep(0.01)
+        await until(lambda: valve.asked >= 3, "the run to poll the congested sink")
         types = [e.type for e in valve.events]
         assert "model.started" not in types and replies == []
         valve.closed = False
@@ -86,7 +84,7 @@ async def test_a_sink_without_congested_still_gets_every_event() -> None:
     class Plain:
         name = "plain"
 
-        def handle(self, event: Event) -> None:
+        def receive(self, event: Event) -> None:
             seen.append(event)
 
     reply = await engine.run("AskFlow", "hi", sinks=[Plain()])
@@ -106,8 +104,8 @@ class BacklogSink(MemorySink):
         self.waiting = 0
         self.asked = 0
 
-    def handle(self, event: Event) -> None:
-        super().handle(event)
+    def receive(self, event: Event) -> None:
+        super().receive(event)
         self.waiting += 1
 
     def congested(self) -> bool:

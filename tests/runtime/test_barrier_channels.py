@@ -23,7 +23,14 @@ from runtime import (
     StepChannels,
 )
 from runtime.barrier import format_path
-from tests.runtime.barrier_helpers import Chain, U, branch_step, run_body, saving, user_state
+from tests.runtime.barrier_helpers import (
+    Chain,
+    Meeting,
+    branch_step,
+    run_body,
+    saving,
+    user_state,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -224,8 +231,10 @@ async def test_repeated_barriers_accumulate_into_the_same_channel_across_turns()
 
 
 async def test_concurrent_nested_barriers_of_one_branch_keep_every_contribution() -> None:
+    meeting = Meeting(3)  # both barriers are open before any branch contributes
+
     async def add(step: Step, message: str | None) -> Any:
-        await anyio.sleep(U * (step.parallel_invocation().index + 1))
+        await meeting.arrive()
         step.contribute_state("total", 1)
 
     Acc = branch_step("Acc", add, channels={"total": StepChannels.sum()})
@@ -247,8 +256,10 @@ async def test_concurrent_nested_barriers_of_one_branch_keep_every_contribution(
 
 
 async def test_concurrent_root_barriers_of_one_caller_keep_every_contribution() -> None:
+    meeting = Meeting(3)  # both barriers are open before any branch contributes
+
     async def add(step: Step, message: str | None) -> Any:
-        await anyio.sleep(U * (step.parallel_invocation().index + 1))
+        await meeting.arrive()
         step.contribute_state("total", 1)
 
     Acc = branch_step("Acc", add, channels={"total": StepChannels.sum()})

@@ -24,7 +24,7 @@ from runtime import (
     go,
     tool,
 )
-from tests.runtime.barrier_helpers import Clock, U, branch_step, failing, run_body, saving
+from tests.runtime.barrier_helpers import branch_step, failing, run_body, saving
 from tests.runtime.helpers import ScriptedFlow, load, make_engine
 
 pytestmark = pytest.mark.anyio
@@ -321,23 +321,6 @@ async def test_the_worked_nested_tree_moves_the_cursor_once_and_records_levels_t
 # -- the seed's A/B example: who owns the next operation ----------------------------------
 
 
-def _timed(durations: dict[str, float], clock: list[Clock], log: dict[str, tuple[float, float]],
-           ) -> dict[str, type[Step]]:
-    def make(name: str) -> type[Step]:
-        async def work(step: Step, message: str | None) -> Any:
-            start = clock[0]()
-            await anyio.sleep(durations[name] * U)
-            log[name] = (start, clock[0]())
-            return name
-
-        return branch_step(name, work)
-
-    return {name: make(name) for name in durations}
-
-
-DURATIONS = {"A1": 1.0, "A2": 1.0, "B1": 10.0, "B2": 1.0}
-
-
 async def test_a_coordinator_worker_starts_its_next_step_without_waiting_for_its_sibling(
 ) -> None:
     # The claim is causal: A's coordinator starts A2 as soon as A1 ends, while B1 still
@@ -389,14 +372,28 @@ async def test_a_coordinator_worker_starts_its_next_step_without_waiting_for_its
 
 
 async def test_one_shared_batch_makes_the_dependent_step_wait_for_the_slowest_sibling() -> None:
-    clock: list[Clock] = []
-    log: dict[str, tuple[float, float]] = {}
-    steps = _timed(DURATIONS, clock, log)
+    # B1 is the slowest of the first batch by construction: it ends only once A1 has.
+    marks: list[str] = []
+    a1_ended = anyio.Event()
+
+    def make(name: str) -> type[Step]:
+        async def work(step: Step, message: str | None) -> Any:
+            marks.append(f"{name} started")
+            if name == "B1":
+                with anyio.fail_after(5):
+                    await a1_ended.wait()
+            marks.append(f"{name} ended")
+            if name == "A1":
+                a1_ended.set()
+            return name
+
+        return branch_step(name, work)
+
+    steps = {name: make(name) for name in ("A1", "A2", "B1", "B2")}
 
     async def body(coord: Step) -> Any:
-        clock.append(Clock())
         await coord.run_steps([{"step": steps["A1"]}, {"step": steps["B1"]}])
         return await coord.run_steps([{"step": steps["A2"]}, {"step": steps["B2"]}])
 
     await run_body(body, list(steps.values()))
-    assert log["A2"][0] >= log["B1"][1]  # A2 idled while B1 finished
+    assert marks.index("A2 started") > marks.index("B1 ended"), marks  # A2 idled for B1

@@ -212,14 +212,16 @@ async def test_branches_read_context_and_other_steps_state_as_the_caller_saw_it_
 async def test_a_removal_in_a_branch_hides_the_field_from_its_view_and_publishes_a_removal(
 ) -> None:
     seen: dict[str, Any] = {}
+    dropped = anyio.Event()
 
     async def drop(step: Step, message: str | None) -> Any:
         step.remove_state("stale")
         seen["own"] = user_state(step.get_state())
+        dropped.set()
         return None
 
     async def look(step: Step, message: str | None) -> Any:
-        await anyio.sleep(0.01)
+        await wait(dropped)  # the sibling's removal is made, not yet published
         seen["sibling"] = _view(step, "Dropper")
         return None
 

@@ -39,6 +39,7 @@ from runtime.events import (
 )
 from runtime.events import dashboard as dashboard_module
 from runtime.events.sinks import event_json
+from tests.runtime.helpers import until
 from tests.runtime.ingest_server import IngestServer
 
 pytestmark = pytest.mark.anyio
@@ -187,9 +188,8 @@ async def test_a_few_events_are_sent_once_the_oldest_is_batch_seconds_old(
         server: IngestServer, make_sink: Callable[..., DashboardSink]) -> None:
     sink = make_sink(batch_events=10_000, batch_seconds=0.05, heartbeat_seconds=3600.0)
     emitted, run_id = await fan_turn(sink, n=3)
-    with anyio.fail_after(20):  # no flush: the age of the batch alone sends it
-        while len(server.seqs(run_id)) < len(emitted):
-            await anyio.sleep(0.01)
+    # No flush: the age of the batch alone sends it.
+    await until(lambda: len(server.seqs(run_id)) >= len(emitted), "the batch to be sent")
     assert len(server.of("ingest")) < len(emitted)  # batched, not one request per event
     assert server.seqs(run_id) == list(range(len(emitted)))
 
@@ -235,16 +235,13 @@ async def test_a_reply_slower_than_the_timeout_is_retried_and_stored_once(
     with server.holding():
         async with anyio.create_task_group() as tg:
             tg.start_soon(flush, sink)
-            with anyio.fail_after(20):
-                while server.held < 2:  # the first request timed out; its resend is here
-                    await anyio.sleep(0.01)
+            # The first request timed out; its resend is here.
+            await until(lambda: server.held >= 2, "the resend")
             server.release.set()
     assert reply.success
     # The flush ends with the resend's answer; the timed-out request's handler, released at
     # the same moment, may record it only after that.
-    with anyio.fail_after(20):
-        while len(server.of("ingest")) < 2:
-            await anyio.sleep(0.01)
+    await until(lambda: len(server.of("ingest")) >= 2, "both requests to be recorded")
     run_id = memory.events[0].run_id
     requests = server.of("ingest")
     assert len({tuple(r.lines) for r in requests}) == 1
@@ -484,9 +481,7 @@ async def test_heartbeats_keep_a_running_turn_alive_until_it_finishes(
 
     async def three_heartbeats() -> None:
         run_id = memory.events[0].run_id
-        with anyio.fail_after(20):
-            while server.heartbeats_for(run_id) < 3:
-                await anyio.sleep(0.01)
+        await until(lambda: server.heartbeats_for(run_id) >= 3, "three heartbeats")
 
     WAITS.append(three_heartbeats)
     emitted, run_id = await fan_turn(sink, n=3, memory=memory)
@@ -516,9 +511,7 @@ async def test_a_congested_sink_holds_the_run_instead_of_dropping(
     with server.holding():
         async with anyio.create_task_group() as tg:
             tg.start_soon(turn)
-            with anyio.fail_after(20):
-                while not (server.held and sink.congested()):
-                    await anyio.sleep(0.01)
+            await until(lambda: bool(server.held and sink.congested()), "the sink to congest")
             def fulfilled() -> int:
                 return sum(1 for e in memory.events if e.type == "branch.fulfilled")
 
@@ -559,9 +552,7 @@ async def test_past_the_hard_cap_events_are_dropped_and_reported(
     with server.holding():
         async with anyio.create_task_group() as tg:
             tg.start_soon(engine.run, "FanFlow", "go", None, {"n": 3, "saves": 60})
-            with anyio.fail_after(20):
-                while not sink.dropped:
-                    await anyio.sleep(0.01)
+            await until(lambda: bool(sink.dropped), "a dropped event")
             server.release.set()
     await flush(sink)
     run_id = memory.events[0].run_id

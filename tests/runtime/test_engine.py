@@ -20,7 +20,15 @@ from runtime import (
     TerminateSessionStep,
     tool,
 )
-from tests.runtime.helpers import GateModel, ScriptedFlow, last_texts, load, make_engine, memory
+from tests.runtime.helpers import (
+    GateModel,
+    ScriptedFlow,
+    last_texts,
+    load,
+    make_engine,
+    memory,
+    until,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -254,9 +262,7 @@ async def test_turns_of_different_sessions_run_concurrently() -> None:
     async with anyio.create_task_group() as tg:
         for sid in ("a", "b"):
             tg.start_soon(engine.run, "ChatFlow", "hi", sid)
-        with anyio.fail_after(5):
-            while len(gate.requests) < 2:
-                await anyio.sleep(0.01)
+        await until(lambda: len(gate.requests) >= 2, "both turns to reach the model")
         gate.release.set()
 
 

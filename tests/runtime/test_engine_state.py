@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from runtime import FlowDefinitionError, LogicStep, Routable, Rule, StateValueError, Step, go, tool
+from runtime.current import turn_of
 from runtime.jsonutil import json_copy
-from runtime.turn import turn_of
 from tests.runtime.helpers import ScriptedFlow, load, make_engine
 
 pytestmark = pytest.mark.anyio

@@ -17,6 +17,7 @@ import anyio.abc
 import pytest
 
 from runtime.http_pool import ConnectionPool, HTTPReply, HTTPTimeout, HTTPTransportError
+from tests.runtime.helpers import until
 
 pytestmark = pytest.mark.anyio
 
@@ -218,9 +219,7 @@ async def test_a_connection_the_server_dropped_unannounced_is_replaced(
     async with scripted(script) as port:
         assert (await post(pool, port)).body == b"first"
         [conn] = [c for conns in pool._state().idle.values() for c in conns]
-        with anyio.fail_after(5):
-            while not conn.peer_closed():  # the server's FIN is on its way
-                await anyio.sleep(0.01)
+        await until(conn.peer_closed, "the server's FIN")
         script.replies.append(ok(b"second"))
         assert (await post(pool, port)).body == b"second"
     assert script.connections == pool.connections_opened == 2

@@ -34,6 +34,8 @@ class Rules:
     """layer -> (third-party packages, layers it uses)"""
     consumers: dict[str, frozenset[str]]
     """consumer package -> the runtime modules it may import"""
+    web: dict[str, tuple[str, ...]]
+    """web part -> the web parts it uses (``*``: any)"""
 
     @classmethod
     def load(cls, path: Path = RULES_FILE) -> Rules:
@@ -46,6 +48,7 @@ class Rules:
                     for name, spec in data["layer"].items()},
             consumers={name: frozenset(spec["runtime"])
                        for name, spec in data["consumers"].items()},
+            web={name: tuple(spec["uses"]) for name, spec in data.get("web", {}).items()},
         )
 
     def layer_of(self, module: str) -> str | None:
@@ -115,8 +118,15 @@ def violations(source: str, module: str, *, is_package: bool = False,
     rules = rules or Rules.load()
     out: list[str] = []
     consumer = rules.consumer_of(module)
+    part = _most_specific(module, rules.web)
     for line, target in imports_of(source, module, is_package, tree_root):
         top = target.split(".", 1)[0]
+        if part is not None and top == "picoflow_web" and target != "picoflow_web":
+            target_part = _most_specific(target, rules.web) or "picoflow_web"
+            uses = rules.web[part]
+            if "*" not in uses and target_part != part and target_part not in uses:
+                out.append(f"line {line}: {part} may not import '{target}' ({target_part})")
+            continue
         if consumer is not None:
             if top == "runtime" and target not in rules.consumers[consumer]:
                 allowed = sorted(rules.consumers[consumer]) or ["nothing"]
@@ -212,6 +222,8 @@ def test_a_forbidden_module_added_to_a_copy_of_the_tree_fails_the_scan(tmp_path:
         ("runtime.engine", "import requests", "may not import 'requests'"),
         ("runtime.events.schema", "import anyio", "layer runtime.events may not import 'anyio'"),
         ("runtime.events.fold", "from ..barrier import types", "'runtime.barrier'"),
+        # The channels' rules are pure: the join and the fold read them without pydantic.
+        ("runtime.events.channels", "from . import schema", "'runtime.events'"),
         ("runtime.barrier._driver", "from ..turn import Turn", "'runtime.turn'"),
         ("runtime.barrier.views", "def f():\n    from ..step import Step\n",
          "line 2: layer runtime.barrier may not import 'runtime.step'"),
@@ -222,9 +234,9 @@ def test_a_forbidden_module_added_to_a_copy_of_the_tree_fails_the_scan(tmp_path:
         ("runtime.flow", "import importlib\nimportlib.import_module('django.conf')",
          "'django.conf'"),
         ("runtime.flow", "__import__('trio')", "forbidden import 'trio'"),
-        ("picoflow_web.bridge", "from runtime.bus import MemorySink", "'runtime.bus'"),
-        ("picoflow_web.consumers", "from runtime.events import parse_event",
-         "'runtime.events' is not the runtime's public API for picoflow_web.consumers"),
+        ("picoflow_web.record.recorder", "from runtime.bus import MemorySink", "'runtime.bus'"),
+        ("picoflow_web.live.consumers", "from runtime.events import parse_event",
+         "'runtime.events' is not the runtime's public API for picoflow_web.live.consumers"),
     ],
 )
 def test_the_scanner_catches_forbidden_imports(module: str, source: str, expected: str) -> None:
@@ -250,9 +262,9 @@ def test_the_scanner_accepts_what_the_rules_allow() -> None:
     assert violations("from .schema import Event\nfrom . import values\n",
                       "runtime.events.fold") == []
     assert violations("from runtime import Flow\nfrom runtime.events import parse_event\n",
-                      "picoflow_web.bridge") == []
+                      "picoflow_web.record.recorder") == []
     # ``fold`` is a name runtime.events exports (it shadows the submodule of that name).
-    assert violations("from runtime.events import fold\n", "picoflow_web.ingest",
+    assert violations("from runtime.events import fold\n", "picoflow_web.record.ingest",
                       tree_root=ROOT) == []
 
 
@@ -265,3 +277,133 @@ def test_importing_the_runtime_loads_no_web_stack() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT,
     )
     assert result.stdout.strip() == "[]"
+
+
+# -- import cycles -----------------------------------------------------------------------
+
+
+def _runtime_imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
+    """Every import statement that runs: inside functions too, not under TYPE_CHECKING."""
+    found: list[ast.Import | ast.ImportFrom] = []
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _is_type_checking(child.test):
+                for orelse in child.orelse:
+                    visit_one(orelse)
+                continue
+            visit_one(child)
+
+    def visit_one(node: ast.AST) -> None:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            found.append(node)
+        visit(node)
+
+    visit(tree)
+    return found
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def import_graph(tree_root: Path, packages: tuple[str, ...] = ("runtime", "picoflow_web")
+                 ) -> dict[str, set[str]]:
+    """Module -> the modules of the tree it imports when it runs (a package's own
+    ``__init__`` counts only when it is imported by name, not as every submodule's parent)."""
+    modules: dict[str, Path] = {}
+    for package in packages:
+        for path in sorted((tree_root / package).rglob("*.py")):
+            rel = path.relative_to(tree_root).with_suffix("")
+            name = ".".join(rel.parent.parts if rel.name == "__init__" else rel.parts)
+            modules[name] = path
+    graph: dict[str, set[str]] = {}
+    for module, path in modules.items():
+        is_package = path.name == "__init__.py"
+        package = module if is_package else module.rpartition(".")[0]
+        edges: set[str] = set()
+        for node in _runtime_imports(ast.parse(path.read_text(encoding="utf-8"), module)):
+            if isinstance(node, ast.Import):
+                edges.update(alias.name for alias in node.names if alias.name in modules)
+                continue
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1])
+                target = f"{base}.{node.module}" if node.module else base
+            else:
+                target = node.module or ""
+            for alias in node.names:
+                sub = f"{target}.{alias.name}"
+                if sub in modules:
+                    edges.add(sub)
+                elif target in modules:
+                    edges.add(target)
+        edges.discard(module)
+        graph[module] = edges
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def connect(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in graph.get(node, ()):
+            if nxt not in index:
+                connect(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component: list[str] = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            connect(node)
+    return sorted(found)
+
+
+def test_no_import_cycle_in_the_runtime_or_the_web_app() -> None:
+    assert cycles(import_graph(ROOT)) == []
+
+
+def test_a_cycle_planted_in_a_copy_of_the_tree_is_found(tmp_path: Path) -> None:
+    for package in ("runtime", "picoflow_web"):
+        shutil.copytree(ROOT / package, tmp_path / package,
+                        ignore=shutil.ignore_patterns("__pycache__", "migrations"))
+    assert cycles(import_graph(tmp_path)) == []
+    (tmp_path / "picoflow_web" / "data" / "_loop_a.py").write_text(
+        "def late() -> None:\n    from picoflow_web.data import _loop_b\n")
+    (tmp_path / "picoflow_web" / "data" / "_loop_b.py").write_text(
+        "from . import _loop_a\n")
+    # Imports only a type checker runs make no cycle.
+    (tmp_path / "runtime" / "_typed_a.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from runtime import _typed_b\n")
+    (tmp_path / "runtime" / "_typed_b.py").write_text("from runtime import _typed_a\n")
+    assert cycles(import_graph(tmp_path)) == [
+        ["picoflow_web.data._loop_a", "picoflow_web.data._loop_b"]]
+
+
+def test_the_scanner_catches_a_web_part_importing_above_itself() -> None:
+    found = violations("from picoflow_web.execute import services\n",
+                       "picoflow_web.live.consumers")
+    assert found == ["line 1: picoflow_web.live may not import "
+                     "'picoflow_web.execute' (picoflow_web.execute)"]
+    assert violations("from picoflow_web.data import selectors\n",
+                      "picoflow_web.live.consumers") == []

@@ -45,6 +45,7 @@ from runtime.provider_limits import (
     shared_limiter,
 )
 from tests.runtime.chat_server import ChatServer, Reply, VirtualClock, chat_server, completion
+from tests.runtime.helpers import until
 
 pytestmark = pytest.mark.anyio
 
@@ -202,9 +203,7 @@ async def test_an_idle_connection_the_server_closed_is_not_reused(
     server.replies.append(Reply(body=completion("first"), close=True))
     assert (await adapter.invoke(request())).content == "first"
     [conn] = [c for conns in pool._state().idle.values() for c in conns]
-    with anyio.fail_after(5):
-        while not conn.peer_closed():  # the server's FIN is on its way
-            await anyio.sleep(0.01)
+    await until(conn.peer_closed, "the server's FIN")
     conn.idle_since -= 5  # idle for a while (not expired): checked before reuse, dropped
     assert (await adapter.invoke(request())).content == "ok"
     assert server.connections == pool.connections_opened == 2
@@ -239,13 +238,9 @@ async def test_cancelling_a_call_gives_its_slot_back(
                     done.set()
 
         tg.start_soon(call, held)
-        with anyio.fail_after(5):
-            while server.requests < 1:
-                await anyio.sleep(0.01)
+        await until(lambda: server.requests >= 1, "the held request")
         tg.start_soon(call, queued, queued_done)
-        with anyio.fail_after(5):
-            while not limiter._waiters:
-                await anyio.sleep(0.01)
+        await until(lambda: bool(limiter._waiters), "the queued call to wait for a slot")
         assert limiter.in_flight == 1
         queued.cancel()  # waiting for the slot
         with anyio.fail_after(5):
@@ -293,8 +288,7 @@ def test_a_limiter_is_shared_by_event_loops_in_other_threads() -> None:
         admission = await limiter.acquire()
         order.append("first in")
         holding.set()
-        while not limiter._waiters:
-            await anyio.sleep(0.01)
+        await until(lambda: bool(limiter._waiters), "the second call to wait for a slot")
         order.append("first out")
         admission.release()
 

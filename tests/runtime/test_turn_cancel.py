@@ -435,7 +435,7 @@ async def test_a_branch_that_swallows_its_cancellation_cannot_keep_a_stopped_tur
 async def test_an_error_the_stop_causes_in_the_step_is_not_a_failure() -> None:
     token = CancelToken()
     waiting = anyio.Event()
-    W = branch_step("W", lambda step, message: anyio.sleep(0))
+    W = branch_step("W", lambda step, message: anyio.lowlevel.checkpoint())
 
     async def careless(desk: Step) -> Routable:
         waiting.set()
@@ -543,7 +543,7 @@ async def test_a_worker_thread_can_stop_the_turn_through_the_asyncio_loop(
 
 
 class _Capped:
-    W: ClassVar[type[Step]] = branch_step("W", lambda step, message: anyio.sleep(0))
+    W: ClassVar[type[Step]] = branch_step("W", lambda step, message: anyio.lowlevel.checkpoint())
 
 
 async def test_the_engine_caps_the_branches_of_a_turn_below_the_flow_limit() -> None:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 import pytest
 from django.test import override_settings
 
-from picoflow_web.engine import get_engine
+from picoflow_web.execute.engine import get_engine
 from tests.inline_tasks import INLINE_TASKS
 
 FAST_LATENCY = 0.002

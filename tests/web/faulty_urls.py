@@ -18,9 +18,9 @@ def fail(request: HttpRequest) -> HttpResponse:
 urlpatterns = [
     path("fail/", fail),
     path("api/fail", fail),
-    path("", include("picoflow_web.site_urls")),
+    path("", include("picoflow_web.config.site_urls")),
 ]
 
-handler400 = "picoflow_web.errors.bad_request"
-handler404 = "picoflow_web.errors.not_found"
-handler500 = "picoflow_web.errors.server_error"
+handler400 = "picoflow_web.http.errors.bad_request"
+handler404 = "picoflow_web.http.errors.not_found"
+handler500 = "picoflow_web.http.errors.server_error"

@@ -18,8 +18,10 @@ import pytest
 from django.test import AsyncClient
 from django.utils import timezone
 
-from picoflow_web import app_settings, bodies, conf, openapi, run_ends, services
-from picoflow_web.engine import get_engine
+from picoflow_web.config import app_settings, env
+from picoflow_web.execute import run_ends, services
+from picoflow_web.execute.engine import get_engine
+from picoflow_web.http import bodies, openapi
 from picoflow_web.models import Run
 from tests.webhelpers import amake_user, atoken, bearer, wait_run_done, wait_until
 
@@ -118,5 +120,5 @@ def test_run_wait_is_read_like_the_other_durations(monkeypatch: pytest.MonkeyPat
     assert reader("PICOFLOW_RUN_WAIT", default) == 2.5
     for bad in ("soon", "0", "-1"):
         monkeypatch.setenv("PICOFLOW_RUN_WAIT", bad)
-        with pytest.raises(conf.ConfigError, match="PICOFLOW_RUN_WAIT"):
+        with pytest.raises(env.ConfigError, match="PICOFLOW_RUN_WAIT"):
             reader("PICOFLOW_RUN_WAIT", default)

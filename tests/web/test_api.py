@@ -14,12 +14,13 @@ from django.middleware.csrf import CSRF_ALLOWED_CHARS
 from django.test import AsyncClient
 from django.utils.crypto import get_random_string
 
-from picoflow_web import eventlog, services
-from picoflow_web.engine import get_engine
+from picoflow_web.data import eventlog
+from picoflow_web.execute import services
+from picoflow_web.execute.engine import get_engine
 from picoflow_web.models import EventRecord, Run, StoredSession
 from runtime.events import parse_event
 from tests import inline_tasks
-from tests.livedaphne import LiveDaphne, live_daphne, run_manage
+from tests.livedaphne import LiveDaphne, SharedServer
 from tests.webhelpers import (
     HttpSession,
     amake_user,
@@ -471,21 +472,10 @@ async def test_a_compact_stream_gives_the_shared_fields_once_and_loses_nothing()
 
 # -- the contract over a real Daphne ----------------------------------------------------------
 
-MAKE_TOKEN = (
-    "from django.contrib.auth import get_user_model; "
-    "from picoflow_web.models import ApiToken, Membership, Project; "
-    "carol = get_user_model().objects.create_user('carol'); "
-    "Membership.objects.create(project=Project.objects.get_or_create(name='default')[0], "
-    "user=carol, role='operator'); print(ApiToken.issue(carol, 'tests')[1])"
-)
 
-
-@pytest.fixture(scope="module")
-def daphne() -> Any:
-    with live_daphne({"PICOFLOW_DEMO_LATENCY": "0.002"}) as server:
-        made = run_manage("shell", "-c", MAKE_TOKEN, env=server.env)
-        assert made.returncode == 0, made.stderr
-        yield server, made.stdout.split()[-1]
+@pytest.fixture
+def daphne(shared_daphne: SharedServer) -> tuple[LiveDaphne, str]:
+    return shared_daphne.server, shared_daphne.token
 
 
 def _turn(server: LiveDaphne, token: str, message: str, **headers: str) -> Any:

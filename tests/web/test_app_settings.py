@@ -1,5 +1,5 @@
-"""One accessor for the app's settings (``picoflow_web.app_settings``) and where the app's
-files are (``picoflow_web.locations``): the ``PICOFLOW`` dict first, then a flat
+"""One accessor for the app's settings (``picoflow_web.config.app_settings``) and where the app's
+files are (``picoflow_web.config.locations``): the ``PICOFLOW`` dict first, then a flat
 ``PICOFLOW_*`` setting, then the environment with its default."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from picoflow_web import app_settings, locations
-from picoflow_web.conf import ConfigError
-from picoflow_web.engine import get_engine
-from picoflow_web.flows import FlowsConfigError
+from picoflow_web.config import app_settings, locations
+from picoflow_web.config.env import ConfigError
+from picoflow_web.execute.engine import get_engine
+from picoflow_web.execute.flows import FlowsConfigError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -101,7 +101,7 @@ def test_the_per_user_data_folder_follows_the_platform(
 
 
 def test_a_misspelt_name_in_the_dict_is_a_system_check_error(settings: Any) -> None:
-    from picoflow_web.checks import picoflow_dict
+    from picoflow_web.config.checks import picoflow_dict
 
     settings.PICOFLOW = {"WORKER_LEAS": 3, "WORKERS": 2}
     errors = picoflow_dict()

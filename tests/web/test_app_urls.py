@@ -1,5 +1,5 @@
 """The app's URLs without the admin (``picoflow_web.urls``, what a project includes) and
-the standalone site's (``picoflow_web.site_urls``: the app and the admin)."""
+the standalone site's (``picoflow_web.config.site_urls``: the app and the admin)."""
 
 from typing import Any
 

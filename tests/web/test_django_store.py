@@ -9,7 +9,7 @@ from asgiref.sync import async_to_sync
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from picoflow_web.store import DjangoSessionStore
+from picoflow_web.data.documents import SessionDocumentStore
 from runtime import SessionStore
 from tests.runtime.store_contract import SessionStoreContract, make_doc
 
@@ -22,15 +22,15 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-class TestDjangoSessionStore(SessionStoreContract):
+class TestSessionDocumentStore(SessionStoreContract):
     async def make_store(self, tmp_path: Path) -> SessionStore:
-        return DjangoSessionStore()
+        return SessionDocumentStore()
 
 
 
 def test_a_save_is_one_conditional_update() -> None:
     # async_to_sync runs the ORM on this thread, so this thread's connection sees it.
-    store = DjangoSessionStore()
+    store = SessionDocumentStore()
     created = async_to_sync(store.create)(make_doc())
     with CaptureQueriesContext(connection) as queries:
         async_to_sync(store.save)(created, 0)

@@ -12,7 +12,7 @@ from django.conf import settings
 from django.test import Client, override_settings
 from django.views.debug import get_default_exception_reporter_filter
 
-from picoflow_web.masking import MaskCredentials, mask_credentials
+from picoflow_web.config.masking import MaskCredentials, mask_credentials
 
 pytestmark = pytest.mark.django_db
 

@@ -14,11 +14,12 @@ from channels.testing import WebsocketCommunicator
 from django.db.models import F
 from django.test import AsyncClient, override_settings
 
-from picoflow_web import services
 from picoflow_web.asgi import application
-from picoflow_web.consumers import CLOSE_BAD_REQUEST
-from picoflow_web.engine import get_engine
-from picoflow_web.jsonbody import MAX_DEPTH
+from picoflow_web.errors import ApiError, Conflict, Forbidden, InputError, NotFound
+from picoflow_web.execute import services
+from picoflow_web.execute.engine import get_engine
+from picoflow_web.http.jsonbody import MAX_DEPTH
+from picoflow_web.live.consumers import CLOSE_BAD_REQUEST
 from picoflow_web.models import EventRecord, Run, StoredSession
 from runtime import Flow, LogicStep, ModelSelection, Step
 from tests.webhelpers import amake_user, asession_cookie, atoken, bearer, wait_run_done, ws_headers
@@ -262,3 +263,66 @@ async def test_a_project_without_the_apps_handlers_still_answers_json(debug: boo
         assert_shape(await AsyncClient().get("/api/no-such-endpoint"), 404, "not_found")
         page = await AsyncClient().get("/no-such-page/")
     assert page.status_code == 404 and page["Content-Type"].startswith("text/html")
+
+
+# -- the one root: every refusal a client is told is an ApiError, answered in one shape ------
+
+
+async def test_every_refusal_a_client_is_told_derives_from_the_one_root() -> None:
+    from picoflow_web.data import access, otlp_export, runs_query
+    from picoflow_web.record.ingest import IngestError
+
+    for refusal in (services.InputError, services.RunEnded, access.Forbidden, access.NotFound,
+                    runs_query.BadQuery, otlp_export.OtlpUnavailable, IngestError):
+        assert issubclass(refusal, ApiError), refusal
+
+
+def _shape(message: str, code: str, error_code: str | None = None,
+           **details: Any) -> dict[str, Any]:
+    return {"type": "error", "message": message, "code": code,
+            "error_code": error_code or code, **details}
+
+
+@pytest.mark.parametrize(("raised", "status", "body"), [
+    (NotFound("No run 'r'."), 404, _shape("No run 'r'.", "not_found")),
+    (InputError("q is too long.", error_code="bad_parameter"), 400,
+     _shape("q is too long.", "bad_request", "bad_parameter")),
+    (InputError("Bad config.", code="invalid_config", fields={"n": "must be an integer"}), 400,
+     _shape("Bad config.", "invalid_config", fields={"n": "must be an integer"})),
+    (Conflict("Run r has ended.", code="run_ended"), 409, _shape("Run r has ended.", "run_ended")),
+    (Forbidden("Not yours.", code="role"), 403, _shape("Not yours.", "role")),
+])
+async def test_an_api_error_is_answered_in_the_one_shape(raised: ApiError, status: int,
+                                                         body: dict[str, Any]) -> None:
+    from picoflow_web.http.errors import answer_error
+
+    response = answer_error(raised)
+    assert (response.status_code, json.loads(response.content)) == (status, body)
+
+
+async def test_ingest_refusals_keep_their_details_in_the_shape() -> None:
+    from picoflow_web.http.errors import answer_error
+    from picoflow_web.record.ingest import IngestError
+
+    refused = IngestError("Line 2: a gap.", code="seq_gap", status=409, line=2, expected=1)
+    response = answer_error(refused)
+    assert (response.status_code, json.loads(response.content)) == (
+        409, _shape("Line 2: a gap.", "seq_gap", line=2, expected=1))
+
+
+async def test_an_error_any_api_view_raises_is_answered_by_the_one_clause(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from picoflow_web.data import otlp_export
+    from picoflow_web.models import Project
+
+    await Project.objects.aget_or_create(name="default")
+    await Run.objects.acreate(id="otlp-run", flow="hotel", project_id="default",
+                              status=Run.Status.FINISHED)
+
+    def unavailable(run_id: str) -> str:
+        raise otlp_export.OtlpUnavailable("OTLP export needs the otlp extra.")
+
+    monkeypatch.setattr(otlp_export, "run_to_json", unavailable)
+    response = await AsyncClient().get("/api/runs/otlp-run/otlp", headers=await auth())
+    body = assert_shape(response, 501, "otlp_unavailable")
+    assert body == _shape("OTLP export needs the otlp extra.", "otlp_unavailable")

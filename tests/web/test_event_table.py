@@ -8,7 +8,7 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
-from picoflow_web import eventlog
+from picoflow_web.data import eventlog
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -1,9 +1,9 @@
 """The event log on PostgreSQL: a batch goes in by ``COPY``, its text comes back exactly as
 it went in (a text column, not ``jsonb``), and a seq that is taken is Django's
 ``IntegrityError`` with nothing of the batch kept — what the bridge and ingest rely on
-(``picoflow_web.eventlog``); a compact event stream takes the envelope off, as on SQLite;
-events stored as ``jsonb`` before the migration read back the same. A real cluster,
-started here; the checks run in ``manage.py shell`` against it."""
+(``picoflow_web.data.eventlog``); a compact event stream takes the envelope off, as on SQLite;
+events stored as ``jsonb`` before the migration read back the same. A real cluster (the
+session's, a database of its own); the checks run in ``manage.py shell`` against it."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ import json
 from pathlib import Path
 
 from tests.livedaphne import build_env, run_manage
-from tests.webhelpers import postgres_cluster, require_services
+from tests.webhelpers import PostgresServer
 
 SCRIPT = r"""
 import json
 from django.db import IntegrityError, transaction
-from picoflow_web.eventlog import insert_rows, read_texts
+from picoflow_web.data.eventlog import insert_rows, read_texts
 from picoflow_web.models import Run
 Run.objects.create(id="r1", flow="F")
 rows = [(seq, "step.entered", "", json.dumps({"seq": seq, "text": "é \"q\" \\ tab\t"},
@@ -33,7 +33,7 @@ except IntegrityError as exc:
     refused = type(exc).__module__ + "." + type(exc).__name__
 # A compact stream: the stored text begins with the envelope, which is taken off.
 from asgiref.sync import async_to_sync
-from picoflow_web import exporting
+from picoflow_web.data import exporting
 Run.objects.create(id="r2", flow="F", session_id="s2")
 full = [(seq, "step.entered", "", json.dumps({"v": 1, "run_id": "r2", "session_id": "s2",
                                              "seq": seq}, separators=(",", ":")))
@@ -69,18 +69,17 @@ with connection.cursor() as cursor:
 """
 
 
-def test_a_batch_is_copied_in_and_a_taken_seq_refuses_all_of_it(tmp_path: Path) -> None:
-    require_services()
-    with postgres_cluster() as url:
-        env = build_env(tmp_path, {"DATABASE_URL": url, "PICOFLOW_DEBUG": "0",
-                                   "PICOFLOW_ALLOWED_HOSTS": "localhost"})
-        migrated = run_manage("migrate", "--noinput", "picoflow_web", "0005", env=env)
-        assert migrated.returncode == 0, migrated.stderr
-        before = run_manage("shell", "-c", BEFORE, env=env)
-        assert before.returncode == 0, before.stderr
-        migrated = run_manage("migrate", "--noinput", env=env)
-        assert migrated.returncode == 0, migrated.stderr
-        result = run_manage("shell", "-c", SCRIPT, env=env)
+def test_a_batch_is_copied_in_and_a_taken_seq_refuses_all_of_it(
+        tmp_path: Path, postgres: PostgresServer) -> None:
+    env = build_env(tmp_path, {"DATABASE_URL": postgres.create_database(),
+                               "PICOFLOW_DEBUG": "0", "PICOFLOW_ALLOWED_HOSTS": "localhost"})
+    migrated = run_manage("migrate", "--noinput", "picoflow_web", "0005", env=env)
+    assert migrated.returncode == 0, migrated.stderr
+    before = run_manage("shell", "-c", BEFORE, env=env)
+    assert before.returncode == 0, before.stderr
+    migrated = run_manage("migrate", "--noinput", env=env)
+    assert migrated.returncode == 0, migrated.stderr
+    result = run_manage("shell", "-c", SCRIPT, env=env)
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout.strip().splitlines()[-1])
     assert out["back"] == out["sent"]  # the very text, not a rendering of it

@@ -18,7 +18,7 @@ import http.client
 import json
 import os
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -27,8 +27,7 @@ from hypothesis import strategies as st
 
 from runtime.events import EVENT_TYPES, SCHEMA_VERSION
 from runtime.events.schema import json_schema
-from tests.livedaphne import LiveDaphne, live_daphne, run_manage
-from tests.web.test_fuzz import MAKE_TOKEN
+from tests.livedaphne import LiveDaphne, SharedServer
 
 pytestmark = pytest.mark.slow
 
@@ -82,12 +81,9 @@ class Api:
 
 
 @pytest.fixture(scope="module")
-def api() -> Iterator[Api]:
-    # No run falls silent for long enough to be declared interrupted meanwhile.
-    with live_daphne({"PICOFLOW_REMOTE_TIMEOUT": "3600"}, workers=0) as live:
-        made = run_manage("shell", "-c", MAKE_TOKEN, env=live.env)
-        assert made.returncode == 0, made.stderr
-        yield Api(live, made.stdout.split()[-1])
+def api(shared_daphne: SharedServer) -> Api:
+    # The shared server declares no run silent while the session lasts.
+    return Api(shared_daphne.server, shared_daphne.token)
 
 
 # -- events from the event schema ----------------------------------------------------------
@@ -406,7 +402,7 @@ def whole_run(name: str, message: str = "hi") -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize("path", ["/api/ingest", "/api/import"])
 def test_an_over_long_line_is_refused_whole(api: Api, path: str) -> None:
-    from picoflow_web.ingest import MAX_LINE_BYTES
+    from picoflow_web.record.ingest import MAX_LINE_BYTES
 
     first, long = whole_run("short"), whole_run("long", "x" * MAX_LINE_BYTES)
     status, reply = api.request("POST", path, b"\n".join(lines([*first, *long])),

@@ -21,7 +21,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.test import AsyncClient
 
-from picoflow_web import eventlog, exporting
+from picoflow_web.data import eventlog, exporting
 from picoflow_web.models import EventRecord, Run
 from tests.golden.goldens import BY_NAME
 from tests.web.test_transfer_refusals import snapshot

@@ -1,6 +1,6 @@
 """A request line or headers over Daphne's (Twisted's) limits get an answer, 414 or 431 in
 the API's error shape, not a dropped connection or a bare 400
-(:mod:`picoflow_web.http_limits`): from a plain ``daphne picoflow_web.asgi:application``
+(:mod:`picoflow_web.live.http_limits`): from a plain ``daphne picoflow_web.asgi:application``
 and from ``picoflow-web serve``, over a raw socket."""
 
 from __future__ import annotations
@@ -8,12 +8,11 @@ from __future__ import annotations
 import json
 import socket
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.livedaphne import LiveDaphne, live_daphne
+from tests.livedaphne import LiveDaphne, SharedServer
 from tests.packaging.installed import REPO_ROOT, background, free_port, outside_env, wait_healthy
 
 LONG_QUERY = b"GET /api/runs?q=" + b"x" * 100_000 + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
@@ -54,10 +53,9 @@ def assert_refused(answer: bytes, status: int, code: str) -> None:
     assert parsed["type"] == "error" and parsed["error_code"] == code, parsed
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[LiveDaphne]:
-    with live_daphne(workers=0) as daphne:
-        yield daphne
+@pytest.fixture
+def server(shared_daphne: SharedServer) -> LiveDaphne:
+    return shared_daphne.server
 
 
 @pytest.mark.parametrize("name", OVER_LIMITS)

@@ -21,12 +21,13 @@ from django.core.management import call_command
 from django.test import AsyncClient, override_settings
 from django.utils import timezone
 
-from picoflow_web import ingest, selectors
-from picoflow_web.eventlog import read_texts
-from picoflow_web.groups import run_group
+from picoflow_web.data import selectors
+from picoflow_web.data.documents import SessionDocumentStore
+from picoflow_web.data.eventlog import read_texts
+from picoflow_web.data.redact import MARKER
+from picoflow_web.live.groups import run_group
 from picoflow_web.models import ApiToken, EventRecord, Run
-from picoflow_web.redact import MARKER
-from picoflow_web.store import DjangoSessionStore
+from picoflow_web.record import ingest, interruption
 from runtime import (
     Flow,
     FlowEngine,
@@ -396,9 +397,9 @@ async def test_a_silent_remote_run_is_interrupted_and_refuses_what_comes_later()
     token, client = await ingest_token(), AsyncClient()
     await post(client, token, body_of(lines[:12]))
     await _silence("remote-1", 29)
-    assert await ingest.interrupt_and_broadcast() == 0  # not silent long enough yet
+    assert await interruption.sweep() == 0  # not silent long enough yet
     await _silence("remote-1", 31)
-    assert await ingest.interrupt_and_broadcast() == 1
+    assert await interruption.sweep() == 1
     run = await Run.objects.aget(id="remote-1")
     assert run.status == "interrupted"
     events = await stored("remote-1")
@@ -430,7 +431,7 @@ async def test_a_heartbeat_keeps_a_quiet_remote_run_running() -> None:
     beat = await post(client, token, json.dumps({"runs": ["remote-1", "no-such-run"]}),
                       content_type="application/json", path="/api/ingest/heartbeat")
     assert beat.json() == {"runs": {"remote-1": {"last_seq": 11, "status": "running"}}}
-    assert await ingest.interrupt_and_broadcast() == 0
+    assert await interruption.sweep() == 0
     assert (await Run.objects.aget(id="remote-1")).status == "running"
 
 
@@ -483,7 +484,7 @@ async def test_a_remote_session_is_recorded_from_its_events_and_never_continued_
     assert "What slows us down?" in page.content.decode()
     # The dashboard's own store refuses to load it: only the process has the whole doc.
     with pytest.raises(SessionStoreError):
-        await DjangoSessionStore().load(run.session_id)
+        await SessionDocumentStore().load(run.session_id)
 
 
 class Appender(Flow):
@@ -520,7 +521,7 @@ async def test_a_remote_session_s_record_costs_no_draft_reducing(
     # 50,000 would be some 10 GB) for a remote run of a few MB.
     import importlib
 
-    fold_module = importlib.import_module("runtime.events.fold")
+    fold_module = importlib.import_module("runtime.events.fold.reduce")
     reduced: list[Any] = []
     real = fold_module.reduce_one
 

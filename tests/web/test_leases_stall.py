@@ -24,8 +24,9 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from picoflow_web import ingest, leases, stalls
 from picoflow_web.models import EventRecord, Run
+from picoflow_web.record import interruption, stalls
+from picoflow_web.record.append import Stored
 from tests.livedaphne import REPO_ROOT, LiveDaphne, live_daphne, run_manage
 from tests.webhelpers import HttpSession, assert_gap_free, wait_for
 
@@ -59,7 +60,7 @@ class Live:
         """Until the turn waits at its gate with every event before it stored (the last
         one, ``session.loaded``): no write of the worker's is under way but its keeper's."""
         wait_for(lambda: (gate / "reached").exists(), "the turn to reach its gate")
-        wait_for(lambda: self.events(run_id)[-1]["type"] == "session.loaded",
+        wait_for(lambda: [e["type"] for e in self.events(run_id)][-1:] == ["session.loaded"],
                  "the events before the gate to be stored")
         assert self.run(run_id)["status"] == "running"
 
@@ -187,13 +188,13 @@ def test_a_round_kept_waiting_by_a_stall_declares_no_run_lost(
     EventRecord.objects.create(run_id="remote", seq=0, type=event["type"], path="",
                                payload=event)
 
-    rounds: list[ingest.Stored] = []
+    rounds: list[Stored] = []
     started = threading.Event()
 
     def one_round() -> None:
         try:
             started.set()
-            rounds.extend([leases.expire(), ingest.interrupt_silent_runs()])
+            rounds.extend([interruption.expire_leases(), interruption.interrupt_silent_runs()])
         finally:
             connection.close()
 
@@ -215,11 +216,10 @@ def test_a_round_kept_waiting_by_a_stall_declares_no_run_lost(
     assert set(Run.objects.values_list("status", flat=True)) == {Run.Status.RUNNING}
 
     # Counted once the stall ended: executors that stay silent are declared lost later.
-    deadline = time.monotonic() + PATIENCE
-    while Run.objects.filter(status=Run.Status.RUNNING).exists():
-        if time.monotonic() > deadline:
-            raise AssertionError("the lost runs were never declared lost")
-        leases.expire()
-        ingest.interrupt_silent_runs()
-        time.sleep(0.05)
+    def declared_lost() -> bool:
+        interruption.expire_leases()
+        interruption.interrupt_silent_runs()
+        return not Run.objects.filter(status=Run.Status.RUNNING).exists()
+
+    wait_for(declared_lost, "the lost runs to be declared lost", timeout=PATIENCE)
     assert set(Run.objects.values_list("status", flat=True)) == {Run.Status.INTERRUPTED}

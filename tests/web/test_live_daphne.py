@@ -2,7 +2,7 @@
 
 import json
 
-from tests.livedaphne import live_daphne
+from tests.livedaphne import SharedServer, live_daphne
 
 
 def test_daphne_serves_index_healthz_and_static() -> None:
@@ -27,7 +27,6 @@ def test_daphne_serves_index_healthz_and_static() -> None:
     assert server.process.poll() is not None
 
 
-def test_daphne_rejects_unknown_host() -> None:
-    with live_daphne() as server:
-        status, _, _ = server.get("/healthz", headers={"Host": "evil.example"})
-        assert status == 400
+def test_daphne_rejects_unknown_host(shared_daphne: SharedServer) -> None:
+    status, _, _ = shared_daphne.server.get("/healthz", headers={"Host": "evil.example"})
+    assert status == 400

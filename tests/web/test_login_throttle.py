@@ -1,5 +1,5 @@
 """Login throttling per address as well as per user name and address (django-axes with
-:class:`picoflow_web.login_throttle.LoginThrottleHandler`): password spraying, a few
+:class:`picoflow_web.http.login_throttle.LoginThrottleHandler`): password spraying, a few
 guesses at each of many names from one address, is locked out too."""
 
 from __future__ import annotations

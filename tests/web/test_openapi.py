@@ -11,7 +11,7 @@ import pytest
 from django.test import AsyncClient
 from pydantic import ValidationError
 
-from picoflow_web import bodies
+from picoflow_web.http import bodies
 from picoflow_web.models import Run
 from tests.web.test_ingest import recorded_turn
 from tests.webhelpers import amake_user, atoken, bearer, wait_run_done
@@ -136,7 +136,7 @@ async def test_an_events_page_carries_the_events_as_stored() -> None:
 
     from asgiref.sync import sync_to_async
 
-    from picoflow_web import eventlog
+    from picoflow_web.data import eventlog
 
     run = await Run.objects.acreate(id="spaced", flow="HotelFlow")
     texts = [json.dumps({"v": 1, "run_id": "spaced", "session_id": "s", "seq": seq,

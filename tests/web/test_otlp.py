@@ -13,7 +13,8 @@ from django.core.management import CommandError, call_command
 from django.test import AsyncClient
 from opentelemetry.proto.trace.v1 import trace_pb2
 
-from picoflow_web import otlp, services
+from picoflow_web.data import otlp_export
+from picoflow_web.execute import services
 from picoflow_web.models import Project
 from tests.webhelpers import amake_user, atoken, bearer, wait_run_done
 
@@ -55,11 +56,11 @@ def tree(data: trace_pb2.TracesData) -> list[Any]:
 
 
 def test_a_nested_fan_out_is_one_trace_with_the_run_s_span_tree() -> None:
-    text = otlp.to_json(golden("nested_fanout"))
+    text = otlp_export.to_json(golden("nested_fanout"))
     body = json.loads(text)
     first = body["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
     assert len(first["traceId"]) == 32 and len(first["spanId"]) == 16  # hex, as OTLP/JSON
-    data = otlp.parse(text)
+    data = otlp_export.parse(text)
     assert len({span.trace_id for span in spans(data)}) == 1
     finder = [["chat demo-model", []]]
     assert tree(data) == [["turn ResearchFlow", [
@@ -82,11 +83,11 @@ def test_a_nested_fan_out_is_one_trace_with_the_run_s_span_tree() -> None:
             news["picoflow.branch.publication"]) == ("news", "0.1", "published")
     model = attrs(spans(data)[1])
     assert model["gen_ai.usage.input_tokens"] >= 0 and model["gen_ai.request.model"]
-    assert otlp.to_json(golden("nested_fanout")) == text  # ids derive from the run
+    assert otlp_export.to_json(golden("nested_fanout")) == text  # ids derive from the run
 
 
 def test_an_atomic_batch_that_failed_publishes_nothing_in_the_trace_too() -> None:
-    data = otlp.parse(otlp.to_json(golden("atomic_failure")))
+    data = otlp_export.parse(otlp_export.to_json(golden("atomic_failure")))
     barrier = next(s for s in spans(data) if s.name.startswith("barrier"))
     assert attrs(barrier)["picoflow.barrier.outcome"] == "nothing published"
     assert attrs(barrier)["picoflow.barrier.published"] == []
@@ -99,7 +100,7 @@ def test_an_atomic_batch_that_failed_publishes_nothing_in_the_trace_too() -> Non
 
 def test_an_interrupted_run_s_open_spans_end_with_its_record() -> None:
     events = golden("interrupted")
-    data = otlp.parse(otlp.to_json(events))
+    data = otlp_export.parse(otlp_export.to_json(events))
     last = int(max(e["time"] for e in events) * 1e9)
     unfinished = [s for s in spans(data) if attrs(s).get("picoflow.unfinished")]
     assert unfinished and all(s.end_time_unix_nano == last for s in unfinished)
@@ -113,7 +114,7 @@ async def test_a_stored_run_is_exported_by_the_command_and_the_api(tmp_path: Pat
     run = await wait_run_done(run.id)
     target = tmp_path / "run.json"
     await sync_to_async(call_command)("export_otlp", run.id, "-o", str(target))
-    from_command = otlp.parse(target.read_text())
+    from_command = otlp_export.parse(target.read_text())
     assert tree(from_command)[0][0] == "turn ResearchFlow"
     assert any(s.name == "barrier 0/b0" for s in spans(from_command))
 
@@ -122,7 +123,7 @@ async def test_a_stored_run_is_exported_by_the_command_and_the_api(tmp_path: Pat
     response = await client.get(f"/api/runs/{run.id}/otlp", headers=auth)
     assert response.status_code == 200
     assert "attachment" in response["Content-Disposition"]
-    assert otlp.parse(response.content.decode()) == from_command
+    assert otlp_export.parse(response.content.decode()) == from_command
 
     await Project.objects.acreate(name="q")
     stranger = bearer(await atoken(await amake_user("quinn", project="q"), project="q"))

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from django.test import AsyncClient
 
-from picoflow_web.engine import get_engine
+from picoflow_web.execute.engine import get_engine
 from picoflow_web.models import EventRecord, Run, StoredSession
 from tests.flows_pkg.greeter import GreeterConfig
 from tests.livedaphne import REPO_ROOT, DaphneStartError, build_env, live_daphne, run_manage
@@ -84,7 +84,7 @@ def test_daphne_refuses_to_start_on_a_bad_flow_list() -> None:
     ):
         pass
     assert "exited with code" in str(caught.value)
-    assert ("picoflow_web.flows.FlowsConfigError: PICOFLOW_FLOWS entry "
+    assert ("picoflow_web.execute.flows.FlowsConfigError: PICOFLOW_FLOWS entry "
             "'tests.flows_pkg.broken:NotAFlow': class tests.flows_pkg.broken.NotAFlow is not "
             "a Flow subclass.") in str(caught.value)
 

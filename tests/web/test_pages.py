@@ -110,18 +110,18 @@ def _preloads(body: str) -> list[str]:
 
 
 def test_pages_preload_their_whole_module_graph_once(user_client: Client) -> None:
-    """Every module a page's entry reaches is preloaded, however deep (fold_undo.js is three
-    imports below run_ui.js), each once, under the URL its importers resolve to."""
+    """Every module a page's entry reaches is preloaded, however deep (fold/undo.js is three
+    imports below run_ui.js, in a folder), each once, under the URL its importers resolve to."""
     from picoflow_web.models import Run
 
     run = Run.objects.create(id="r-preload", flow="HotelFlow", session_id="s-preload",
                              status="finished")
-    pages = {f"/runs/{run.id}/": {"fold_undo.js", "labels.js", "cascade.js", "store.js"},
+    pages = {f"/runs/{run.id}/": {"fold/undo.js", "labels.js", "cascade.js", "store.js"},
              "/": {"runs_filter.js", "config_form.js", "api.js"}}
     for path, deep in pages.items():
         links = _preloads(user_client.get(path).content.decode())
         assert len(links) == len(set(links)), f"{path}: a module preloaded twice"
-        names = {link.rsplit("/", 1)[-1] for link in links}
+        names = {link.removeprefix("/static/picoflow_web/js/") for link in links}
         assert deep <= names, f"{path}: missing {deep - names}"
         assert all(link.startswith("/static/picoflow_web/js/") for link in links)
         # No entry module among them: it is the page's own script tag.

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from django.test import AsyncClient
 
-from picoflow_web import services
+from picoflow_web.execute import services
 from picoflow_web.models import EventRecord, Project, Run, StoredSession
 from runtime import FlowEngine
 from runtime.events import MemorySink, dump_event

@@ -16,9 +16,9 @@ from channels.testing import WebsocketCommunicator
 from django.core.management import call_command
 from django.test import AsyncClient
 
-from picoflow_web import services
 from picoflow_web.asgi import application
-from picoflow_web.consumers import CLOSE_NOT_FOUND
+from picoflow_web.execute import services
+from picoflow_web.live.consumers import CLOSE_NOT_FOUND
 from picoflow_web.models import Membership, Project, Run, StoredSession
 from tests.webhelpers import (
     amake_user,

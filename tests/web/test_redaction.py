@@ -13,10 +13,7 @@ from django.test import AsyncClient, override_settings
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from picoflow_web import ingest
-from picoflow_web.engine import get_engine
-from picoflow_web.models import EventRecord, Run, StoredSession
-from picoflow_web.redact import (
+from picoflow_web.data.redact import (
     BUILTIN_KEYS,
     MARKER,
     event_text,
@@ -26,6 +23,9 @@ from picoflow_web.redact import (
     redact_json,
     secret_keys,
 )
+from picoflow_web.execute.engine import get_engine
+from picoflow_web.models import EventRecord, Run, StoredSession
+from picoflow_web.record import ingest
 from runtime import (
     Flow,
     FlowEngine,

@@ -104,7 +104,7 @@ async def test_a_bad_parameter_is_refused_by_name(params: dict[str, str], named:
 
 async def test_runs_with_rejected_branches_are_counted_from_their_events_and_listed() -> None:
     # AtomicFlow's batch has a branch that fails (its car is sold out): a real turn.
-    from picoflow_web import services
+    from picoflow_web.execute import services
     from tests.webhelpers import wait_run_done
 
     failing = await wait_run_done((await services.run_start(

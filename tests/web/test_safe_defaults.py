@@ -19,7 +19,7 @@ from pathlib import Path
 
 from tests.livedaphne import build_env, live_daphne, run_manage
 from tests.packaging.installed import REPO_ROOT, background, free_port, outside_env, wait_healthy
-from tests.webhelpers import postgres_cluster, require_services
+from tests.webhelpers import PostgresServer
 
 FAULTY = "tests.web.faulty_settings"
 DB_SECRET = "db-Pa55-7f3e"
@@ -98,20 +98,20 @@ def test_serve_with_no_variables_shows_no_debug_page_and_keeps_its_data_private(
     assert "debug page on" not in output
 
 
-def test_the_debug_page_and_the_log_show_no_password(tmp_path: Path) -> None:
-    require_services()
-    with postgres_cluster() as url:
-        assert url.startswith("postgres://picoflow@")
-        secret_url = url.replace("picoflow@", f"picoflow:{DB_SECRET}@", 1)
-        env = {"DJANGO_SETTINGS_MODULE": FAULTY, "DATABASE_URL": secret_url,
-               "PICOFLOW_DEBUG": "1",
-               "PICOFLOW_RELAY_URL": f"http://relay:{RELAY_SECRET}@127.0.0.1:9"}
-        with live_daphne(env, data_dir=tmp_path / "data", workers=0) as server:
-            status, _, body = server.get("/fail/")
-            api_status, api_headers, api_body = server.get("/api/fail")
-            missing_status, missing_headers, missing_body = server.get(
-                "/api/no-such-endpoint")
-            log = server.log()
+def test_the_debug_page_and_the_log_show_no_password(
+        tmp_path: Path, postgres: PostgresServer) -> None:
+    url = postgres.create_database()
+    assert url.startswith("postgres://picoflow@")
+    secret_url = url.replace("picoflow@", f"picoflow:{DB_SECRET}@", 1)
+    env = {"DJANGO_SETTINGS_MODULE": FAULTY, "DATABASE_URL": secret_url,
+           "PICOFLOW_DEBUG": "1",
+           "PICOFLOW_RELAY_URL": f"http://relay:{RELAY_SECRET}@127.0.0.1:9"}
+    with live_daphne(env, data_dir=tmp_path / "data", workers=0) as server:
+        status, _, body = server.get("/fail/")
+        api_status, api_headers, api_body = server.get("/api/fail")
+        missing_status, missing_headers, missing_body = server.get(
+            "/api/no-such-endpoint")
+        log = server.log()
     page = body.decode(errors="replace")
     assert status == 500 and "Traceback" in page, page[:300]  # the debug page, on purpose
     for secret in (DB_SECRET, RELAY_SECRET):

@@ -6,8 +6,9 @@ exactly once; a session goes on across the Daphnes. The same servers also check 
 a real server shows: Origin refusals, close codes of refused sockets, and a replay larger
 than Daphne's 1 MiB websocket message limit.
 
-Skipped, with the reason, only when redis-server or PostgreSQL (or their Python clients)
-are missing and ``scripts/ensure_services.sh`` could not install them.
+Redis and PostgreSQL are the test session's (``tests/conftest.py``), the database this
+module's own. Skipped, with the reason, only when redis-server or PostgreSQL (or their
+Python clients) are missing and ``scripts/ensure_services.sh`` could not install them.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import contextlib
 import json
 import secrets
 import tempfile
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -31,12 +31,11 @@ from tests.webhelpers import (
     PASSWORD,
     TERMINAL_EVENTS,
     HttpSession,
+    PostgresServer,
     assert_gap_free,
     bearer,
-    postgres_cluster,
-    redis_server,
-    require_services,
     seqs_of,
+    wait_for,
 )
 
 LATENCY = "0.03"
@@ -56,15 +55,12 @@ class Pair:
 
 
 @pytest.fixture(scope="module")
-def pair() -> Iterator[Pair]:
-    require_services()
+def pair(postgres: PostgresServer, redis: str) -> Iterator[Pair]:
     with contextlib.ExitStack() as stack:
-        redis_url = stack.enter_context(redis_server())
-        database_url = stack.enter_context(postgres_cluster())
         data = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="pf-scaleout-")))
         env = {
-            "DATABASE_URL": database_url,
-            "REDIS_URL": redis_url,
+            "DATABASE_URL": postgres.create_database(),
+            "REDIS_URL": redis,
             "PICOFLOW_SECRET_KEY": secrets.token_urlsafe(50),
             "PICOFLOW_DEMO_LATENCY": LATENCY,
             "PICOFLOW_LOG_LEVEL": "WARNING",
@@ -160,20 +156,22 @@ ENDED = frozenset({"finished", "failed", "cancelled", "interrupted"})
 def wait_ended(server: LiveDaphne, token: str, run_ids: list[str],
                timeout: float = 120.0) -> dict[str, dict[str, Any]]:
     """Poll until every run ended (a timeout, not a bound); their summaries."""
-    deadline = time.monotonic() + timeout
     ended: dict[str, dict[str, Any]] = {}
-    while True:
+
+    def all_ended() -> bool:
         for run_id in run_ids:
             if run_id not in ended:
                 run = run_summary(server, token, run_id)
                 if run["status"] in ENDED:
                     ended[run_id] = run
-        if len(ended) == len(run_ids):
-            return ended
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{len(run_ids) - len(ended)} of {len(run_ids)} runs did "
-                                 f"not end:\n{server.worker_logs()}")
-        time.sleep(0.1)
+        return len(ended) == len(run_ids)
+
+    try:
+        wait_for(all_ended, f"{len(run_ids)} runs to end", timeout=timeout)
+    except AssertionError as exc:
+        raise AssertionError(f"{len(run_ids) - len(ended)} of {len(run_ids)} runs did not "
+                             f"end:\n{server.worker_logs()}") from exc
+    return ended
 
 
 def task_results(pair: Pair) -> list[dict[str, Any]]:
@@ -241,8 +239,14 @@ def test_run_started_on_a_executes_on_a_worker_and_is_streamed_live_by_b(pair: P
     # What B streamed is what the worker stored in the shared database.
     assert stored_events(pair.b, pair.token, run_id) == events
     assert [e["type"] for e in events].count("turn.started") == 1
-    (task,) = [t for t in task_results(pair) if t["run_id"] == run_id]
-    assert task["status"] == "SUCCESSFUL" and task["worker_ids"] == [worker]
+    # The worker announces the run's end before django-tasks records its task's result.
+    def task_of_run() -> list[dict[str, Any]]:
+        return [t for t in task_results(pair) if t["run_id"] == run_id]
+
+    wait_for(lambda: [t["status"] for t in task_of_run()] == ["SUCCESSFUL"],
+             "the run's task to be recorded as successful")
+    (task,) = task_of_run()
+    assert task["worker_ids"] == [worker]
 
 
 RUNS = 20
@@ -277,10 +281,16 @@ def test_twenty_runs_spread_over_both_workers_each_executed_once(pair: Pair) -> 
 
     # The task queue: one task per run, each successful, taken by one worker only, the
     # worker the run records.
-    tasks = [t for t in task_results(pair) if t["run_id"] not in before]
+    # (A run's end is announced before django-tasks records its task's result.)
+    def new_tasks() -> list[dict[str, Any]]:
+        return [t for t in task_results(pair) if t["run_id"] not in before]
+
+    wait_for(lambda: all(t["status"] not in ("READY", "RUNNING") for t in new_tasks()),
+             "every run's task to be recorded as ended")
+    tasks = new_tasks()
     assert sorted(t["run_id"] for t in tasks) == sorted(run_ids)
     for task in tasks:
-        assert task["task_path"] == "picoflow_web.tasks.execute_run"
+        assert task["task_path"] == "picoflow_web.execute.tasks.execute_run"
         assert task["status"] == "SUCCESSFUL", task
         assert task["worker_ids"] == [ended[task["run_id"]]["worker"]], task
 
@@ -338,7 +348,7 @@ def test_b_refuses_sockets_with_a_foreign_or_missing_origin(pair: Pair) -> None:
     browser = HttpSession(pair.b.base_url)
     browser.login("alice")
     for origin in ("http://evil.example", None):
-        # Closed with 4403, as every refusal is closed with its code (picoflow_web.consumers).
+        # Closed with 4403, as every refusal is closed with its code (picoflow_web.live.consumers).
         with ws_connect(pair.b, "/ws/runs/", browser.cookie_header(), origin=origin) as ws, \
                 pytest.raises(ConnectionClosed) as closed:
             ws.recv(timeout=10)

@@ -1,8 +1,8 @@
 """Session documents on PostgreSQL hold any text the runtime's state may hold: a NUL
 character included (``jsonb`` refuses its ``\\u0000`` escape, so the column is text, as the
 event log's is), read back exactly; a document stored as ``jsonb`` before the migration
-reads back the same. A real cluster, started here; the checks run in ``manage.py shell``
-against it."""
+reads back the same. A real cluster (the session's, a database of its own); the checks run
+in ``manage.py shell`` against it."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 from tests.livedaphne import build_env, run_manage
-from tests.webhelpers import postgres_cluster, require_services
+from tests.webhelpers import PostgresServer
 
 BEFORE = r"""
 import json
@@ -29,9 +29,9 @@ print(json.dumps(doc))
 SCRIPT = r"""
 import json
 from asgiref.sync import async_to_sync
-from picoflow_web.store import DjangoSessionStore
+from picoflow_web.data.documents import SessionDocumentStore
 from tests.runtime.store_contract import make_doc
-store = DjangoSessionStore()
+store = SessionDocumentStore()
 doc = make_doc(session_id="s-nul")
 doc.flow.context["note"] = "a\x00b \u00e9"
 async def roundtrip():
@@ -53,19 +53,18 @@ print(json.dumps({"revision": revision, "note": context["note"], "more": context
 """
 
 
-def test_a_document_with_a_nul_character_is_saved_and_read_back(tmp_path: Path) -> None:
-    require_services()
-    with postgres_cluster() as url:
-        env = build_env(tmp_path, {"DATABASE_URL": url, "PICOFLOW_DEBUG": "0",
-                                   "PICOFLOW_ALLOWED_HOSTS": "localhost",
-                                   "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
-        migrated = run_manage("migrate", "--noinput", "picoflow_web", "0006", env=env)
-        assert migrated.returncode == 0, migrated.stderr
-        before = run_manage("shell", "-c", BEFORE, env=env)
-        assert before.returncode == 0, before.stderr[-3000:]
-        migrated = run_manage("migrate", "--noinput", env=env)
-        assert migrated.returncode == 0, migrated.stderr
-        result = run_manage("shell", "-c", SCRIPT, env=env)
+def test_a_document_with_a_nul_character_is_saved_and_read_back(
+        tmp_path: Path, postgres: PostgresServer) -> None:
+    env = build_env(tmp_path, {"DATABASE_URL": postgres.create_database(),
+                               "PICOFLOW_DEBUG": "0", "PICOFLOW_ALLOWED_HOSTS": "localhost",
+                               "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    migrated = run_manage("migrate", "--noinput", "picoflow_web", "0006", env=env)
+    assert migrated.returncode == 0, migrated.stderr
+    before = run_manage("shell", "-c", BEFORE, env=env)
+    assert before.returncode == 0, before.stderr[-3000:]
+    migrated = run_manage("migrate", "--noinput", env=env)
+    assert migrated.returncode == 0, migrated.stderr
+    result = run_manage("shell", "-c", SCRIPT, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     out = json.loads(result.stdout.strip().splitlines()[-1])
     old = out.pop("old")

@@ -1,4 +1,4 @@
-"""Environment parsing used by ``picoflow_web.settings``."""
+"""Environment parsing used by ``picoflow_web.config.settings``."""
 
 import os
 import stat
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from picoflow_web.conf import (
+from picoflow_web.config.env import (
     ConfigError,
     env_bool,
     env_list,

@@ -17,9 +17,10 @@ from asgiref.sync import sync_to_async
 from django.core.management import call_command
 from django.test import AsyncClient
 
-from picoflow_web import exporting, services
-from picoflow_web.bodies import ImportReply
+from picoflow_web.data import exporting
 from picoflow_web.demos.hotel.script import CURRENT_DATE, REFERENCE_TURNS
+from picoflow_web.execute import services
+from picoflow_web.http.bodies import ImportReply
 from picoflow_web.models import EventRecord, Run, StoredSession
 from runtime.events import apply_event, new_run, parse_event
 from tests.golden.goldens import GOLDENS

@@ -20,8 +20,8 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import AsyncClient
 
-from picoflow_web import importing, ingest
 from picoflow_web.models import EventRecord, Run, StoredSession
+from picoflow_web.record import importing, ingest
 from tests.golden.goldens import BY_NAME
 from tests.webhelpers import amake_user, atoken, bearer
 

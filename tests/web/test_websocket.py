@@ -22,18 +22,20 @@ from channels.testing import WebsocketCommunicator
 from django.db import connection
 from django.test import override_settings
 
-from picoflow_web import relay, relay_sender, selectors, services
 from picoflow_web.asgi import application
-from picoflow_web.bridge import RunRecorder
-from picoflow_web.consumers import (
+from picoflow_web.data import selectors
+from picoflow_web.execute import services
+from picoflow_web.execute.engine import get_engine
+from picoflow_web.live import relay, relay_sender
+from picoflow_web.live.consumers import (
     CLOSE_FORBIDDEN,
     CLOSE_NOT_FOUND,
     CLOSE_UNAUTHENTICATED,
     RunConsumer,
 )
-from picoflow_web.engine import get_engine
-from picoflow_web.groups import RUNS_GROUP, events_message, run_group
+from picoflow_web.live.groups import RUNS_GROUP, events_message, run_group
 from picoflow_web.models import EventRecord, Run
+from picoflow_web.record.recorder import RunRecorder
 from runtime import Flow, LogicStep, ModelSelection, Step
 from runtime.events import EventBus, StepEntered
 from tests.webhelpers import (
@@ -533,7 +535,7 @@ async def test_live_batches_take_no_database_hop_and_a_gap_read_back_does(
     # the store first closes them itself.
     import channels.consumer
 
-    from picoflow_web import consumers
+    from picoflow_web.live import consumers
 
     hops: list[str] = []
 

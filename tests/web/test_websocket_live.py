@@ -1,7 +1,7 @@
 """The run sockets through a real Daphne, with a plain ``websockets`` client: what only a
 real server shows.
 
-* Every refusal closes with its documented code (see :mod:`picoflow_web.consumers`), and
+* Every refusal closes with its documented code (see :mod:`picoflow_web.live.consumers`), and
   the server logs no traceback for it.
 * A run whose id Channels would refuse as a group name (a space, a non-ASCII letter, a
   ``/``) is watched live like any other.
@@ -146,7 +146,7 @@ def read_events(socket: ClientConnection, *, until_seq: int | None = None
 
 
 def test_refusals_close_with_their_documented_codes(site: Site, tmp_path: Path) -> None:
-    from picoflow_web.consumers import (
+    from picoflow_web.live.consumers import (
         CLOSE_BAD_REQUEST,
         CLOSE_FORBIDDEN,
         CLOSE_NOT_FOUND,
@@ -181,7 +181,7 @@ def test_refusals_close_with_their_documented_codes(site: Site, tmp_path: Path) 
 
 
 def test_what_a_client_sends_closes_its_socket_with_4400(site: Site, tmp_path: Path) -> None:
-    from picoflow_web.consumers import CLOSE_BAD_REQUEST
+    from picoflow_web.live.consumers import CLOSE_BAD_REQUEST
 
     run_id = start_run(site, {"stop_file": str(tmp_path / "stop"), "ticks": 1})
     for path in (f"/ws/runs/{run_id}/?after=100000", "/ws/runs/"):

@@ -23,8 +23,9 @@ from django.test import AsyncClient
 from django.utils import timezone
 from django.utils.crypto import get_random_string
 
-from picoflow_web import execution, leases, services, watchdog
+from picoflow_web.execute import execution, leases, services
 from picoflow_web.models import ApiToken, EventRecord, Run
+from picoflow_web.record import interruption, watchdog
 from tests.webhelpers import (
     amake_user,
     assert_gap_free,
@@ -294,7 +295,7 @@ async def test_an_expired_lease_interrupts_the_run_once_and_for_good() -> None:
     alive, _ = await claimed_with_events("w-alive")
     await lapse(dead.id)
 
-    stored = await sync_to_async(leases.expire)()
+    stored = await sync_to_async(interruption.expire_leases)()
     assert list(stored.events) == [dead.id]
     assert [s["id"] for s in stored.summaries] == [dead.id]
 
@@ -315,7 +316,7 @@ async def test_an_expired_lease_interrupts_the_run_once_and_for_good() -> None:
     assert run.event_count == len(events)
 
     # Once: a second round finds nothing, and stores nothing more.
-    again = await sync_to_async(leases.expire)()
+    again = await sync_to_async(interruption.expire_leases)()
     assert not again.events and not again.summaries
     assert await stored_count(dead.id) == len(events)
 
@@ -356,7 +357,7 @@ async def test_a_run_lost_mid_turn_stores_nothing_after_its_interruption() -> No
 
         await wait_until(started, what="the fan-out's first branches")
         await lapse(run.id)
-        stored = await sync_to_async(leases.expire)()
+        stored = await sync_to_async(interruption.expire_leases)()
         assert list(stored.events) == [run.id]
         seq, text = stored.events[run.id][0]
         interrupted = json.loads(text)
@@ -378,7 +379,7 @@ async def test_a_run_lost_before_its_first_event_is_interrupted_at_seq_0() -> No
     run = await queued_run()
     assert await sync_to_async(leases.claim)(run.id, "w-early") is not None
     await lapse(run.id)
-    stored = await sync_to_async(leases.expire)()
+    stored = await sync_to_async(interruption.expire_leases)()
     assert list(stored.events) == [run.id]
     events = await stored_payloads(run.id)
     assert [(e["seq"], e["type"], e["worker"]) for e in events] == [

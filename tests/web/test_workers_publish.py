@@ -18,12 +18,14 @@ from channels.testing import WebsocketCommunicator
 from django.test import AsyncClient, override_settings
 from django.utils import timezone
 
-from picoflow_web import consumers, ingest, relay, relay_sender, services, watchdog
 from picoflow_web.asgi import application
-from picoflow_web.bridge import RunRecorder
-from picoflow_web.engine import get_engine
-from picoflow_web.groups import RUNS_GROUP, events_message, run_group
+from picoflow_web.execute import services
+from picoflow_web.execute.engine import get_engine
+from picoflow_web.live import consumers, relay, relay_sender
+from picoflow_web.live.groups import RUNS_GROUP, events_message, run_group
 from picoflow_web.models import ApiToken, EventRecord, Run
+from picoflow_web.record import interruption, watchdog
+from picoflow_web.record.recorder import RunRecorder
 from runtime.events import EventBus, StepEntered
 from tests.webhelpers import (
     ORIGIN,
@@ -411,7 +413,7 @@ async def test_an_ingested_turn_that_was_stopped_ends_the_run_cancelled() -> Non
     # Long silent afterwards: ended, so the watchdog leaves it alone.
     await Run.objects.filter(id=run.id).aupdate(
         last_seen_at=timezone.now() - timedelta(days=1))
-    silent = await sync_to_async(ingest.interrupt_silent_runs)()
+    silent = await sync_to_async(interruption.interrupt_silent_runs)()
     assert not silent.events
     assert await watchdog.sweep() == 0
     after = await Run.objects.aget(id=run.id)

@@ -266,6 +266,7 @@ class Hotel(BaseModel):
         Returns:
             True only if the catalogue lists the amenity as available.
         """
+        # Any name may be asked (a model's guess); one that is no Amenity is simply absent.
         return self.amenities.get(amenity, False) is True  # type: ignore[call-overload]
 
 

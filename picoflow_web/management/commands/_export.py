@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from picoflow_web import exporting
-from picoflow_web.conf import open_private
+from picoflow_web.config.env import open_private
+from picoflow_web.data import exporting
 
 
 class ExportCommand(BaseCommand):
@@ -17,7 +17,7 @@ class ExportCommand(BaseCommand):
 
     what = "run"
 
-    def add_arguments(self, parser: Any) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("ident", metavar=f"{self.what.upper()}_ID")
         parser.add_argument("-o", "--output", metavar="FILE",
                             help="write the JSONL to FILE (default: standard output)")

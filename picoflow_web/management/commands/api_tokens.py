@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
 from picoflow_web.models import ApiToken
@@ -15,7 +15,7 @@ class Command(BaseCommand):
 
     help = "List API tokens, or revoke some by id."
 
-    def add_arguments(self, parser: Any) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         actions = parser.add_subparsers(dest="action", required=True)
         listing = actions.add_parser("list", help="id, user, project, name, scopes, state")
         listing.add_argument("--user")

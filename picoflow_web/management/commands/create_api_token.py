@@ -7,7 +7,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
 from picoflow_web.models import DEFAULT_PROJECT, DEFAULT_SCOPES, SCOPES, ApiToken, Project
@@ -28,7 +28,7 @@ class Command(BaseCommand):
 
     help = "Create an API token for a user and print it (shown once, on the last line)."
 
-    def add_arguments(self, parser: Any) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("username")
         parser.add_argument("name", nargs="?", default="api")
         parser.add_argument("--project", default=DEFAULT_PROJECT,

@@ -13,9 +13,9 @@ four additions:
   on a machine shared with the web server, pages and API calls must not queue behind a
   100,000-branch fan-out for the CPU.
 * A reaper: at start-up and every quarter lease, runs whose worker lease expired are
-  declared interrupted (see :mod:`picoflow_web.leases`), so a killed worker's runs are
+  declared interrupted (see :mod:`picoflow_web.record.interruption`), so a killed worker's runs are
   noticed with no browser open; not while the database is stalled (a lock held
-  elsewhere), when no worker can renew (see :mod:`picoflow_web.stalls`).
+  elsewhere), when no worker can renew (see :mod:`picoflow_web.record.stalls`).
 """
 
 from __future__ import annotations
@@ -29,9 +29,12 @@ from types import FrameType
 from typing import Any
 
 from channels.layers import InMemoryChannelLayer, get_channel_layer
+from django.core.management.base import CommandError
 from django_tasks_db.management.commands import db_worker as upstream
 
-from picoflow_web import app_settings, ingest, leases, relay
+from picoflow_web.config import app_settings
+from picoflow_web.execute import leases
+from picoflow_web.record.append import broadcast_sync
 
 logger = logging.getLogger("picoflow.web")
 
@@ -64,9 +67,10 @@ class Command(upstream.Command):
             help="Runs this process executes at once, one per thread (default: "
                  "PICOFLOW_WORKER_CONCURRENCY, %(default)s).")
 
-    def handle(self, *args: Any, concurrency: int, **options: Any) -> None:
+    def handle(self, *args: Any, **options: Any) -> None:
+        concurrency: int = options.pop("concurrency")
         if concurrency < 1:
-            raise upstream.CommandError("--concurrency must be at least 1.")
+            raise CommandError("--concurrency must be at least 1.")
         in_memory = isinstance(get_channel_layer(), InMemoryChannelLayer)
         if in_memory and not app_settings.get("RELAY_URL"):
             logger.warning(
@@ -79,7 +83,7 @@ class Command(upstream.Command):
         stop = threading.Event()
         reaper = threading.Thread(
             target=leases.expire_in_background, name="lease-reaper", daemon=True,
-            args=(lambda stored: relay.publish_sync(ingest.messages_of(stored)), stop))
+            args=(lambda stored: broadcast_sync(stored.appended), stop))
         reaper.start()
         try:
             if concurrency == 1:

@@ -7,10 +7,10 @@ import secrets
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandParser
 
-from picoflow_web import app_settings
-from picoflow_web.conf import PRIVATE_FILE_MODE, open_private
+from picoflow_web.config import app_settings
+from picoflow_web.config.env import PRIVATE_FILE_MODE, open_private
 from picoflow_web.models import DEFAULT_PROJECT, Membership, Project
 
 
@@ -19,7 +19,7 @@ class Command(BaseCommand):
 
     help = "Create the first user if there is none, and print how to log in."
 
-    def add_arguments(self, parser: Any) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--username", default="admin")
 
     def handle(self, *args: Any, **options: Any) -> None:

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from picoflow_web import otlp
-from picoflow_web.conf import open_private
+from picoflow_web.config.env import open_private
+from picoflow_web.data import otlp_export
 from picoflow_web.models import Run
 
 
@@ -18,7 +18,7 @@ class Command(BaseCommand):
     help = "Export a run as OTLP/JSON traces (one span per turn, barrier, branch, model " \
            "and tool call)."
 
-    def add_arguments(self, parser: Any) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("run_id")
         parser.add_argument("-o", "--output", help="write to this file (default: stdout)")
 
@@ -27,8 +27,8 @@ class Command(BaseCommand):
         if not Run.objects.filter(id=run_id).exists():
             raise CommandError(f"No run {run_id!r}.")
         try:
-            text = otlp.run_to_json(run_id)
-        except otlp.OtlpUnavailable as exc:
+            text = otlp_export.run_to_json(run_id)
+        except otlp_export.OtlpUnavailable as exc:
             raise CommandError(str(exc)) from None
         if options["output"]:
             with open_private(options["output"], "w", encoding="utf-8") as handle:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from picoflow_web import exporting
+from picoflow_web.data import exporting
 from picoflow_web.management.commands._export import ExportCommand
 
 

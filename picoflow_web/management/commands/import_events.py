@@ -6,11 +6,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from picoflow_web import importing, transfer
-from picoflow_web.ingest import IngestError
+from picoflow_web.http import transfer
 from picoflow_web.models import DEFAULT_PROJECT, Project
+from picoflow_web.record import importing
+from picoflow_web.record.ingest import IngestError
 
 
 class Command(BaseCommand):
@@ -19,7 +20,7 @@ class Command(BaseCommand):
     help = ("Import a JSONL export (export_run, export_session, the API's export) as runs "
             "of a project; a bad file is refused with its line number and stores nothing.")
 
-    def add_arguments(self, parser: Any) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("file", help="the JSONL file ('-' for standard input)")
         parser.add_argument("--project", default=DEFAULT_PROJECT,
                             help=f"the project the runs go to (default: {DEFAULT_PROJECT})")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils.text import slugify
 
 from picoflow_web.models import Membership, Project
@@ -16,7 +16,7 @@ class Command(BaseCommand):
 
     help = "Create a project, or give a user a role in one (viewer, operator or admin)."
 
-    def add_arguments(self, parser: Any) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         actions = parser.add_subparsers(dest="action", required=True)
         create = actions.add_parser("create", help="create a project")
         create.add_argument("name")

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from picoflow_web.redact import BUILTIN_KEYS, secret_keys
+from picoflow_web.data.redact import BUILTIN_KEYS, secret_keys
 
 
 class Command(BaseCommand):

@@ -30,7 +30,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from picoflow_web import app_settings
+from picoflow_web.config import app_settings
 
 RESTART_DELAY = 1.0
 """Seconds before a worker that died is started again (no restart storm)."""
@@ -122,7 +122,7 @@ def child_env(relay_url: str) -> dict[str, str]:
     """The environment of Daphne and the workers: this process's settings module, and its
     script's folder on the path (a project's manage.py folder holds its settings)."""
     env = {**os.environ, "PICOFLOW_RELAY_URL": relay_url,
-           "DJANGO_SETTINGS_MODULE": settings.SETTINGS_MODULE or "picoflow_web.settings"}
+           "DJANGO_SETTINGS_MODULE": settings.SETTINGS_MODULE or "picoflow_web.config.settings"}
     head = sys.path[0] if sys.path and sys.path[0] else os.getcwd()
     env["PYTHONPATH"] = os.pathsep.join(p for p in (head, env.get("PYTHONPATH", "")) if p)
     return env

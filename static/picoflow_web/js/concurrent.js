@@ -3,10 +3,10 @@
  * What the coordinator panel says: per `concurrent_steps()` call, a headline, and per
  * batch its children (status, a link to the child's run where one exists, a title that
  * says how it ended). Pure (no DOM): node tests it. Every word comes from the folded
- * `concurrent.*` events (`fold_concurrent.js`), at whatever position the fold stands.
+ * `concurrent.*` events (`fold/concurrent.js`), at whatever position the fold stands.
  */
 
-import { CHILD_FAILURES } from "./fold_concurrent.js";
+import { CHILD_FAILURES } from "./fold.js";
 
 /** Child statuses whose request never made a run: nothing to link to. */
 const NO_RUN = new Set(["queued", "refused", "unreachable"]);
@@ -64,7 +64,7 @@ export function coordinatorPanel(run) {
   });
 }
 
-/** @param {import("./fold_concurrent.js").ConcurrentChild} child @returns {ChildChip} */
+/** @param {import("./fold.js").ConcurrentChild} child @returns {ChildChip} */
 function chip(child) {
   const failed = CHILD_FAILURES.includes(child.status);
   const bits = [`item ${child.item}: ${child.status.replace("_", " ")}`];

@@ -7,11 +7,10 @@
  *   and `touch`es between two frames cause ONE call of each subscriber, in the next frame.
  * - `createRunStore`: a store whose state holds a run model; `applyBatch(events)` folds a
  *   live batch in incrementally, and `view()` is the model the page draws: the live one,
- *   or the replay cursor's fold moved to the pinned seq (`fold_undo.js`).
+ *   or the replay cursor's fold moved to the pinned seq (`fold/undo.js`).
  */
 
-import { applyEvents, createRun, shareStrings } from "./fold.js";
-import { createCursor } from "./fold_undo.js";
+import { applyEvents, createCursor, createRun, shareStrings } from "./fold.js";
 
 /**
  * @template S

@@ -1,15 +1,15 @@
 // @ts-check
 /**
- * The undo log the fold writes to while the replay cursor (`fold_undo.js`) folds: how to
+ * The undo log the fold writes to while the replay cursor (`undo.js`) folds: how to
  * put back, newest first, what each applied event changed. Null outside the cursor, so a
  * live fold pays one null check per change.
  *
- * Flat, one record per change with its kind last (`fold_undo.js` reads it from its end),
- * so a log of many events stays a few arrays, not millions of small objects. Every module
- * that changes the run model (`fold.js`, `fold_concurrent.js`) calls these before it does.
+ * Flat, one record per change with its kind last (`undo.js` reads it from its end),
+ * so a log of many events stays a few arrays, not millions of small objects. Every handler
+ * that changes the run model calls these before it does.
  */
 
-/** Kinds of undo records: what `undoTo` in `fold_undo.js` restores. */
+/** Kinds of undo records: what `undoTo` in `undo.js` restores. */
 export const UNDO = { PROP: 1, LENGTH: 2, ENTRY: 3, FIELD: 4, RUN: 5 };
 
 /** @type {any[] | null} */

@@ -1,8 +1,8 @@
 // @ts-check
 /**
- * The run model the fold builds: its typedefs, a fresh run and invocation, and the small
- * state and path helpers the fold modules (`fold.js`, `fold_views.js`,
- * `fold_publication.js`) share. Pure (no DOM). Import the public names from `fold.js`.
+ * The run model the fold builds: its typedefs, a fresh run and invocation, the small state
+ * and path helpers, and how a handler records what it cannot place (`anomaly`). Pure (no
+ * DOM). Modules outside `fold/` import the public names from `../fold.js`.
  */
 
 /** @typedef {Record<string, Record<string, any>>} State */
@@ -130,7 +130,7 @@ export function createRun() {
     /** @type {{seq: number, reason: string, requested_by: string | null, revision: number | null} | null} the turn.cancelled that ended it */
     cancellation: null,
     branchCount: 0,
-    /** @type {import("./fold_concurrent.js").ConcurrentGroup[]} a coordinator's concurrent_steps() calls */
+    /** @type {import("./concurrent.js").ConcurrentGroup[]} a coordinator's concurrent_steps() calls */
     concurrent: [],
     /** bumped by every applied event (renderers compare it) */
     version: 0,
@@ -231,4 +231,29 @@ export function mustGet(map, key, what) {
   const value = map.get(key);
   if (value === undefined) throw new Error(`unknown ${what} ${JSON.stringify(key)}`);
   return value;
+}
+
+/**
+ * What the fold does with one event type: change `run` for `event`, whose invocation
+ * (`event.path`, "" for the turn) is `inv` when the run knows it. Each family module
+ * exports a table of them (`HANDLERS`); `apply.js` dispatches on `event.type`.
+ * @typedef {(run: Run, event: any, inv: Invocation | undefined) => void} Handler
+ */
+
+/**
+ * Record that `event` could not be placed (it is applied as far as it can be).
+ * @param {Run} run @param {any} event @param {string} message
+ */
+export function anomaly(run, event, message) {
+  run.anomalies.push({ seq: event.seq, message });
+}
+
+/**
+ * The barrier `event` names, or an anomaly when the run has none of that id.
+ * @param {Run} run @param {any} event @returns {Barrier | undefined}
+ */
+export function barrierOf(run, event) {
+  const barrier = run.barriers.get(event.barrier);
+  if (!barrier) anomaly(run, event, `${event.type} for unknown barrier ${event.barrier}`);
+  return barrier;
 }

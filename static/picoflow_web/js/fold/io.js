@@ -1,7 +1,7 @@
 // @ts-check
 /**
  * Events as they arrive from files and the API: JSON Lines parsed, a mixed list grouped by
- * run, repeated strings shared. Pure (no DOM); `fold.js` re-exports it.
+ * run, repeated strings shared. Pure (no DOM); `../fold.js` re-exports it.
  */
 
 /**

@@ -2,14 +2,14 @@
 /**
  * What an invocation could read and what its join published from it, read off a folded
  * run: the fork-time base, the view at any seq, and whether its writes reached the
- * canonical state. Pure (no DOM); `fold.js` re-exports it.
+ * canonical state. Pure (no DOM); `../fold.js` re-exports it.
  */
 
-import { copyState, mustGet, setField } from "./fold_model.js";
+import { copyState, mustGet, setField } from "./model.js";
 
-/** @typedef {import("./fold_model.js").Run} Run */
-/** @typedef {import("./fold_model.js").Barrier} Barrier */
-/** @typedef {import("./fold_model.js").State} State */
+/** @typedef {import("./model.js").Run} Run */
+/** @typedef {import("./model.js").Barrier} Barrier */
+/** @typedef {import("./model.js").State} State */
 
 /**
  * The fork-time base of invocation `path`: what its barrier's branches could read at the
@@ -36,7 +36,7 @@ function baseState(run, barrier, seen) {
 
 /**
  * What invocation `path` could read at `seq` (default: the end of the fold), exactly like
- * `view_at` in `runtime/events/fold.py`: `{state, own, invisible}` - the visible state, the
+ * `view_at` in `runtime/events/fold/views.py`: `{state, own, invisible}` - the visible state, the
  * changes that came from the invocation itself or its inner joins (`kind` says which),
  * and the drafts its siblings had made by then (which it could not see).
  * @param {Run} run @param {string} path @param {number | null} [seq]
@@ -54,7 +54,7 @@ function viewAtSeen(run, path, seq, seen) {
   const state = baseState(run, barrier, new Set([...seen, path]));
   const own = inv.changes.filter((c) => c.seq <= limit);
   // Each field takes its last change: the values of the others are not read (a change's
-  // value may be made on first read, see fold_reduce.js's grownChange).
+  // value may be made on first read, see reduce.js's grownChange).
   const last = new Map();
   for (const c of own) last.set(`${c.step}\u0000${c.field}`, c);
   for (const c of last.values()) setField(state, c.step, c.field, c.value, c.deleted);
@@ -80,7 +80,7 @@ function viewAtSeen(run, path, seq, seen) {
 /**
  * `{present, value}` of one field in invocation `path`'s view before `limit` (a seq): its
  * last own change or received publication, else its fork-time base (the canonical state
- * then, or its caller's view then); like `_field_at` in `runtime/events/fold.py`.
+ * then, or its caller's view then); like its namesake in `runtime/events/fold/views.py`.
  * @param {Run} run @param {string} path @param {string} step @param {string} field
  * @param {number} limit @param {Set<string>} [seen]
  * @returns {{present: boolean, value: any}}

@@ -17,10 +17,11 @@
  * a jump back longer than the way from event 0. A move never costs more than a fresh fold.
  */
 
-import { applyEvent, applyEventUndoable, createRun } from "./fold.js";
-import { UNDO } from "./fold_log.js";
+import { applyEvent, applyEventUndoable } from "./apply.js";
+import { UNDO } from "./log.js";
+import { createRun } from "./model.js";
 
-/** @typedef {import("./fold.js").Run} Run */
+/** @typedef {import("./model.js").Run} Run */
 
 /**
  * A cursor over `source` (the live fold, whose `events` only grow; read, never changed).

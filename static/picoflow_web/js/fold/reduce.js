@@ -5,8 +5,15 @@
  * A contribution whose event names its `channel` ("sum", "append", "keyed_by_branch",
  * "merge_record") does not carry the field's reduced value: the fold reduces the
  * contribution onto the value the contributor's view held just before. The same rules as
- * `runtime/events/folded.py` (the goldens check both folds against the runtime). Pure.
+ * `runtime/events/channels.py`, applied as `runtime/events/fold/reduce.py` applies them
+ * (the goldens check both folds against the runtime). Pure.
  */
+
+import { anomaly } from "./model.js";
+import { fieldBefore } from "./views.js";
+
+/** @typedef {import("./model.js").Run} Run */
+/** @typedef {import("./model.js").Invocation} Invocation */
 
 /** @type {Record<string, () => any>} */
 const EMPTY = { sum: () => 0, append: () => [], keyed_by_branch: () => ({}), merge_record: () => ({}) };
@@ -92,4 +99,20 @@ export function appendTip(changes, step, field) {
     return grown && grown.items.length === grown.length ? grown.items : null;
   }
   return null;
+}
+
+/**
+ * A contribution's value in its view: what the event carries, or, when it names its
+ * built-in channel, the contribution reduced onto the view's value just before.
+ * @param {Run} run @param {Invocation | undefined} inv @param {any} event
+ */
+export function contributed(run, inv, event) {
+  if (!event.channel || !event.draft || !inv) return event.result;
+  const before = fieldBefore(run, inv.path, event.step, event.field, event.seq);
+  try {
+    return reduceOne(event.channel, before.present, before.value, event.value, inv.key);
+  } catch (error) {
+    anomaly(run, event, `contribution to ${event.step}.${event.field}: ${/** @type {Error} */ (error).message}`);
+    return null;
+  }
 }

@@ -7,10 +7,13 @@ Call it after ``get_asgi_application()`` (Django must be set up before the consu
 models). It builds the flow engine at once (a bad ``PICOFLOW_FLOWS`` stops Daphne at
 start-up), routes ``/ws/runs/...`` to the app's consumers (and any ``websocket_routes`` of
 the project) behind the session/auth middleware and an Origin check against
-``ALLOWED_HOSTS`` (a refused socket is closed with 4403: see :mod:`picoflow_web.consumers`),
+``ALLOWED_HOSTS`` (a refused socket is closed with 4403: see :mod:`picoflow_web.live.consumers`),
 starts the watchdog that declares silent runs interrupted, and, under Daphne, answers
-over-long request lines and headers with 414/431 (:mod:`picoflow_web.http_limits`).
+over-long request lines and headers with 414/431 (:mod:`picoflow_web.live.http_limits`).
 ``picoflow_web.asgi`` is this stack around the standalone site.
+
+It puts the parts together (the engine of ``execute``, the sockets of ``live``, the
+watchdog of ``record``), so it sits above them all, beside ``asgi`` and ``urls``.
 """
 
 from __future__ import annotations
@@ -21,15 +24,16 @@ from typing import Any
 from channels.auth import AuthMiddlewareStack
 from channels.routing import ProtocolTypeRouter, URLRouter
 
-from picoflow_web import http_limits, relay, watchdog
-from picoflow_web.engine import get_engine
-from picoflow_web.routing import (
+from picoflow_web.execute.engine import get_engine
+from picoflow_web.live import http_limits, relay
+from picoflow_web.live.routing import (
     RELAY_PATH,
     not_found,
     origin_checked,
     relay_app,
     websocket_urlpatterns,
 )
+from picoflow_web.record import watchdog
 
 
 def with_picoflow(http_app: Any, websocket_routes: Sequence[Any] = ()) -> Any:

@@ -2,13 +2,15 @@
 /**
  * What became of each invocation's and barrier's writes, derived from the joins'
  * publication records of a folded run (the Python fold's `publication_of`). Pure (no DOM);
- * `fold.js` re-exports it, `publication.js` turns it into badges.
+ * `../fold.js` re-exports it, `../publication.js` turns it into badges.
  */
 
-/** @typedef {import("./fold_model.js").Run} Run */
-/** @typedef {import("./fold_model.js").Invocation} Invocation */
-/** @typedef {import("./fold_model.js").Barrier} Barrier */
-/** @typedef {import("./fold_model.js").Applied} Applied */
+import { pathDepth, undoKey } from "./model.js";
+
+/** @typedef {import("./model.js").Run} Run */
+/** @typedef {import("./model.js").Invocation} Invocation */
+/** @typedef {import("./model.js").Barrier} Barrier */
+/** @typedef {import("./model.js").Applied} Applied */
 
 /**
  * What became of an invocation's writes, from its join's publication record and those of
@@ -245,4 +247,42 @@ function deriveBarrierPublication(run, id) {
 function callerName(run, path) {
   const inv = run.invocations.get(path);
   return inv ? `${inv.key || inv.step} (${path})` : path;
+}
+
+/**
+ * Who each applied field of a join's publication record came from, indexed under every
+ * path from the branch down to the writer, so "did anything of `path` publish" is one
+ * lookup for a branch and for any of its descendants. Contributions count only when the
+ * record lists their field: a reduction alone publishes nothing.
+ * @param {Barrier} barrier @returns {Map<string, Applied[]>}
+ */
+export function appliedIndex(barrier) {
+  /** @type {Map<string, Applied[]>} */
+  const index = new Map();
+  const depth = pathDepth(barrier.caller) + 1;
+  /** @param {Applied} item */
+  const add = (item) => {
+    const parts = item.origin.split(".");
+    for (let n = depth; n <= parts.length; n += 1) {
+      const key = parts.slice(0, n).join(".");
+      const list = index.get(key);
+      if (list) list.push(item);
+      else index.set(key, [item]);
+    }
+  };
+  const listed = new Set();
+  for (const f of barrier.published) {
+    listed.add(undoKey(f.step, f.field));
+    if (f.writer !== null && f.writer !== "") {
+      add({ step: f.step, field: f.field, kind: f.deleted ? "removal" : "replacement", origin: String(f.writer) });
+    }
+  }
+  for (const r of barrier.reductions) {
+    if (!listed.has(undoKey(r.step, r.field))) continue;
+    for (const input of r.inputs || []) {
+      // A foreign record without a path names nobody.
+      if (typeof input?.path === "string") add({ step: r.step, field: r.field, kind: "contribution", origin: input.path });
+    }
+  }
+  return index;
 }

@@ -1,0 +1,49 @@
+"""A branch's life: started, then fulfilled or rejected, and a direct result it returned.
+
+A branch event for a path no fork announced is an anomaly (``branch.direct_result`` for
+one is ignored: it changes nothing a view reads).
+"""
+
+from __future__ import annotations
+
+from .. import schema as ev
+from .model import Handlers, Invocation, RunModel, anomaly
+
+
+def _unknown(run: RunModel, event: ev.Event) -> None:
+    anomaly(run, event, f"unknown branch {event.path}")
+
+
+def _started(run: RunModel, event: ev.BranchStarted, inv: Invocation | None) -> None:
+    if inv is None:
+        _unknown(run, event)
+        return
+    inv.status, inv.started = "running", event.offset
+
+
+def _fulfilled(run: RunModel, event: ev.BranchFulfilled, inv: Invocation | None) -> None:
+    if inv is None:
+        _unknown(run, event)
+        return
+    inv.status, inv.finished, inv.output = "fulfilled", event.offset, event.output
+
+
+def _rejected(run: RunModel, event: ev.BranchRejected, inv: Invocation | None) -> None:
+    if inv is None:
+        _unknown(run, event)
+        return
+    inv.status, inv.finished = "rejected", event.offset
+    inv.error, inv.cancelled = event.error.model_dump(), event.cancelled
+
+
+def _direct_result(run: RunModel, event: ev.BranchDirectResult, inv: Invocation | None) -> None:
+    if inv is not None:
+        inv.output = event.value
+
+
+HANDLERS: Handlers = {
+    "branch.started": _started,
+    "branch.fulfilled": _fulfilled,
+    "branch.rejected": _rejected,
+    "branch.direct_result": _direct_result,
+}
