@@ -10,7 +10,7 @@ their status and default code, so raising one says what kind of refusal it is::
     raise Conflict(f"Run {run_id} has ended.", code="run_ended")
 
 :func:`error_body` is the one body shape, which the HTTP API
-(:func:`picoflow_web.http.errors.error`) and the websockets send: ``{"type": "error",
+(:func:`picoflow_web.http.error_answers.error`) and the websockets send: ``{"type": "error",
 "message", "code", "error_code"}`` plus details. ``error_code`` is the stable, specific
 name; ``code`` is what older clients read (``bad_request`` for most bad input). Both are
 a contract.

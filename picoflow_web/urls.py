@@ -39,7 +39,7 @@ urlpatterns = [
 
 # Errors outside views answer in the API's JSON shape under /api/, /ai/ and /v1/. Django reads
 # these from the root URLconf only: a project including this one adds
-# picoflow_web.http.errors.JsonErrorsMiddleware instead.
-handler400 = "picoflow_web.http.errors.bad_request"
-handler404 = "picoflow_web.http.errors.not_found"
-handler500 = "picoflow_web.http.errors.server_error"
+# picoflow_web.http.error_answers.JsonErrorsMiddleware instead.
+handler400 = "picoflow_web.http.error_answers.bad_request"
+handler404 = "picoflow_web.http.error_answers.not_found"
+handler500 = "picoflow_web.http.error_answers.server_error"

@@ -18,7 +18,7 @@ Error reports and logs show no credentials (:mod:`picoflow_web.config.masking`):
 like secrets are hidden, and URL passwords and bearer tokens are masked in settings,
 request headers, a failing frame's locals, exception messages and every console log line.
 Every error under ``/api/``, ``/ai/`` and ``/v1/`` is JSON, ``DEBUG`` on or off
-(:class:`picoflow_web.http.errors.JsonErrorsMiddleware`).
+(:class:`picoflow_web.http.error_answers.JsonErrorsMiddleware`).
 
 Data files are private: the data folder is created 0700, the SQLite database (so its WAL
 and shared-memory files), the secret key and the first user's password 0600.
@@ -193,7 +193,7 @@ TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
 
 MIDDLEWARE = [
     # First: it turns any error under the API's paths into JSON, whoever answered it.
-    "picoflow_web.http.errors.JsonErrorsMiddleware",
+    "picoflow_web.http.error_answers.JsonErrorsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",

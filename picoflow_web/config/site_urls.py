@@ -9,8 +9,9 @@ urlpatterns = [
     path("", include("picoflow_web.urls")),
 ]
 
-# Errors in the JSON shape under /api/, /ai/ and /v1/, pages elsewhere (picoflow_web.http.errors);
+# Errors in the JSON shape under /api/, /ai/ and /v1/, pages elsewhere
+# (picoflow_web.http.error_answers);
 # Django reads these from the root URLconf only.
-handler400 = "picoflow_web.http.errors.bad_request"
-handler404 = "picoflow_web.http.errors.not_found"
-handler500 = "picoflow_web.http.errors.server_error"
+handler400 = "picoflow_web.http.error_answers.bad_request"
+handler404 = "picoflow_web.http.error_answers.not_found"
+handler500 = "picoflow_web.http.error_answers.server_error"

@@ -29,7 +29,7 @@ from picoflow_web.execute import services
 from picoflow_web.execute.engine import get_engine
 from picoflow_web.http import bodies
 from picoflow_web.http.bodies import answer
-from picoflow_web.http.errors import answer_error, error
+from picoflow_web.http.error_answers import answer_error, error
 from picoflow_web.http.jsonbody import MAX_BODY_BYTES, read_json
 from picoflow_web.record import ingest, watchdog
 from runtime.events import MAX_ID_CHARS, MAX_SOURCE_CHARS, id_problem, source_problem

@@ -20,7 +20,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseBase, StreamingHt
 from picoflow_web.data import access, exporting, selectors
 from picoflow_web.http.api import api_view
 from picoflow_web.http.bodies import ImportedRun, ImportReply, answer
-from picoflow_web.http.errors import error
+from picoflow_web.http.error_answers import error
 from picoflow_web.live import groups, relay
 from picoflow_web.record import importing, ingest
 

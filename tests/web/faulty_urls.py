@@ -21,6 +21,6 @@ urlpatterns = [
     path("", include("picoflow_web.config.site_urls")),
 ]
 
-handler400 = "picoflow_web.http.errors.bad_request"
-handler404 = "picoflow_web.http.errors.not_found"
-handler500 = "picoflow_web.http.errors.server_error"
+handler400 = "picoflow_web.http.error_answers.bad_request"
+handler404 = "picoflow_web.http.error_answers.not_found"
+handler500 = "picoflow_web.http.error_answers.server_error"

@@ -294,14 +294,14 @@ def _shape(message: str, code: str, error_code: str | None = None,
 ])
 async def test_an_api_error_is_answered_in_the_one_shape(raised: ApiError, status: int,
                                                          body: dict[str, Any]) -> None:
-    from picoflow_web.http.errors import answer_error
+    from picoflow_web.http.error_answers import answer_error
 
     response = answer_error(raised)
     assert (response.status_code, json.loads(response.content)) == (status, body)
 
 
 async def test_ingest_refusals_keep_their_details_in_the_shape() -> None:
-    from picoflow_web.http.errors import answer_error
+    from picoflow_web.http.error_answers import answer_error
     from picoflow_web.record.ingest import IngestError
 
     refused = IngestError("Line 2: a gap.", code="seq_gap", status=409, line=2, expected=1)
