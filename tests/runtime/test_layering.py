@@ -80,12 +80,7 @@ def imports_of(source: str, module: str, is_package: bool, tree_root: Path | Non
         if isinstance(node, ast.Import):
             found.extend((node.lineno, alias.name) for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                parts = package.split(".")
-                base = ".".join(parts[: len(parts) - node.level + 1])
-                target = f"{base}.{node.module}" if node.module else base
-            else:
-                target = node.module or ""
+            target = _from_target(node, package)
             for alias in node.names:
                 # ``from . import events`` imports the submodule; ``from .events import
                 # fold`` imports a name of the package (even where a submodule is named
@@ -103,6 +98,15 @@ def imports_of(source: str, module: str, is_package: bool, tree_root: Path | Non
                     and isinstance(first.value, str)):
                 found.append((node.lineno, first.value))
     return found
+
+
+def _from_target(node: ast.ImportFrom, package: str) -> str:
+    """The absolute name a ``from … import`` statement of a module in ``package`` reads."""
+    if not node.level:
+        return node.module or ""
+    parts = package.split(".")
+    base = ".".join(parts[: len(parts) - node.level + 1])
+    return f"{base}.{node.module}" if node.module else base
 
 
 def _is_module(name: str, tree_root: Path | None) -> bool:
@@ -327,12 +331,7 @@ def import_graph(tree_root: Path, packages: tuple[str, ...] = ("runtime", "picof
             if isinstance(node, ast.Import):
                 edges.update(alias.name for alias in node.names if alias.name in modules)
                 continue
-            if node.level:
-                parts = package.split(".")
-                base = ".".join(parts[: len(parts) - node.level + 1])
-                target = f"{base}.{node.module}" if node.module else base
-            else:
-                target = node.module or ""
+            target = _from_target(node, package)
             for alias in node.names:
                 sub = f"{target}.{alias.name}"
                 if sub in modules:
