@@ -278,6 +278,39 @@ class EventRecord(models.Model):
         return f"{self.run_id}#{self.seq} {self.type}"
 
 
+class TraceSpan(models.Model):
+    """One OpenTelemetry span received at ``POST /v1/traces``: what a trace's run is
+    derived from (:mod:`picoflow_web.record.spans`). Ids in lowercase hex; times in Unix
+    nanoseconds; attributes redacted before they are stored."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="spans")
+    trace_id = models.CharField(max_length=32, db_index=True)
+    span_id = models.CharField(max_length=16)
+    parent_span_id = models.CharField(max_length=16, blank=True)
+    remote_parent = models.BooleanField(default=False)
+    """The parent is another process's span (OTLP's span flags)."""
+    name = models.CharField(max_length=400)
+    kind = models.IntegerField(default=0)
+    start_ns = models.BigIntegerField()
+    end_ns = models.BigIntegerField()
+    status_code = models.IntegerField(default=0)
+    status_message = models.TextField(blank=True)
+    attributes = models.JSONField(default=dict)
+    events = models.JSONField(default=list)
+    """``[{"name", "time" (ns), "attributes"}]``."""
+    resource = models.JSONField(default=dict)
+    """The resource's attributes (``service.name``, ``host.name``, ...)."""
+    received_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = (
+            models.UniqueConstraint(fields=("trace_id", "span_id"), name="span_unique_in_trace"),
+        )
+
+    def __str__(self) -> str:
+        return f"{self.trace_id}/{self.span_id} {self.name}"
+
+
 SCOPES = ("read", "run", "ingest")
 """What a token may do: ``read`` runs, events and sessions; ``run`` start and end turns;
 ``ingest`` ship events from another process (``POST /api/ingest``)."""

@@ -8,7 +8,7 @@ there): ``path("", include("picoflow_web.urls"))``. The standalone site
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from picoflow_web.http import api, openapi, transfer, views
+from picoflow_web.http import api, openapi, otlp_receiver, transfer, views
 
 urlpatterns = [
     path("", views.index, name="index"),
@@ -35,6 +35,7 @@ urlpatterns = [
     path("ai/run", api.ai_run, name="ai-run"),
     path("ai/flows", api.ai_flows, name="ai-flows"),
     path("ai/end", api.ai_end, name="ai-end"),
+    path("v1/traces", otlp_receiver.traces, name="otlp-traces"),
 ]
 
 # Errors outside views answer in the API's JSON shape under /api/, /ai/ and /v1/. Django reads

@@ -13,6 +13,7 @@ one had not been sent (root-join checkpoints its barriers saved stay saved).
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import uuid
@@ -99,7 +100,9 @@ class FlowEngine:
     When ``PICOFLOW_DASHBOARD_URL`` and ``PICOFLOW_DASHBOARD_TOKEN`` are both set, the
     engine also ships every turn's events to that dashboard through one
     :class:`~runtime.events.DashboardSink` of its own (:attr:`dashboard`), which
-    :meth:`close` flushes and closes.
+    :meth:`close` flushes and closes. With ``PICOFLOW_OTEL=1`` it sends them as
+    OpenTelemetry spans too (:attr:`otel`: ``runtime.integrations.otel``, the ``otel``
+    extra, configured by the standard ``OTEL_EXPORTER_OTLP_*`` variables).
     """
 
     def __init__(
@@ -138,6 +141,10 @@ class FlowEngine:
         """The sink to the dashboard named by the environment, if any."""
         if self.dashboard is not None:
             self.sinks.append(self.dashboard)
+        self.otel: EventSink | None = otel_from_env()
+        """The OpenTelemetry sink ``PICOFLOW_OTEL=1`` switches on, if any."""
+        if self.otel is not None:
+            self.sinks.append(self.otel)
         self._locks: dict[str, tuple[anyio.Lock, int]] = {}
         for flow in flows:
             self.register_flow(flow)
@@ -271,9 +278,13 @@ class FlowEngine:
             return await self.store.delete(session_id)
 
     async def close(self) -> None:
-        """Send what the dashboard sink holds (if any), then close the store."""
+        """Send what the dashboard and OpenTelemetry sinks hold (if any), then close the
+        store."""
         if self.dashboard is not None:
             await anyio.to_thread.run_sync(self.dashboard.close)
+        close = getattr(self.otel, "close", None)
+        if close is not None:
+            await anyio.to_thread.run_sync(close)
         await self.store.close()
 
     async def _run_unlocked(
@@ -448,6 +459,22 @@ def dashboard_from_env(environ: Mapping[str, str] = os.environ, *,
     if not (url and token):
         return None
     return DashboardSink(url, token, source=source)
+
+
+def otel_from_env(environ: Mapping[str, str] = os.environ) -> EventSink | None:
+    """The OpenTelemetry sink (``runtime.integrations.otel``) when ``PICOFLOW_OTEL`` is on,
+    else None. The core never imports the integration: it is loaded by name only when the
+    variable asks for it (``runtime/LAYERS.toml``, ``[runtime.plugins]``)."""
+    if environ.get("PICOFLOW_OTEL", "").strip().lower() not in ("1", "true", "yes", "on"):
+        return None
+    try:
+        module = importlib.import_module("runtime.integrations.otel.sink")
+    except ImportError as exc:
+        raise ImportError(
+            "PICOFLOW_OTEL=1 needs the otel extra: pip install 'picoflow-web[otel]' "
+            f"({exc})") from exc
+    sink: EventSink | None = module.sink_from_env(environ)
+    return sink
 
 
 class _SessionLock:

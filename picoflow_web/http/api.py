@@ -255,13 +255,40 @@ def _wants_ndjson(request: HttpRequest) -> bool:
 
 @api_view("GET")
 async def run_otlp(request: HttpRequest, run_id: str) -> HttpResponse:
-    """``GET /api/runs/<id>/otlp``: the run as an OTLP/JSON trace, as a download."""
+    """``GET /api/runs/<id>/otlp``: the run as an OTLP trace, as a download: protobuf (an
+    ``ExportTraceServiceRequest``) when ``Accept`` asks for ``application/x-protobuf``,
+    OTLP/JSON otherwise."""
     if await selectors.run_get(run_id, projects=_readable(request)) is None:
         return error(f"No run {run_id!r}.", 404, "not_found")
-    text = await sync_to_async(otlp_export.run_to_json)(run_id)
-    response = HttpResponse(text, content_type="application/json")
-    response["Content-Disposition"] = exporting.disposition("run", run_id, ".otlp.json")
+    if _wants_protobuf(request):
+        body = await sync_to_async(otlp_export.run_to_protobuf)(run_id)
+        response = HttpResponse(body, content_type=otlp_export.PROTOBUF)
+        suffix = ".otlp.pb"
+    else:
+        text = await sync_to_async(otlp_export.run_to_json)(run_id)
+        response = HttpResponse(text, content_type="application/json")
+        suffix = ".otlp.json"
+    response["Content-Disposition"] = exporting.disposition("run", run_id, suffix)
+    response["Vary"] = "Accept"
     return response
+
+
+def _wants_protobuf(request: HttpRequest) -> bool:
+    """Whether ``Accept`` prefers protobuf: it names it with a q above 0 and above JSON's."""
+    weights: dict[str, float] = {}
+    for item in request.headers.get("Accept", "").split(","):
+        media, _, params = item.strip().partition(";")
+        quality = 1.0
+        for param in params.split(";"):
+            name, _, value = param.strip().partition("=")
+            if name.strip().lower() == "q":
+                try:
+                    quality = float(value)
+                except ValueError:
+                    quality = 0.0
+        weights[media.strip().lower()] = quality
+    protobuf = weights.get(otlp_export.PROTOBUF, 0.0)
+    return protobuf > 0 and protobuf >= weights.get("application/json", 0.0)
 
 
 @api_view("GET")

@@ -88,6 +88,14 @@ def _streamable(operation: dict[str, Any]) -> dict[str, Any]:
     return operation
 
 
+def _protobuf(operation: dict[str, Any]) -> dict[str, Any]:
+    """The 200 of ``operation`` also as an OTLP ``ExportTraceServiceRequest`` (``Accept:
+    application/x-protobuf``)."""
+    operation["responses"]["200"]["content"]["application/x-protobuf"] = {
+        "schema": {"type": "string", "format": "binary"}}
+    return operation
+
+
 def _body_optional(operation: dict[str, Any]) -> dict[str, Any]:
     operation["requestBody"]["required"] = False
     return operation
@@ -194,12 +202,13 @@ def document() -> dict[str, Any]:
                         _query("compact", {"type": "string", "enum": ["0", "1"]})]))},
             "/api/runs/{run_id}/cancel": {"post": _operation("Ask a run to stop", {
                 202: (_ref(RunOut), "Asked")}, params=[run_id])},
-            "/api/runs/{run_id}/otlp": {"get": _operation(
-                "The run as an OTLP/JSON trace (a download; needs the otlp extra)", {
+            "/api/runs/{run_id}/otlp": {"get": _protobuf(_operation(
+                "The run as an OTLP trace (a download; needs the otlp extra): OTLP/JSON, or "
+                "protobuf with Accept: application/x-protobuf", {
                     200: ({"type": "object", "required": ["resourceSpans"],
                            "properties": {"resourceSpans": {"type": "array"}}},
                           "OTLP/JSON TracesData")}, params=[run_id],
-                errors=(*ERRORS, 501))},
+                errors=(*ERRORS, 501)))},
             "/api/runs/{run_id}/export": {"get": _operation(
                 "The run's events as JSONL (a download)", {200: EXPORT}, params=[run_id])},
             "/api/sessions/{session_id}/export": {"get": _operation(

@@ -152,6 +152,12 @@ class RunConsumer(_SendOnly):
         the way (a relay that failed, Redis pub/sub's at-most-once delivery): the missing
         events are stored already, so they are read back first.
         """
+        if message.get("rebuilt"):
+            # The run's record was replaced (a trace's run derived again from its spans:
+            # picoflow_web.record.spans): what this socket sent is void; the page is told,
+            # and this batch, from seq 0, follows.
+            self.last_seq = -1
+            await self.send_json({"type": "rebuilt"})
         events = message["events"]
         upto = message.get("upto")
         if not events and isinstance(upto, int):

@@ -44,7 +44,7 @@ from picoflow_web.data.eventlog import read_texts
 from picoflow_web.data.redact import may_hold_secret, redact
 from picoflow_web.data.strict_json import DECODER, NumberTooLarge
 from picoflow_web.errors import ApiError
-from picoflow_web.models import DEFAULT_PROJECT, Project, Run, StoredSession
+from picoflow_web.models import DEFAULT_PROJECT, Project, Run, StoredSession, TraceSpan
 from picoflow_web.record.append import (
     MAX_PATH,
     Incoming,
@@ -288,6 +288,11 @@ def _plan(lines: list[Line], runs: dict[str, Run], project: str) -> list[Planned
             raise IngestError(f"Run {run_id} was executed by this dashboard; its events "
                               "cannot be sent to it.",
                               code="not_remote", status=409, run_id=run_id, line=items[0].number)
+        if run is not None and TraceSpan.objects.filter(trace_id=run_id).exists():
+            raise IngestError(f"Run {run_id} is derived from OpenTelemetry spans; send its "
+                              "spans to /v1/traces.",
+                              code="not_remote", error_code="spans_run", status=409,
+                              run_id=run_id, line=items[0].number)
         plan = Planned(run_id, run, continuing(run_id, items, last + 1))
         if plan.fresh and run is not None and run.status == Run.Status.INTERRUPTED:
             raise IngestError(f"Run {run_id} was declared interrupted (silent for longer "

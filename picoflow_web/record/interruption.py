@@ -1,7 +1,8 @@
 """Runs whose executor went quiet become ``interrupted``: the one place that decides it.
 
 Two kinds of executor can vanish. A remote process (:mod:`picoflow_web.record.ingest`)
-proves it lives by sending events or heartbeats; one silent for ``PICOFLOW_REMOTE_TIMEOUT``
+proves it lives by sending events or heartbeats (a traced one, spans:
+:mod:`picoflow_web.record.spans`); one silent for ``PICOFLOW_REMOTE_TIMEOUT``
 seconds is lost (:func:`interrupt_silent_runs`). A dashboard worker proves it by renewing
 its run's lease (:mod:`picoflow_web.execute.leases`); one whose lease ended is lost
 (:func:`expire_leases`). Either way the run gets a stored ``run.interrupted`` after its last
@@ -29,6 +30,7 @@ from picoflow_web.config import app_settings
 from picoflow_web.models import EventRecord, Run
 from picoflow_web.record import stalls
 from picoflow_web.record.append import Appended, Incoming, Stored, append, broadcast
+from picoflow_web.record.spans import SOURCE as SPANS_SOURCE
 from runtime.events import dump_event
 from runtime.events import interruption as interrupted_event
 
@@ -73,10 +75,14 @@ def interrupt_silent_runs() -> Stored:
         last = _last_stored(run.id)
         if last is None:
             return None
+        # A trace's run (record.spans) is remote too: its spans are its only sign of life.
+        reason = (f"No spans for {timeout:g} s and no root span: the traced process "
+                  "stopped exporting." if run.origin.get("source") == SPANS_SOURCE else
+                  f"No events or heartbeats for {timeout:g} s: the process running it "
+                  "stopped reporting.")
         return interrupt(
             run, last, silent_for=(timezone.now() - run.last_seen_at).total_seconds(),
-            reason=f"No events or heartbeats for {timeout:g} s: the process running it "
-                   "stopped reporting.", now=now)
+            reason=reason, now=now)
 
     return _round(Run.objects.filter(status=Run.Status.RUNNING, origin__kind="remote"),
                   lambda now: {"last_seen_at__lt": now - timedelta(seconds=timeout)},

@@ -181,6 +181,26 @@ test("the run store applies batches incrementally and pins replay views", () => 
   assert.deepStrictEqual(store.view().state, { A: { x: 2 } }, "the live fold is untouched");
 });
 
+test("a restarted run store folds the run anew from seq 0, keeping the selection", () => {
+  const store = createRunStore({ frame: () => {}, now: () => 0 });
+  const ev = (seq, type, fields = {}, path = "") => ({ seq, offset: seq, path, type, run_id: "r", session_id: "s", ...fields });
+  store.applyBatch([ev(0, "turn.started", { flow: "OpenTelemetry:a", message: null }), ev(1, "step.entered", { step: "orphan", level: 1, how: "start" })]);
+  store.set({ selected: "", seq: 0 });
+  assert.equal(store.view().lastSeq, 0);
+  const version = store.get().run.version;
+  store.restart();
+  assert.ok(store.get().run.version > version, "what the page keyed on the old fold's version is redrawn");
+  assert.equal(store.get().run.lastSeq, -1);
+  assert.equal(store.get().seq, null, "a pinned seq named an event of the old record");
+  assert.equal(store.get().selected, "");
+  // The rebuilt record: seq 0 and 1 again, with other content; nothing of the old one stays.
+  assert.equal(store.applyBatch([ev(0, "turn.started", { flow: "OpenTelemetry:a", message: "hi" }), ev(1, "step.entered", { step: "root", level: 1, how: "start" })]), 2);
+  const run = store.view();
+  assert.equal(run.message, "hi");
+  assert.deepStrictEqual(run.trail.map((t) => t.step), ["root"]);
+  assert.equal(run.events.length, 2);
+});
+
 test("format helpers: hashes round-trip, values are text", () => {
   assert.deepStrictEqual(parseHash("#inv=0.1&seq=42"), { inv: "0.1", barrier: null, seq: 42 });
   assert.deepStrictEqual(parseHash("#inv=&seq=x"), { inv: "", barrier: null, seq: null });

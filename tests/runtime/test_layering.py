@@ -36,6 +36,8 @@ class Rules:
     """consumer package -> the runtime modules it may import"""
     web: dict[str, tuple[str, ...]]
     """web part -> the web parts it uses (``*``: any)"""
+    plugins: dict[str, frozenset[str]]
+    """core module -> the modules it may load by name at run time (never import)"""
 
     @classmethod
     def load(cls, path: Path = RULES_FILE) -> Rules:
@@ -49,6 +51,8 @@ class Rules:
             consumers={name: frozenset(spec["runtime"])
                        for name, spec in data["consumers"].items()},
             web={name: tuple(spec["uses"]) for name, spec in data.get("web", {}).items()},
+            plugins={name: frozenset(targets)
+                     for name, targets in data["runtime"].get("plugins", {}).items()},
         )
 
     def layer_of(self, module: str) -> str | None:
@@ -109,6 +113,28 @@ def _from_target(node: ast.ImportFrom, package: str) -> str:
     return f"{base}.{node.module}" if node.module else base
 
 
+def _literal_loads(source: str, module: str) -> list[tuple[int, str]]:
+    """The ``import_module("…")`` / ``__import__("…")`` calls with a literal name."""
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(source, module)):
+        if isinstance(node, ast.Call) and node.args:
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+            first = node.args[0]
+            if (name in DYNAMIC_IMPORTERS and isinstance(first, ast.Constant)
+                    and isinstance(first.value, str)):
+                found.append((node.lineno, first.value))
+    return found
+
+
+def _dynamic_imports(source: str, module: str) -> set[tuple[int, str]]:
+    """The lines of :func:`_literal_loads` that no import statement shares."""
+    statements = {node.lineno for node in ast.walk(ast.parse(source, module))
+                  if isinstance(node, ast.Import | ast.ImportFrom)}
+    return {(line, name) for line, name in _literal_loads(source, module)
+            if line not in statements}
+
+
 def _is_module(name: str, tree_root: Path | None) -> bool:
     if tree_root is None:
         return False
@@ -123,8 +149,13 @@ def violations(source: str, module: str, *, is_package: bool = False,
     out: list[str] = []
     consumer = rules.consumer_of(module)
     part = _most_specific(module, rules.web)
+    loaded = _dynamic_imports(source, module) & {
+        (line, target) for line, target in _literal_loads(source, module)
+        if target in rules.plugins.get(module, ())}
     for line, target in imports_of(source, module, is_package, tree_root):
         top = target.split(".", 1)[0]
+        if (line, target) in loaded:
+            continue
         if part is not None and top == "picoflow_web" and target != "picoflow_web":
             target_part = _most_specific(target, rules.web) or "picoflow_web"
             uses = rules.web[part]
@@ -145,7 +176,9 @@ def violations(source: str, module: str, *, is_package: bool = False,
             out.append(f"line {line}: forbidden import '{target}'")
         elif top == "runtime":
             target_layer = rules.layer_of(target) or "runtime"
-            if not any(_within(target_layer, allowed) for allowed in (layer, *uses)):
+            # A sub-layer with a [layer] of its own is another layer, not part of this one.
+            if target_layer != layer and not any(_within(target_layer, allowed)
+                                                 for allowed in uses):
                 out.append(f"line {line}: layer {layer} may not import '{target}' "
                            f"(layer {target_layer})")
         elif top not in third_party and top not in sys.stdlib_module_names:
@@ -207,7 +240,7 @@ def test_a_forbidden_module_added_to_a_copy_of_the_tree_fails_the_scan(tmp_path:
         ],
         "picoflow_web._deep": [
             "line 1: 'runtime.barrier' is not the runtime's public API for "
-            "picoflow_web (it may import runtime, runtime.events)",
+            "picoflow_web (it may import runtime, runtime.events, runtime.integrations.otel)",
         ],
     }
 
@@ -238,6 +271,11 @@ def test_a_forbidden_module_added_to_a_copy_of_the_tree_fails_the_scan(tmp_path:
         ("runtime.flow", "import importlib\nimportlib.import_module('django.conf')",
          "'django.conf'"),
         ("runtime.flow", "__import__('trio')", "forbidden import 'trio'"),
+        # The engine loads the OTel sink by name, at run time; nothing imports it.
+        ("runtime.engine", "def f():\n    from runtime.integrations.otel import sink\n",
+         "layer runtime may not import 'runtime.integrations.otel'"),
+        ("runtime.flow", "import importlib\nimportlib.import_module("
+         "'runtime.integrations.otel.sink')", "'runtime.integrations.otel.sink'"),
         ("picoflow_web.record.recorder", "from runtime.bus import MemorySink", "'runtime.bus'"),
         ("picoflow_web.live.consumers", "from runtime.events import parse_event",
          "'runtime.events' is not the runtime's public API for picoflow_web.live.consumers"),
@@ -263,6 +301,8 @@ def test_the_scanner_accepts_what_the_rules_allow() -> None:
                       "from .views import BranchView\nimport anyio\n",
                       "runtime.barrier._driver") == []
     assert violations("import asyncio\nimport anyio.lowlevel\n", "runtime.http_conn") == []
+    assert violations("import importlib\ndef f():\n    importlib.import_module("
+                      "'runtime.integrations.otel.sink')\n", "runtime.engine") == []
     assert violations("from .schema import Event\nfrom . import values\n",
                       "runtime.events.fold") == []
     assert violations("from runtime import Flow\nfrom runtime.events import parse_event\n",

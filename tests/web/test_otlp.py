@@ -4,6 +4,7 @@ protobuf classes (``opentelemetry-proto``), with the span tree the run had."""
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -11,11 +12,17 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.core.management import CommandError, call_command
 from django.test import AsyncClient
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 from opentelemetry.proto.trace.v1 import trace_pb2
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
 
 from picoflow_web.data import otlp_export
 from picoflow_web.execute import services
 from picoflow_web.models import Project
+from runtime.events import parse_event
+from runtime.integrations.otel import OtelSink
 from tests.webhelpers import amake_user, atoken, bearer, wait_run_done
 
 GOLDEN = Path(__file__).parents[1] / "golden"
@@ -65,10 +72,10 @@ def test_a_nested_fan_out_is_one_trace_with_the_run_s_span_tree() -> None:
     finder = [["chat demo-model", []]]
     assert tree(data) == [["turn ResearchFlow", [
         ["chat demo-model", []],
-        ["tool research", [["barrier b0", [
+        ["execute_tool research", [["barrier b0", [
             ["branch Planner", [
                 ["chat demo-model", []],
-                ["tool plan_queries", [["barrier 0/b0", [
+                ["execute_tool plan_queries", [["barrier 0/b0", [
                     ["branch papers", finder], ["branch news", finder]]]]]]],
             ["branch archive", finder]]]]],
         ["chat demo-model", []]]]]
@@ -125,9 +132,91 @@ async def test_a_stored_run_is_exported_by_the_command_and_the_api(tmp_path: Pat
     assert "attachment" in response["Content-Disposition"]
     assert otlp_export.parse(response.content.decode()) == from_command
 
+    target_pb = tmp_path / "run.pb"
+    await sync_to_async(call_command)("export_otlp", run.id, "--protobuf", "-o",
+                                      str(target_pb))
+    assert otlp_export.parse_protobuf(target_pb.read_bytes()) == from_command
+    for accept, media in [
+            ("application/x-protobuf", otlp_export.PROTOBUF),
+            ("application/json, application/x-protobuf", otlp_export.PROTOBUF),
+            ("application/x-protobuf;q=0.5, application/json", "application/json"),
+            ("application/x-protobuf;q=0", "application/json"),
+            ("application/json", "application/json"),
+            ("*/*", "application/json")]:
+        answered = await client.get(f"/api/runs/{run.id}/otlp",
+                                    headers={**auth, "Accept": accept})
+        assert (answered.status_code, answered["Content-Type"]) == (200, media), accept
+        assert answered["Vary"] == "Accept"
+        parsed = (otlp_export.parse_protobuf(answered.content) if media != "application/json"
+                  else otlp_export.parse(answered.content.decode()))
+        assert parsed == from_command
+        assert answered["Content-Disposition"].endswith(
+            '.otlp.pb"' if media != "application/json" else '.otlp.json"')
+
     await Project.objects.acreate(name="q")
     stranger = bearer(await atoken(await amake_user("quinn", project="q"), project="q"))
     refused = await client.get(f"/api/runs/{run.id}/otlp", headers=stranger)
     assert (refused.status_code, refused.json()["error_code"]) == (404, "not_found")
     with pytest.raises(CommandError, match="No run"):
         await sync_to_async(call_command)("export_otlp", "no-such-run")
+
+
+def test_model_and_tool_spans_carry_the_prompt_the_answer_and_the_arguments() -> None:
+    data = otlp_export.parse(otlp_export.to_json(golden("nested_fanout")))
+    chats = [attrs(s) for s in spans(data) if s.name.startswith("chat ")]
+    first = chats[0]
+    assert first["gen_ai.operation.name"] == "chat"
+    assert (first["gen_ai.system"], first["gen_ai.request.model"]) == ("scripted", "demo-model")
+    prompt = json.loads(first["gen_ai.input.messages"])
+    assert prompt[0]["role"] == "system" and prompt[-1] == {
+        "role": "user", "parts": [{"type": "text", "content": "Research tide pools"}]}
+    (answer,) = json.loads(first["gen_ai.output.messages"])
+    assert answer["role"] == "assistant" and answer["finish_reason"] == "tool_calls"
+    assert answer["parts"] == [{"type": "tool_call", "id": "call_research_3",
+                                "name": "research", "arguments": {"topic": "tide pools"}}]
+    assert first["gen_ai.usage.input_tokens"] == 31 and first["gen_ai.usage.output_tokens"] == 7
+    last = json.loads(chats[-1]["gen_ai.output.messages"])[0]["parts"][0]
+    assert last["type"] == "text" and last["content"].startswith("Research done.")
+    (tool,) = [attrs(s) for s in spans(data) if s.name == "execute_tool research"]
+    assert tool["gen_ai.tool.name"] == "research"
+    assert json.loads(tool["gen_ai.tool.call.arguments"]) == {"topic": "tide pools"}
+    assert tool["gen_ai.tool.call.result"]
+
+
+def test_the_trace_id_is_a_hex_run_id_and_the_protobuf_is_what_exporters_post() -> None:
+    run_id = uuid.uuid4().hex
+    events = [{**e, "run_id": run_id} for e in golden("nested_fanout")]
+    body = otlp_export.to_protobuf(events)
+    request = trace_service_pb2.ExportTraceServiceRequest.FromString(body)
+    assert {s.trace_id.hex() for r in request.resource_spans for sc in r.scope_spans
+            for s in sc.spans} == {run_id}
+    assert otlp_export.parse_protobuf(body) == otlp_export.parse(otlp_export.to_json(events))
+
+
+def test_the_export_and_the_live_sink_send_the_same_spans() -> None:
+    """The golden run's events through OtelSink (the SDK) and through the export: same
+    ids, parents, names, times, attributes, events and statuses."""
+    events = golden("atomic_failure")
+    exporter = InMemorySpanExporter()
+    sink = OtelSink(SimpleSpanProcessor(exporter))
+    for line in events:
+        sink.receive(parse_event(json.dumps(line)))
+    sink.close()
+    live = {span.context.span_id.to_bytes(8, "big"): span
+            for span in exporter.get_finished_spans()}
+    exported = {span.span_id: span for span in spans(otlp_export.parse(
+        otlp_export.to_json(events)))}
+    assert live.keys() == exported.keys()
+    for key, span in exported.items():
+        sent = live[key]
+        assert sent.name == span.name
+        assert sent.context.trace_id.to_bytes(16, "big") == span.trace_id
+        assert (sent.parent.span_id.to_bytes(8, "big") if sent.parent else b"") == \
+            span.parent_span_id
+        assert (sent.start_time, sent.end_time) == (span.start_time_unix_nano,
+                                                    span.end_time_unix_nano)
+        assert {k: list(v) if isinstance(v, tuple) else v
+                for k, v in (sent.attributes or {}).items()} == attrs(span)
+        assert [e.name for e in sent.events] == [e.name for e in span.events]
+        assert (sent.status.status_code == StatusCode.ERROR) == (
+            span.status.code == trace_pb2.Status.STATUS_CODE_ERROR)

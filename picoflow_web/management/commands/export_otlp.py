@@ -1,8 +1,10 @@
-"""``manage.py export_otlp RUN_ID [-o FILE]``: a stored run as an OTLP/JSON trace (a file
-it creates is readable by its owner only)."""
+"""``manage.py export_otlp RUN_ID [-o FILE] [--protobuf]``: a stored run as an OTLP trace,
+OTLP/JSON or (``--protobuf``) a serialised ``ExportTraceServiceRequest`` (a file it
+creates is readable by its owner only)."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -21,16 +23,31 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("run_id")
         parser.add_argument("-o", "--output", help="write to this file (default: stdout)")
+        parser.add_argument("--protobuf", action="store_true",
+                            help="write OTLP protobuf (an ExportTraceServiceRequest, what "
+                                 "Phoenix and collectors take at /v1/traces) instead of JSON")
 
     def handle(self, *args: Any, **options: Any) -> None:
         run_id = options["run_id"]
         if not Run.objects.filter(id=run_id).exists():
             raise CommandError(f"No run {run_id!r}.")
         try:
-            text = otlp_export.run_to_json(run_id)
+            if options["protobuf"]:
+                body = otlp_export.run_to_protobuf(run_id)
+            else:
+                text = otlp_export.run_to_json(run_id)
         except otlp_export.OtlpUnavailable as exc:
             raise CommandError(str(exc)) from None
-        if options["output"]:
+        if options["protobuf"]:
+            if options["output"]:
+                with open_private(options["output"], "wb") as out:
+                    out.write(body)
+                self.stderr.write(f"Wrote {options['output']}.")
+            else:
+                self.stdout.flush()
+                sys.stdout.buffer.write(body)
+                sys.stdout.buffer.flush()
+        elif options["output"]:
             with open_private(options["output"], "w", encoding="utf-8") as handle:
                 handle.write(text + "\n")
             self.stderr.write(f"Wrote {options['output']}.")

@@ -10,7 +10,7 @@ import { append, badge, h, pagedTable, table } from "./dom.js";
 import { publicationOf } from "./fold.js";
 import { formatDuration } from "./format.js";
 import { discardReason, facts, heading, lazy, pathLink, publicationBadge, sectionIn, seqLink, shortList, valueCell } from "./inspector_parts_ui.js";
-import { barrierLabelOf, fieldLabelOf, fromLangGraph, labelOf } from "./labels.js";
+import { barrierLabelOf, fieldLabelOf, fromLangGraph, fromSpans, labelOf, spansNotice } from "./labels.js";
 import { joinWaits } from "./layout.js";
 import { ORDERS, durationOf, orderedBranches } from "./overview.js";
 import { overviewView } from "./overview_ui.js";
@@ -85,11 +85,15 @@ function branchTable(view, barrier, name, order, className, columns, cells) {
  * @param {InspectorContext} ctx
  */
 export function barrierInspector(parent, view, barrier, ctx) {
-  parent.appendChild(heading(barrierLabelOf(view, barrier.id), `barrier ${barrier.id} · ${fromLangGraph(view) ? "a LangGraph superstep" : `forked by ${barrier.callerStep}`}`));
+  // A run read from spans: the barrier is inferred from overlapping child spans and
+  // publishes nothing, so it gets no publication marks and no "branches see".
+  const spans = fromSpans(view);
+  const what = spans ? "inferred from spans" : fromLangGraph(view) ? "a LangGraph superstep" : `forked by ${barrier.callerStep}`;
+  parent.appendChild(heading(barrierLabelOf(view, barrier.id), `barrier ${barrier.id} · ${what}`));
   const status = h("div", "pf-status-line");
-  const marks = barrierMarks(view, barrier.id);
+  const marks = spans ? null : barrierMarks(view, barrier.id);
   append(status, marks ? publicationBadge(marks) : null,
-    badge(barrier.policy, "muted"),
+    spans ? null : badge(barrier.policy, "muted"),
     barrier.checkpoint !== "none" ? badge(barrier.checkpointFailed ? "checkpoint failed" : barrier.checkpointRevision !== null ? `checkpoint saved r${barrier.checkpointRevision}` : "root-join checkpoint", barrier.checkpointFailed ? "conflict" : "muted") : null,
     barrier.cancelReason !== null ? badge(`cancelled: ${barrier.cancelReason}`, "cancel") : null);
   parent.appendChild(status);
@@ -99,11 +103,12 @@ export function barrierInspector(parent, view, barrier, ctx) {
   if (barrierStopped(view, barrier)) {
     parent.appendChild(h("p", "pf-hint", "It was still open when the turn was stopped: its join never ran, so nothing of it was published."));
   }
+  if (spans) parent.appendChild(h("p", "pf-hint pf-origin-note pf-spans-note", spansNotice(view, "barrier", barrier.id)));
   const c = barrier.counts;
   parent.appendChild(facts([
     ["Caller", pathLink(barrier.caller, labelOf(view, barrier.caller))],
     ["Branches", `${barrier.branches.length}: ${c.fulfilled} fulfilled, ${c.rejected} rejected, ${c.running} running, ${c.queued} queued`],
-    ["Branches see", barrier.base === "canonical" ? "the canonical state at the fork" : `the view of ${labelOf(view, barrier.base)} at the fork`],
+    ["Branches see", spans ? null : barrier.base === "canonical" ? "the canonical state at the fork" : `the view of ${labelOf(view, barrier.base)} at the fork`],
     ["Forked at", seqLink(barrier.forkedSeq)],
     ["Joined at", barrier.joinedSeq !== null ? seqLink(barrier.joinedSeq) : null],
     ["Max concurrency", barrier.maxConcurrency !== null ? String(barrier.maxConcurrency) : null],
@@ -189,7 +194,7 @@ export function barrierInspector(parent, view, barrier, ctx) {
   const branches = sectionIn(parent, ctx, "branches", `Branches (${barrier.branches.length})`, barrier.branches.length <= 20);
   branches.appendChild(branchTable(view, barrier, "branches", "request", "pf-branch-table", ["#", "Key", "Step", "Status", "Ran", "Publication"], (path) => {
     const inv = view.invocations.get(path);
-    const m = branchMarks(view, path);
+    const m = spans ? null : branchMarks(view, path);
     return [h("span", "pf-mono", String((inv?.index ?? 0) + 1)), pathLink(path, inv?.key || path), h("span", "", inv?.step || ""), badge(inv?.status || "?", inv?.status || "muted"),
       h("span", "pf-mono", formatDuration(inv ? durationOf(inv) : null)),
       m ? publicationBadge(m) : h("span", "pf-muted", "—")];

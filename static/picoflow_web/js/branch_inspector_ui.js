@@ -13,7 +13,7 @@ import { append, badge, h, jsonBlock, pagedTable, table } from "./dom.js";
 import { baseAt, publicationOf, published, viewAt } from "./fold.js";
 import { formatDuration, requestOrdinal } from "./format.js";
 import { barrierLink, discardReason, errorBox, facts, heading, lazy, pathLink, publicationBadge, sectionIn, seqLink, valueCell } from "./inspector_parts_ui.js";
-import { barrierLabelOf, fieldLabelOf, labelOf, taskNounOf } from "./labels.js";
+import { barrierLabelOf, fieldLabelOf, fromSpans, labelOf, spansNotice, taskNounOf } from "./labels.js";
 import { branchMarks } from "./publication.js";
 import { STOP_LABELS, stopKind } from "./stopping.js";
 
@@ -31,7 +31,9 @@ export function branchInspector(parent, view, inv, ctx) {
   parent.appendChild(heading(labelOf(view, inv.path), `${taskNounOf(view, inv.path)} · path ${inv.path}`));
   const status = h("div", "pf-status-line");
   const stopped = stopKind(inv);
-  const marks = branchMarks(view, inv.path);
+  // A run read from spans publishes nothing: its branches get no publication marks.
+  const spans = fromSpans(view);
+  const marks = spans ? null : branchMarks(view, inv.path);
   append(status, badge(inv.status, inv.status),
     marks ? publicationBadge(marks) : null,
     stopped ? badge(STOP_LABELS[stopped].label, stopped === "late" ? "conflict" : "cancel") : null,
@@ -39,7 +41,7 @@ export function branchInspector(parent, view, inv, ctx) {
     inv.hasDirectResult ? badge(`direct result via ${inv.directResult.tool}`, "muted") : null,
     inv.interrupted ? badge("interrupted", "interrupted") : null);
   parent.appendChild(status);
-  const fate = publicationOf(view, inv.path);
+  const fate = spans ? null : publicationOf(view, inv.path);
   if (fate && fate.state === "discarded") parent.appendChild(discardReason(fate.text, fate.reason));
   if (stopped) parent.appendChild(h("p", "pf-hint", STOP_LABELS[stopped].title));
   if (inv.interrupted) {
@@ -64,6 +66,12 @@ export function branchInspector(parent, view, inv, ctx) {
     ]));
   }
   if (inv.status === "rejected" && inv.error) parent.appendChild(errorBox(inv.error));
+  if (spans) {
+    // Spans carry no state: the notice stands where the state panels would be empty.
+    parent.appendChild(h("p", "pf-hint pf-origin-note pf-spans-note", spansNotice(view, "branch", inv.path)));
+    branchEnd(parent, view, inv, ctx);
+    return;
+  }
 
   // The state-visibility snapshot.
   const seen = viewAt(view, inv.path);
@@ -112,6 +120,15 @@ export function branchInspector(parent, view, inv, ctx) {
   publishedView(pubBody, view, barrier, inv, pub);
 
   if (barrier.outcome === "invalidated") parent.appendChild(conflictCard(view, barrier, { highlight: inv.path }));
+  branchEnd(parent, view, inv, ctx);
+}
+
+/**
+ * Its output, calls and events.
+ * @param {DocumentFragment} parent @param {Run} view @param {Invocation} inv
+ * @param {InspectorContext} ctx
+ */
+function branchEnd(parent, view, inv, ctx) {
   if (inv.status === "fulfilled" || inv.hasDirectResult) {
     const out = sectionIn(parent, ctx, "output", inv.hasDirectResult ? `Output (direct result of ${inv.directResult.tool})` : "Output", true);
     out.appendChild(jsonBlock(inv.output));

@@ -63,7 +63,7 @@ function modelCall(call, last, ctx) {
   request.root.addEventListener("toggle", () => ctx.open.set(name, request.root.open));
   for (const m of call.messages) {
     const msg = h("div", `pf-message pf-message-${String(m.type || m.role || "other").replace(/[^a-z]/gi, "")}`);
-    append(msg, h("span", "pf-message-role", String(m.type || m.role || "message")), h("div", "pf-message-text", messageText(m.content)));
+    append(msg, h("span", "pf-message-role", String(m.type || m.role || "message")), h("div", "pf-message-text", messageText(m.content ?? m.parts)));
     if (Array.isArray(m.tool_calls) && m.tool_calls.length) msg.appendChild(toolCallsList(m.tool_calls));
     request.body.appendChild(msg);
   }

@@ -201,7 +201,11 @@ export function describeEvent(e) {
 export function messageText(content) {
   if (typeof content === "string") return content;
   if (Array.isArray(content)) {
-    return content.map((part) => (typeof part === "string" ? part : part && typeof part.text === "string" ? part.text : JSON.stringify(part))).join("\n");
+    // A part is a string, `{text}` (OpenAI, LangChain) or `{type, content}` (the OTel GenAI
+    // conventions' message parts, as a trace's model call carries them).
+    return content.map((part) => (typeof part === "string" ? part
+      : part && typeof part.text === "string" ? part.text
+        : part && typeof part.content === "string" ? part.content : JSON.stringify(part))).join("\n");
   }
   return content === null || content === undefined ? "" : JSON.stringify(content, null, 2);
 }

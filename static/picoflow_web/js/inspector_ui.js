@@ -9,7 +9,8 @@
  * `.pf-invisible-row`), `.pf-published`, `.pf-conflict` (provenance table rows
  * `.pf-conflict-row`), `.pf-events`, `.pf-model-call`, `.pf-tool-call`; the publication
  * badge `.pf-publication-badge[data-publication]`, and why it was discarded,
- * `.pf-discard-reason[data-discard]`.
+ * `.pf-discard-reason[data-discard]`; on a run read from OpenTelemetry spans, the notice
+ * that stands instead of its (absent) state views, `.pf-spans-note`.
  */
 
 import { barrierInspector } from "./barrier_inspector_ui.js";
@@ -18,7 +19,7 @@ import { callsAndEvents } from "./calls_ui.js";
 import { append, badge, h, table } from "./dom.js";
 import { formatDuration, interruptionText, runStatusKind } from "./format.js";
 import { errorBox, facts, heading, lazy, pathLink, sectionIn, seqLink, valueCell } from "./inspector_parts_ui.js";
-import { fieldLabelOf, fromLangGraph, labelOf } from "./labels.js";
+import { fieldLabelOf, fromLangGraph, fromSpans, labelOf, spansNotice } from "./labels.js";
 import { endedExplanation, endingEvent } from "./stopping.js";
 
 // The inspector's parts live in their own modules; this one stays the door the page imports.
@@ -83,9 +84,11 @@ function rootInspector(parent, view, inv, ctx) {
     // What the page draws for LangGraph is the tracer's reading of its callbacks.
     parent.appendChild(h("p", "pf-hint pf-origin-note", "Recorded from LangGraph: supersteps shown as barriers, nodes and Send tasks as branches, channel writes as contributions; timings from callbacks."));
   }
+  const spans = fromSpans(view);
+  if (spans) parent.appendChild(h("p", "pf-hint pf-origin-note pf-spans-note", spansNotice(view, "turn")));
   parent.appendChild(facts([
     ["Message", view.message ?? ""],
-    ["Cursor", view.cursor ?? "—"],
+    ["Cursor", spans ? null : view.cursor ?? "—"],
     ["Tokens", `${view.tokens.total_tokens ?? 0} (${view.tokens.input_tokens ?? 0} in · ${view.tokens.output_tokens ?? 0} out)`],
     ["Barriers", String(view.barriers.size)],
     ["Branches", String(view.branchCount)],
@@ -114,17 +117,11 @@ function rootInspector(parent, view, inv, ctx) {
     }
     parent.appendChild(box);
   }
-  const body = sectionIn(parent, ctx, "canonical", ctx.pinned ? `Canonical state at seq ${view.lastSeq}` : "Canonical state", true, "pf-visibility");
-  const wrap = h("div", "pf-visible-state");
-  /** @type {[string, string, any][]} */
-  const rows = [];
-  for (const [step, fields] of Object.entries(view.state)) {
-    for (const [field, value] of Object.entries(fields)) rows.push([step, field, value]);
+  // A run read from spans has no state: the notice above says so, no empty panel does.
+  if (!spans) {
+    sectionIn(parent, ctx, "canonical", ctx.pinned ? `Canonical state at seq ${view.lastSeq}` : "Canonical state", true, "pf-visibility")
+      .appendChild(canonicalState(view));
   }
-  wrap.appendChild(rows.length
-    ? table("pf-state-table", ["Field", "Value"], lazy(rows, ([step, field, value]) => [h("code", "pf-mono", fieldLabelOf(view, step, field)), valueCell(value)]))
-    : h("p", "pf-muted", "Empty: no step state yet."));
-  body.appendChild(wrap);
   if (view.trail.length) {
     const trail = sectionIn(parent, ctx, "trail", `Steps entered (${view.trail.length})`, false);
     trail.appendChild(table("pf-trail-table", ["Seq", "Step", "How", "Path"], lazy(view.trail, (t) => [
@@ -137,4 +134,18 @@ function rootInspector(parent, view, inv, ctx) {
     for (const a of view.anomalies.slice(0, 50)) warn.appendChild(h("p", "pf-error-message", `#${a.seq}: ${a.message}`));
   }
   callsAndEvents(parent, view, inv, ctx);
+}
+
+/** The canonical state as a table of fields. @param {Run} view */
+function canonicalState(view) {
+  const wrap = h("div", "pf-visible-state");
+  /** @type {[string, string, any][]} */
+  const rows = [];
+  for (const [step, fields] of Object.entries(view.state)) {
+    for (const [field, value] of Object.entries(fields)) rows.push([step, field, value]);
+  }
+  wrap.appendChild(rows.length
+    ? table("pf-state-table", ["Field", "Value"], lazy(rows, ([step, field, value]) => [h("code", "pf-mono", fieldLabelOf(view, step, field)), valueCell(value)]))
+    : h("p", "pf-muted", "Empty: no step state yet."));
+  return wrap;
 }

@@ -113,3 +113,20 @@ export function barrierMarks(run, id) {
   }
   return { state: p.state, reason: p.reason, badge, counts, text: p.text, fields: p.fields };
 }
+
+/**
+ * A barrier row's counts on a run read from spans, which publishes nothing: its branches
+ * by status (a span ended OK, in error, or not yet), in the same shape as `barrierMarks`.
+ * @param {Run} run @param {string} id
+ * @returns {{kind: string, symbol: string, n: number, title: string}[]}
+ */
+export function spanCounts(run, id) {
+  const barrier = run.barriers.get(id);
+  if (!barrier) return [];
+  const c = barrier.counts;
+  return [
+    { kind: "fulfilled", symbol: "✓", n: c.fulfilled, title: `${c.fulfilled} spans ended OK` },
+    { kind: "rejected", symbol: "✗", n: c.rejected, title: `${c.rejected} spans ended in error` },
+    { kind: "running", symbol: "●", n: c.running + c.queued, title: `${c.running + c.queued} spans not ended yet` },
+  ].filter((n) => n.n);
+}

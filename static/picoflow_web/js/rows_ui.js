@@ -17,9 +17,9 @@
 
 import { append, h } from "./dom.js";
 import { errorLabel, errorText, preview } from "./format.js";
-import { barrierLabelOf, fromLangGraph } from "./labels.js";
+import { barrierLabelOf, fromLangGraph, fromSpans } from "./labels.js";
 import { ROW_HEIGHT, formatSeconds, lane, windowRange } from "./layout.js";
-import { barrierMarks, branchMarks } from "./publication.js";
+import { barrierMarks, branchMarks, spanCounts } from "./publication.js";
 import { STOP_LABELS, barrierStopped, stopKind } from "./stopping.js";
 
 /** @typedef {import("./layout.js").Row} Row */
@@ -153,12 +153,13 @@ function signature(row, selected, run) {
       const c = b.counts;
       const marks = barrierMarks(run, row.id);
       const pub = marks ? `${marks.state}|${marks.reason}|${marks.counts.map((n) => `${n.kind}${n.n}`).join(",")}` : "";
-      return `b|${row.id}|${row.depth}|${b.outcome}|${pub}|${c.queued},${c.running},${c.fulfilled},${c.rejected}|${row.collapsed}|${row.matched}|${b.checkpointRevision}|${b.checkpointFailed}|${b.cancelReason}|${b.interrupted}|${barrierStopped(run, b)}|${selected}`;
+      // The label too: a trace's run rebuilt from later spans may name its parent anew.
+      return `b|${row.id}|${barrierLabelOf(run, row.id)}|${row.depth}|${b.outcome}|${pub}|${c.queued},${c.running},${c.fulfilled},${c.rejected}|${row.collapsed}|${row.matched}|${b.checkpointRevision}|${b.checkpointFailed}|${b.cancelReason}|${b.interrupted}|${barrierStopped(run, b)}|${selected}`;
     }
     case "branch": {
       const inv = row.inv;
       const marks = branchMarks(run, row.path);
-      return `p|${marks ? `${marks.state}|${marks.reason}` : ""}|${row.path}|${row.depth}|${inv.status}|${inv.started}|${inv.startedSeq}|${inv.finished}|${inv.cancelled}|${inv.lostRights}|${inv.cancelTold}|${inv.hasDirectResult}|${inv.barriers.length}|${inv.interrupted}|${selected}`;
+      return `p|${marks ? `${marks.state}|${marks.reason}` : ""}|${row.path}|${inv.key}|${inv.step}|${row.depth}|${inv.status}|${inv.started}|${inv.startedSeq}|${inv.finished}|${inv.cancelled}|${inv.lostRights}|${inv.cancelTold}|${inv.hasDirectResult}|${inv.barriers.length}|${inv.interrupted}|${selected}`;
     }
     case "activity": {
       const a = row.item;
@@ -183,19 +184,24 @@ function fillRow(slot, row, selected, run) {
   switch (row.kind) {
     case "root": {
       el.className = `pf-row pf-root pf-status-${row.status}${selected ? " pf-selected" : ""}`;
-      el.title = "The turn: canonical state, top-level model and tool calls";
+      // A trace's turn is its root span: no cursor, no canonical state.
+      const spans = fromSpans(run);
+      el.title = spans ? "The turn: the trace's root span, its model and tool calls (inferred from spans)"
+        : "The turn: canonical state, top-level model and tool calls";
       append(tree,
         h("span", "pf-twisty-space"),
         h("span", `pf-dot pf-dot-${row.status}`),
         h("span", "pf-row-key", row.flow || "turn"),
-        h("span", "pf-row-step", row.step ? `cursor ${row.step}` : ""),
+        h("span", "pf-row-step", row.step ? `${spans ? "root span" : "cursor"} ${row.step}` : ""),
         h("span", "pf-row-path", "turn"));
       slot.lane.classList.add("pf-lane-root");
       break;
     }
     case "barrier": {
       const b = row.barrier;
-      const marks = barrierMarks(run, row.id);
+      // A barrier inferred from spans publishes nothing and has no policy of its own.
+      const spans = fromSpans(run);
+      const marks = spans ? null : barrierMarks(run, row.id);
       const state = marks ? marks.state : "pending";
       el.className = `pf-row pf-barrier pf-outcome-${b.outcome} pf-pub-${state}${b.interrupted ? " pf-interrupted" : ""}${selected ? " pf-selected" : ""}`;
       el.dataset.barrier = row.id;
@@ -207,7 +213,7 @@ function fillRow(slot, row, selected, run) {
       twisty.setAttribute("aria-label", row.collapsed ? "Expand" : "Collapse");
       twisty.tabIndex = -1;
       const counts = h("span", "pf-counts");
-      for (const n of marks ? marks.counts : []) {
+      for (const n of marks ? marks.counts : spans ? spanCounts(run, row.id) : []) {
         const count = h("span", `pf-count pf-count-${n.kind}`, `${n.symbol} ${n.n}`);
         count.title = n.title;
         counts.appendChild(count);
@@ -216,14 +222,16 @@ function fillRow(slot, row, selected, run) {
       if (joinBadge && marks) joinBadge.title = marks.badge.title;
       // Every LangGraph superstep is atomic: its chip would only crowd out the label.
       const superstep = fromLangGraph(run);
-      el.title = superstep
+      el.title = spans
+        ? `barrier ${row.id}: ${barrierLabelOf(run, row.id)}, ${b.branches.length} ${b.branches.length === 1 ? "span" : "spans"}, inferred from span times`
+        : superstep
         ? `barrier ${row.id}: ${barrierLabelOf(run, row.id)}, ${b.branches.length} ${b.branches.length === 1 ? "task" : "tasks"}, atomic`
         : `barrier ${row.id}: ${b.branches.length} ${b.branches.length === 1 ? "branch" : "branches"}, ${b.policy}, forked by ${b.callerStep}`;
       append(tree,
         twisty,
         h("span", "pf-fork-icon"),
         h("span", "pf-row-key pf-barrier-label", barrierLabelOf(run, row.id)),
-        superstep ? null : h("span", `pf-chip pf-chip-${b.policy}`, b.policy === "retain-successes" ? "retain" : b.policy),
+        superstep || spans ? null : h("span", `pf-chip pf-chip-${b.policy}`, b.policy === "retain-successes" ? "retain" : b.policy),
         b.checkpoint !== "none" ? h("span", "pf-chip", b.checkpointFailed ? "checkpoint failed" : b.checkpointRevision !== null ? `checkpoint r${b.checkpointRevision}` : "root-join") : null,
         b.maxConcurrency !== null ? h("span", "pf-chip", `≤${b.maxConcurrency}`) : null,
         b.cancelReason !== null ? h("span", "pf-chip pf-chip-cancel", "cancelled") : null,
@@ -235,7 +243,7 @@ function fillRow(slot, row, selected, run) {
     case "branch": {
       const inv = row.inv;
       const stopped = stopKind(inv);
-      const marks = branchMarks(run, row.path);
+      const marks = fromSpans(run) ? null : branchMarks(run, row.path);
       const state = marks ? marks.state : "pending";
       el.className = `pf-row pf-branch pf-status-${inv.status} pf-pub-${state}${inv.interrupted ? " pf-interrupted" : ""}${selected ? " pf-selected" : ""}`;
       el.title = `${inv.key || inv.step} (${inv.step}) · path ${inv.path} · ${inv.status}${inv.interrupted ? " when the run was interrupted" : ""}${stopped ? ` · ${STOP_LABELS[stopped].label}: ${STOP_LABELS[stopped].title}` : ""}${marks ? ` · ${marks.text}` : ""}`;

@@ -93,6 +93,9 @@ export function mountRunPage(root) {
     onMessage(message) {
       if (message.type === "run") store.set({ summary: mergeSummary(store.get().summary, message.run) });
       else if (message.type === "events" && Array.isArray(message.events)) store.applyBatch(message.events);
+      // The server replaced the run's events (a trace's run derived again from its spans):
+      // the page folds it anew from the batch that follows, from seq 0.
+      else if (message.type === "rebuilt") store.restart();
     },
     onState(state, info) {
       store.set({ conn: { state, ...info } });

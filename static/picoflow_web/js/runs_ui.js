@@ -413,7 +413,9 @@ function runRow(run) {
   // Where it ran: runs shipped from another process name it (host and pid).
   if (run.origin && run.origin.kind === "remote") {
     const origin = h("span", "pf-origin pf-muted", `remote · ${run.origin.label ?? "unknown"}`);
-    origin.title = "Shipped from another process to /api/ingest";
+    origin.title = run.origin.source === "OpenTelemetry"
+      ? "Sent by another process as OpenTelemetry spans (POST /v1/traces): its tree and timings are inferred from them"
+      : "Shipped from another process to /api/ingest";
     flowCell.append(h("br"), origin);
   } else if (run.origin && run.origin.kind === "worker") {
     const origin = h("span", "pf-origin pf-muted", run.origin.label ?? `worker ${run.origin.worker ?? ""}`.trim());

@@ -6,8 +6,9 @@
  * - `createStore`: get / set / subscribe (speedscope's atom idea). Any number of `set`s
  *   and `touch`es between two frames cause ONE call of each subscriber, in the next frame.
  * - `createRunStore`: a store whose state holds a run model; `applyBatch(events)` folds a
- *   live batch in incrementally, and `view()` is the model the page draws: the live one,
- *   or the replay cursor's fold moved to the pinned seq (`fold/undo.js`).
+ *   live batch in incrementally, `restart()` starts it over (the server replaced the
+ *   run's events), and `view()` is the model the page draws: the live one, or the replay
+ *   cursor's fold moved to the pinned seq (`fold/undo.js`).
  */
 
 import { applyEvents, createCursor, createRun, shareStrings } from "./fold.js";
@@ -120,6 +121,21 @@ export function createRunStore(options = {}) {
       const applied = applyEvents(state.run, events);
       store.set({ receivedAt: now(), received: state.received + events.length });
       return applied;
+    },
+    /**
+     * Start the run over: its record was replaced on the server (a trace's run derived
+     * again from its spans, `{"type": "rebuilt"}` on the socket) and its events follow
+     * from seq 0. The selection, collapsed rows and zoom stay; a pinned seq goes, since it
+     * named an event of the old record.
+     */
+    restart() {
+      cursor = null;
+      cursorOf = null;
+      strings.clear();
+      const run = createRun();
+      // The page's caches key on the version: the new fold's count goes on from the old.
+      run.version = store.get().run.version + 1;
+      store.set({ run, seq: null, receivedAt: now(), received: 0 });
     },
     /**
      * The model to draw: live, or stopped at the pinned seq. A pinned view is one fold

@@ -1,0 +1,382 @@
+"""An OpenTelemetry trace's spans as one run's events (pure: no database).
+
+One trace is one run, its id the trace id. The root span (no parent, or a parent in another
+process that is not in the trace) is the turn. Every span is an invocation: the children
+of a span are read in start order, and children whose times overlap form an inferred
+barrier — forked at the first one's start, each of them a branch (keyed by its name,
+``name:index`` when the name repeats in the barrier), joined at the last one's end —
+while a child that overlaps no sibling stays sequential (``step.entered`` /
+``step.exited`` in its parent's invocation). GenAI spans (``gen_ai.operation.name``
+chat, text_completion, embeddings; OpenInference ``LLM``) are model calls, tool spans
+(``execute_tool``; OpenInference ``TOOL``) tool calls, each also a branch when they
+overlap a sibling. Status ERROR or an
+``exception`` span event rejects a branch, fails a model or tool call, and fails the turn
+when the root has it. A span of our own export that stands for a barrier (its
+``picoflow.barrier.id``) makes its children that barrier's branches even when they ran one
+at a time, keyed by their ``picoflow.branch.key``, so an exported run comes back as the
+same barrier tree.
+
+Spans carry no state: the barriers publish nothing, and the run's state is empty.
+
+Events are stamped with the spans' own times and ordered by them; ties keep the tree's
+order (a fork before its branches, a branch's end before its join), so the list folds
+without anomalies even when a child's clock says it began before its parent (the child
+is moved to its parent's start) or ended after it (the parent is stretched). The list is
+a function of the spans alone: the same spans always give the same events, which is what
+lets a trace assembled from many requests append only what its new spans add.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from runtime import events as ev
+
+FLOW_PREFIX = "OpenTelemetry:"
+UNKNOWN_SERVICE = "unknown_service"
+MODEL_OPERATIONS = frozenset({"chat", "text_completion", "embeddings", "generate_content"})
+BARRIER_ATTRIBUTE = "picoflow.barrier.id"
+"""Marks a span our own export made for a barrier."""
+PENDING_ROOT = "(root span not received yet)"
+"""The turn's step while a trace's root span has not arrived."""
+STATUS_ERROR = 2
+"""OTLP's ``STATUS_CODE_ERROR``."""
+
+
+@dataclass
+class Span:
+    """One span, as stored (:class:`~picoflow_web.models.TraceSpan`)."""
+
+    span_id: str
+    parent_span_id: str
+    name: str
+    start: int
+    """Unix nanoseconds."""
+    end: int
+    status_code: int = 0
+    status_message: str = ""
+    kind: int = 0
+    attributes: dict[str, Any] = field(default_factory=dict)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    """``{"name", "time" (ns), "attributes"}``."""
+    resource: dict[str, Any] = field(default_factory=dict)
+    remote_parent: bool = False
+    """Its parent is another process's span (OTLP's span flags say so): the root of what
+    this trace holds, unless that parent arrives too."""
+
+    @property
+    def rooted(self) -> bool:
+        """Whether it is a root: no parent, or a parent in another process."""
+        return not self.parent_span_id or self.remote_parent
+
+
+@dataclass(eq=False)
+class _Node:
+    span: Span
+    children: list[_Node] = field(default_factory=list)
+    start: int = 0
+    end: int = 0
+    path: str = ""
+    step: str = ""
+    branch: tuple[str, int, str] | None = None
+    """(barrier, index, key) when the span is a branch."""
+
+
+def service_of(spans: list[Span]) -> str:
+    for span in spans:
+        name = span.resource.get("service.name")
+        if isinstance(name, str) and name:
+            return name
+    return UNKNOWN_SERVICE
+
+
+def kind_of(span: Span) -> str:
+    """``model``, ``tool`` or ``span``."""
+    attrs = span.attributes
+    operation = attrs.get("gen_ai.operation.name")
+    openinference = str(attrs.get("openinference.span.kind", "")).upper()
+    if operation in MODEL_OPERATIONS or openinference in ("LLM", "EMBEDDING"):
+        return "model"
+    if operation == "execute_tool" or openinference == "TOOL":
+        return "tool"
+    return "span"
+
+
+def failure(span: Span) -> ev.ErrorInfo | None:
+    """The span's error: status ERROR, or an ``exception`` event."""
+    raised = next((e for e in span.events if e.get("name") == "exception"), None)
+    if span.status_code != STATUS_ERROR and raised is None:
+        return None
+    attrs = (raised or {}).get("attributes") or {}
+    message = str(attrs.get("exception.message") or span.status_message or "span failed")
+    return ev.ErrorInfo(type=str(attrs.get("exception.type") or "SpanError"),
+                        code="span_error", message=ev.safe_text(message), extra={})
+
+
+def tree(spans: list[Span]) -> tuple[_Node, list[_Node]]:
+    """The root and every node. With no true root (it has not arrived yet), a stand-in
+    (:data:`PENDING_ROOT`) spans the others, the spans whose parent is missing its
+    children."""
+    nodes = {s.span_id: _Node(s) for s in spans}
+    roots = sorted((n for n in nodes.values() if not n.span.parent_span_id or (
+        n.span.remote_parent and n.span.parent_span_id not in nodes)),
+        key=lambda n: (n.span.start, n.span.span_id))
+    if roots:
+        root = roots[0]
+    else:
+        root = _Node(Span(span_id="", parent_span_id="", name=PENDING_ROOT,
+                          start=min(s.start for s in spans), end=max(s.end for s in spans)))
+    for node in nodes.values():
+        if node is not root:
+            parent = nodes.get(node.span.parent_span_id)
+            (parent if parent is not None else root).children.append(node)
+    _times(root, None)
+    return root, list(nodes.values())
+
+
+def _times(node: _Node, parent: _Node | None) -> None:
+    """Effective times: a child never begins before its parent; a parent lasts until its
+    last child ends."""
+    node.start = node.span.start if parent is None else max(node.span.start, parent.start)
+    node.end = max(node.span.end, node.start)
+    node.children.sort(key=lambda n: (n.span.start, n.span.span_id))
+    for child in node.children:
+        _times(child, node)
+        node.end = max(node.end, child.end)
+
+
+def clusters(children: list[_Node]) -> list[list[_Node]]:
+    """Children (in start order) grouped where their times overlap."""
+    out: list[list[_Node]] = []
+    reach = None
+    for child in children:
+        if out and reach is not None and child.start < reach:
+            out[-1].append(child)
+            reach = max(reach, child.end)
+        else:
+            out.append([child])
+            reach = child.end
+    return out
+
+
+class _Emitter:
+    def __init__(self, run_id: str, session_id: str, origin: int) -> None:
+        self.run_id, self.session_id, self.origin = run_id, session_id, origin
+        self.items: list[tuple[int, int, type[ev.EventBase], str, dict[str, Any]]] = []
+        self.calls = 0
+        self.barriers: dict[str, int] = {}
+
+    def at(self, ns: int, cls: type[ev.EventBase], path: str, **fields: Any) -> None:
+        self.items.append((ns, len(self.items), cls, path, fields))
+
+    def events(self) -> list[ev.EventBase]:
+        out = []
+        for seq, (ns, _, cls, path, fields) in enumerate(sorted(
+                self.items, key=lambda item: (item[0], item[1]))):
+            offset = max(0, ns - self.origin) / 1e9
+            out.append(ev.build_strict(cls, {
+                "v": ev.SCHEMA_VERSION, "run_id": self.run_id, "session_id": self.session_id,
+                "seq": seq, "time": ns / 1e9, "offset": offset, "path": path, **fields,
+                "type": cls.model_fields["type"].default}))
+        return out
+
+
+def derive(run_id: str, session_id: str, spans: list[Span], *, ended: bool = True
+           ) -> list[ev.EventBase]:
+    """The run's events for ``spans`` (one trace's; at least one). ``ended``: whether the
+    root span has arrived (its end is the turn's end); else the turn stays open."""
+    root, _ = tree(spans)
+    out = _Emitter(run_id, session_id, root.start)
+    message = root.span.attributes.get("input.value")
+    out.at(root.start, ev.TurnStarted, "", flow=ev.safe_text(
+        FLOW_PREFIX + service_of(spans), 200),
+        message=ev.safe_text(message) if isinstance(message, str) else None)
+    out.at(root.start, ev.SessionLoaded, "", new_session=True, revision=0,
+           current_step=None, steps={}, context={},
+           tokens={"input_tokens": 0, "output_tokens": 0, "total_tokens": 0})
+    root.step = root.span.name
+    out.at(root.start, ev.StepEntered, "", step=root.step, level=1, how="start")
+    _content(out, root, level=1)
+    if not ended:
+        return out.events()
+    out.at(root.end, ev.StepExited, "", step=root.step)
+    error = failure(root.span)
+    if error is not None:
+        out.at(root.end, ev.TurnFailed, "", error=error)
+    else:
+        said = root.span.attributes.get("output.value")
+        out.at(root.end, ev.TurnFinished, "", success=True, completed=True,
+               message=ev.safe_text(said if isinstance(said, str) else ""),
+               content_type="text/plain")
+    return out.events()
+
+
+def _content(out: _Emitter, node: _Node, level: int) -> None:
+    """What happens inside ``node`` (its own call, then its children), at its path."""
+    kind = kind_of(node.span)
+    if kind == "model":
+        _model(out, node)
+    elif kind == "tool":
+        _tool(out, node)
+    for group in clusters(node.children):
+        if len(group) == 1:
+            _sequential(out, node, group[0], level)
+        else:
+            _barrier(out, node, group, level)
+
+
+def _sequential(out: _Emitter, parent: _Node, child: _Node, level: int) -> None:
+    child.path = parent.path
+    if BARRIER_ATTRIBUTE in child.span.attributes and child.children:
+        # A barrier our own export wrote (picoflow_web.data.otlp_export): its children
+        # are its branches, overlapping or not, forked in its caller's invocation.
+        child.step = parent.step
+        _barrier(out, child, child.children, level)
+        return
+    if kind_of(child.span) != "span":  # a call of its parent's invocation
+        child.step = parent.step
+        _content(out, child, level)
+        return
+    child.step = child.span.name
+    out.at(child.start, ev.StepEntered, child.path, step=child.step, level=level + 1,
+           how="child")
+    _content(out, child, level + 1)
+    out.at(child.end, ev.StepExited, child.path, step=child.step)
+
+
+def _barrier(out: _Emitter, parent: _Node, group: list[_Node], level: int) -> None:
+    caller = parent.path
+    ordinal = out.barriers.get(caller, 0)
+    out.barriers[caller] = ordinal + 1
+    barrier = f"{caller}/b{ordinal}" if caller else f"b{ordinal}"
+    names = [child.span.name for child in group]
+    request = ev.record_maker(ev.BranchRequest)
+    requests = []
+    for index, child in enumerate(group):
+        own = str(index) if ordinal == 0 else f"{ordinal}:{index}"
+        child.path = f"{caller}.{own}" if caller else own
+        attrs = child.span.attributes
+        child.step = str(attrs.get("picoflow.branch.step") or child.span.name)
+        key = str(attrs.get("picoflow.branch.key") or (
+            child.span.name if names.count(child.span.name) == 1
+            else f"{child.span.name}:{index}"))
+        child.branch = (barrier, index, key)
+        requests.append(request(index=index, path=child.path, step=child.step, key=key,
+                                params=None, user_message=None))
+    out.at(group[0].start, ev.BarrierForked, caller, barrier=barrier, caller_step=parent.step,
+           requests=requests, policy="retain-successes", checkpoint="none",
+           max_concurrency=None, branch_timeout=None, token_budget=None,
+           base=caller or "canonical")
+    rejected = []
+    for index, child in enumerate(group):
+        key = requests[index].key
+        out.at(child.start, ev.BranchStarted, child.path, barrier=barrier, index=index,
+               key=key, step=child.step)
+        _content(out, child, level)
+        error = failure(child.span)
+        if error is None:
+            said = child.span.attributes.get("output.value")
+            out.at(child.end, ev.BranchFulfilled, child.path, barrier=barrier, index=index,
+                   key=key, output=ev.safe_value(said) if said is not None else None)
+        else:
+            rejected.append({"index": index, "key": key, "reason": "rejected"})
+            out.at(child.end, ev.BranchRejected, child.path, barrier=barrier, index=index,
+                   key=key, error=error, cancelled=False, started=True)
+    out.at(max(child.end for child in group), ev.JoinPublished, caller, barrier=barrier,
+           target="caller-scope" if caller else "canonical", fields=[], discarded=rejected)
+
+
+# -- model and tool calls -----------------------------------------------------------------
+
+
+def _messages(attrs: Mapping[str, Any], side: str) -> list[dict[str, Any]]:
+    """A GenAI span's prompt (``side`` input) or output messages, in whichever convention
+    it carries them: ``gen_ai.{input,output}.messages`` (JSON), OpenLLMetry's
+    ``gen_ai.prompt.N.*`` / ``gen_ai.completion.N.*``, OpenInference's
+    ``llm.{input,output}_messages.N.message.*``."""
+    whole = attrs.get(f"gen_ai.{side}.messages")
+    if isinstance(whole, str):
+        try:
+            parsed = json.loads(whole)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, list):
+            return [m if isinstance(m, dict) else {"content": m} for m in parsed]
+    prefixes = ((f"gen_ai.{'prompt' if side == 'input' else 'completion'}.", ""),
+                (f"llm.{side}_messages.", "message."))
+    for prefix, inner in prefixes:
+        found: dict[int, dict[str, Any]] = {}
+        for name, value in attrs.items():
+            if not name.startswith(prefix):
+                continue
+            number, _, rest = name[len(prefix):].partition(".")
+            if number.isdigit() and rest.startswith(inner) and rest[len(inner):]:
+                found.setdefault(int(number), {})[rest[len(inner):]] = value
+        if found:
+            return [found[n] for n in sorted(found)]
+    return []
+
+
+def _tokens(attrs: Mapping[str, Any], *names: str) -> int:
+    for name in names:
+        value = attrs.get(name)
+        if isinstance(value, int | float) and not isinstance(value, bool) \
+                and 0 <= value < 2**53:
+            return int(value)
+    return 0
+
+
+def _model(out: _Emitter, node: _Node) -> None:
+    attrs = node.span.attributes
+    out.calls += 1
+    call = out.calls
+    name = (attrs.get("gen_ai.response.model") or attrs.get("gen_ai.request.model")
+            or attrs.get("llm.model_name") or node.span.name)
+    provider = (attrs.get("gen_ai.provider.name") or attrs.get("gen_ai.system")
+                or attrs.get("llm.provider") or "opentelemetry")
+    out.at(node.start, ev.ModelStarted, node.path, step=node.step, call=call, attempt=1,
+           model={"provider": str(provider), "name": str(name), "params": {}},
+           messages=ev.safe_list(_messages(attrs, "input")), tools=[])
+    latency = (node.span.end - node.span.start) / 1e9
+    error = failure(node.span)
+    if error is not None:
+        out.at(node.end, ev.ModelFailed, node.path, step=node.step, call=call, attempt=1,
+               latency=max(0.0, latency), error=error, retrying=False)
+        return
+    tokens_in = _tokens(attrs, "gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens",
+                        "llm.token_count.prompt")
+    tokens_out = _tokens(attrs, "gen_ai.usage.output_tokens",
+                         "gen_ai.usage.completion_tokens", "llm.token_count.completion")
+    output = _messages(attrs, "output")
+    reasons = attrs.get("gen_ai.response.finish_reasons")
+    reason = reasons[0] if isinstance(reasons, list) and reasons else "stop"
+    content: Any = output[0].get("content") if len(output) == 1 else (output or None)
+    out.at(node.end, ev.ModelFinished, node.path, step=node.step, call=call, attempt=1,
+           latency=max(0.0, latency), content=ev.safe_value(content), tool_calls=[],
+           input_tokens=tokens_in, output_tokens=tokens_out,
+           total_tokens=_tokens(attrs, "gen_ai.usage.total_tokens",
+                                "llm.token_count.total") or tokens_in + tokens_out,
+           finish_reason=str(reason), accepted=True)
+
+
+def _tool(out: _Emitter, node: _Node) -> None:
+    attrs = node.span.attributes
+    name = str(attrs.get("gen_ai.tool.name") or attrs.get("tool.name") or node.span.name)
+    call_id = str(attrs.get("gen_ai.tool.call.id") or node.span.span_id)
+    args = attrs.get("gen_ai.tool.call.arguments", attrs.get("tool.parameters",
+                                                             attrs.get("input.value")))
+    out.at(node.start, ev.ToolStarted, node.path, step=node.step, name=name,
+           call_id=call_id, args=ev.safe_value(args))
+    error = failure(node.span)
+    result = attrs.get("gen_ai.tool.call.result", attrs.get("output.value"))
+    out.at(node.end, ev.ToolFinished, node.path, step=node.step, name=name, call_id=call_id,
+           status="error" if error is not None else "success",
+           result=ev.safe_value(error.message if error is not None else result),
+           transition=None, outcome="handled")
+
+
+__all__ = ["FLOW_PREFIX", "PENDING_ROOT", "UNKNOWN_SERVICE", "Span", "clusters", "derive",
+           "failure", "kind_of", "service_of", "tree"]
