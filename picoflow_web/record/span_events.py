@@ -13,8 +13,11 @@ overlap a sibling. Status ERROR or an
 ``exception`` span event rejects a branch, fails a model or tool call, and fails the turn
 when the root has it. A span of our own export that stands for a barrier (its
 ``picoflow.barrier.id``) makes its children that barrier's branches even when they ran one
-at a time, keyed by their ``picoflow.branch.key``, so an exported run comes back as the
-same barrier tree.
+at a time, keyed by their ``picoflow.branch.key`` and in their ``picoflow.branch.index``
+order, so an exported run comes back as the same barrier tree; what else that export
+says is read back too: a branch that never started (``picoflow.branch.started`` false)
+or was cancelled, a branch or barrier its run left open (``picoflow.unfinished``), an
+invalidated join, a root-join checkpoint, a cancelled or interrupted turn.
 
 Spans carry no state: the barriers publish nothing, and the run's state is empty.
 
@@ -40,10 +43,22 @@ UNKNOWN_SERVICE = "unknown_service"
 MODEL_OPERATIONS = frozenset({"chat", "text_completion", "embeddings", "generate_content"})
 BARRIER_ATTRIBUTE = "picoflow.barrier.id"
 """Marks a span our own export made for a barrier."""
+UNFINISHED = "picoflow.unfinished"
+"""Marks a span of our own export that its run left open (its end is the record's)."""
 PENDING_ROOT = "(root span not received yet)"
 """The turn's step while a trace's root span has not arrived."""
 STATUS_ERROR = 2
 """OTLP's ``STATUS_CODE_ERROR``."""
+
+
+def shown_attributes(attributes: dict[str, Any]) -> dict[str, Any] | None:
+    """A span's own attributes as its branch's params, for the inspector (stored redacted);
+    the ``picoflow.*`` ones our export writes are structure, read back as the tree."""
+    # Each cut like every value an event carries (a span may hold whole prompts), so one
+    # long attribute does not hide the others.
+    shown = {name: ev.safe_value(value) for name, value in attributes.items()
+             if not name.startswith("picoflow.")}
+    return shown or None
 
 
 @dataclass
@@ -202,6 +217,13 @@ def derive(run_id: str, session_id: str, spans: list[Span], *, ended: bool = Tru
     _content(out, root, level=1)
     if not ended:
         return out.events()
+    status = root.span.attributes.get("picoflow.turn.status")
+    if status == "interrupted":
+        _interrupted(out, root)
+        return out.events()
+    if status == "cancelled":
+        _cancelled(out, root)
+        return out.events()
     out.at(root.end, ev.StepExited, "", step=root.step)
     error = failure(root.span)
     if error is not None:
@@ -212,6 +234,30 @@ def derive(run_id: str, session_id: str, spans: list[Span], *, ended: bool = Tru
                message=ev.safe_text(said if isinstance(said, str) else ""),
                content_type="text/plain")
     return out.events()
+
+
+def _interrupted(out: _Emitter, root: _Node) -> None:
+    """Our own export of an interrupted run: the turn ends as it did, silent since the
+    last span that ended on its own."""
+    reason = root.span.status_message.removeprefix("interrupted: ") or "interrupted"
+    last = root.start
+    pending = [root]
+    while pending:
+        node = pending.pop()
+        pending.extend(node.children)
+        last = max(last, node.start if node.span.attributes.get(UNFINISHED) else node.end)
+    out.at(root.end, ev.RunInterrupted, "", reason=ev.safe_text(reason),
+           silent_for=max(0, root.end - last) / 1e9)
+
+
+def _cancelled(out: _Emitter, root: _Node) -> None:
+    """Our own export of a cancelled turn: who stopped it and why (its span event)."""
+    said = next((e.get("attributes") or {} for e in root.span.events
+                 if e.get("name") == "turn.cancelled"), {})
+    revision = said.get("revision")
+    out.at(root.end, ev.TurnCancelled, "", reason=ev.safe_text(str(said.get("reason", ""))),
+           requested_by=str(said.get("requested_by") or "") or None,
+           revision=revision if isinstance(revision, int) else 0)
 
 
 def _content(out: _Emitter, node: _Node, level: int) -> None:
@@ -234,7 +280,7 @@ def _sequential(out: _Emitter, parent: _Node, child: _Node, level: int) -> None:
         # A barrier our own export wrote (picoflow_web.data.otlp_export): its children
         # are its branches, overlapping or not, forked in its caller's invocation.
         child.step = parent.step
-        _barrier(out, child, child.children, level)
+        _barrier(out, child, sorted(child.children, key=_request_order), level)
         return
     if kind_of(child.span) != "span":  # a call of its parent's invocation
         child.step = parent.step
@@ -245,6 +291,12 @@ def _sequential(out: _Emitter, parent: _Node, child: _Node, level: int) -> None:
            how="child")
     _content(out, child, level + 1)
     out.at(child.end, ev.StepExited, child.path, step=child.step)
+
+
+def _request_order(node: _Node) -> tuple[int, int, str]:
+    """A branch of our own export: where its fork requested it (when it started varies)."""
+    index = node.span.attributes.get("picoflow.branch.index")
+    return (index if isinstance(index, int) else 2**53, node.span.start, node.span.span_id)
 
 
 def _barrier(out: _Emitter, parent: _Node, group: list[_Node], level: int) -> None:
@@ -265,18 +317,24 @@ def _barrier(out: _Emitter, parent: _Node, group: list[_Node], level: int) -> No
             else f"{child.span.name}:{index}"))
         child.branch = (barrier, index, key)
         requests.append(request(index=index, path=child.path, step=child.step, key=key,
-                                params=None, user_message=None))
-    out.at(group[0].start, ev.BarrierForked, caller, barrier=barrier, caller_step=parent.step,
+                                params=shown_attributes(attrs), user_message=None))
+    out.at(min(child.start for child in group), ev.BarrierForked, caller, barrier=barrier,
+           caller_step=parent.step,
            requests=requests, policy="retain-successes", checkpoint="none",
            max_concurrency=None, branch_timeout=None, token_budget=None,
            base=caller or "canonical")
     rejected = []
     for index, child in enumerate(group):
         key = requests[index].key
-        out.at(child.start, ev.BranchStarted, child.path, barrier=barrier, index=index,
-               key=key, step=child.step)
-        _content(out, child, level)
+        attrs = child.span.attributes
+        started = attrs.get("picoflow.branch.started") is not False
+        if started:
+            out.at(child.start, ev.BranchStarted, child.path, barrier=barrier, index=index,
+                   key=key, step=child.step)
+            _content(out, child, level)
         error = failure(child.span)
+        if error is None and attrs.get(UNFINISHED):
+            continue  # still running when its run's record ends
         if error is None:
             said = child.span.attributes.get("output.value")
             out.at(child.end, ev.BranchFulfilled, child.path, barrier=barrier, index=index,
@@ -284,9 +342,53 @@ def _barrier(out: _Emitter, parent: _Node, group: list[_Node], level: int) -> No
         else:
             rejected.append({"index": index, "key": key, "reason": "rejected"})
             out.at(child.end, ev.BranchRejected, child.path, barrier=barrier, index=index,
-                   key=key, error=error, cancelled=False, started=True)
-    out.at(max(child.end for child in group), ev.JoinPublished, caller, barrier=barrier,
+                   key=key, error=error, started=started,
+                   cancelled=attrs.get("picoflow.branch.status") == "cancelled")
+    joined = max(child.end for child in group)
+    if BARRIER_ATTRIBUTE in parent.span.attributes:  # our own export's barrier
+        if parent.span.attributes.get(UNFINISHED):
+            return  # its run's record ends before it joined
+        if parent.span.attributes.get("picoflow.barrier.outcome") == "invalidated":
+            out.at(max(joined, parent.end), ev.JoinInvalidated, caller, barrier=barrier,
+                   **_invalidation(parent.span))
+            return
+    out.at(joined, ev.JoinPublished, caller, barrier=barrier,
            target="caller-scope" if caller else "canonical", fields=[], discarded=rejected)
+    if BARRIER_ATTRIBUTE in parent.span.attributes:
+        _checkpoint(out, parent, barrier, joined)
+
+
+def _checkpoint(out: _Emitter, node: _Node, barrier: str, joined: int) -> None:
+    """The root-join checkpoint our own export's barrier span tells of (a span event)."""
+    for event in node.span.events:
+        attrs = event.get("attributes") or {}
+        at = max(joined, int(event.get("time") or 0))
+        if event.get("name") == "checkpoint.failed":
+            kind, _, message = str(attrs.get("error") or "").partition(": ")
+            out.at(at, ev.CheckpointFailed, node.path, barrier=barrier, error=ev.ErrorInfo(
+                type=kind or "SpanError", code="checkpoint_failed",
+                message=ev.safe_text(message or kind), extra={}))
+        elif event.get("name") == "checkpoint.saved" and isinstance(
+                attrs.get("revision"), int):
+            out.at(at, ev.CheckpointSaved, node.path, barrier=barrier,
+                   revision=attrs["revision"])
+
+
+def _invalidation(span: Span) -> dict[str, Any]:
+    """The error and provenance of a join our own export says was invalidated."""
+    kind, _, message = span.status_message.partition(": ")
+    code = span.attributes.get("picoflow.barrier.error_code")
+    provenance: Any = []
+    for event in span.events:
+        if event.get("name") == "join.invalidated":
+            try:
+                provenance = json.loads(str((event.get("attributes") or {}).get("provenance")))
+            except ValueError:
+                provenance = []
+    return {"error": ev.ErrorInfo(type=kind or "SpanError", code=str(code or "span_error"),
+                                  message=ev.safe_text(message or span.status_message),
+                                  extra={}),
+            "provenance": ev.safe_list(provenance if isinstance(provenance, list) else [])}
 
 
 # -- model and tool calls -----------------------------------------------------------------

@@ -125,6 +125,9 @@ async def test_an_otel_run_reads_in_span_words(page: Any,
     assert await page.locator("#pf-inspector .pf-published").count() == 0
     assert await page.locator("#pf-inspector .pf-tool-call").count() >= 1
     assert "3 flights from 212 EUR" in inspector, inspector
+    # The span's own attributes, as the dashboard stored them.
+    assert "Span attributes" in inspector and "gen_ai.tool.call.id" in inspector, inspector
+    assert "call_1" in inspector, inspector
     await shot(page, "otel-branch")
 
     # The barrier: inferred, six fulfilled, no publication section.

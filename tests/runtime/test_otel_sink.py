@@ -150,6 +150,26 @@ async def test_a_conflict_and_a_rejected_branch_are_errors_with_their_events() -
                for b in branches.values())
 
 
+def test_a_branch_cancelled_before_it_started_is_a_zero_length_span_that_never_ran() -> None:
+    exporter = InMemorySpanExporter()
+    sink = OtelSink(SimpleSpanProcessor(exporter))
+    for line in (ROOT / "tests" / "golden" / "cancellation.jsonl").read_text().splitlines():
+        sink.receive(parse_event(line))
+    sink.flush()
+    sink.close()
+    spans = {s.name: s for s in exporter.get_finished_spans()}
+    barrier = spans["barrier b0"]
+    for name in ("branch south", "branch east"):
+        never = spans[name]
+        assert never.start_time == never.end_time
+        assert parent_of(never) == barrier.context.span_id
+        assert never.status.status_code == StatusCode.ERROR
+        assert attrs(never)["picoflow.branch.started"] is False
+        assert attrs(never)["picoflow.branch.step"] == attrs(spans["branch north"])[
+            "picoflow.branch.step"]
+    assert "picoflow.branch.started" not in attrs(spans["branch legacy"])
+
+
 class GatedProcessor(SpanProcessor):
     """Holds the sink's thread at the first span it ends until the test opens the gate."""
 

@@ -27,7 +27,7 @@ from picoflow_web.data.eventlog import read_texts
 from picoflow_web.data.redact import MARKER
 from picoflow_web.live.groups import run_group
 from picoflow_web.models import ApiToken, EventRecord, Run
-from picoflow_web.record import ingest, interruption
+from picoflow_web.record import ingest, interruption, watchdog
 from runtime import (
     Flow,
     FlowEngine,
@@ -423,7 +423,11 @@ async def test_a_silent_remote_run_is_interrupted_and_refuses_what_comes_later()
 
 
 @override_settings(PICOFLOW_REMOTE_TIMEOUT=30.0)
-async def test_a_heartbeat_keeps_a_quiet_remote_run_running() -> None:
+async def test_a_heartbeat_keeps_a_quiet_remote_run_running(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # This test decides when a round runs: the watchdog an ingest request starts would run
+    # one of its own between the silence and the heartbeat, whenever its timer says.
+    monkeypatch.setattr(watchdog, "ensure", lambda: None)
     lines = await recorded_turn()
     token, client = await ingest_token(), AsyncClient()
     await post(client, token, body_of(lines[:12]))

@@ -145,27 +145,54 @@ def test_a_barrier_span_of_our_own_export_forks_its_children_even_one_at_a_time(
     assert [e.step for e in events if e.type == "step.entered"] == ["turn"]  # type: ignore[attr-defined]
 
 
-@pytest.mark.parametrize("golden", ["nested_fanout", "atomic_failure", "conflict", "checkpoints"])
-def test_our_own_export_comes_back_as_the_same_barrier_tree(golden: str) -> None:
+def golden_runs_with_a_barrier() -> list[tuple[str, str]]:
+    """(golden, run id) of every golden run that forks a barrier."""
+    found = []
+    for path in sorted(GOLDEN.glob("*.jsonl")):
+        lines = [json.loads(line) for line in path.read_text().splitlines()]
+        found += list(dict.fromkeys((path.stem, line["run_id"]) for line in lines
+                                    if line["type"] == "barrier.forked"))
+    return found
+
+
+def barrier_tree(model: Any) -> tuple[str, dict[str, Any]]:
+    """The run's status and its barriers by caller path: each barrier's outcome and its
+    branches (key, step, status, cancelled, never started, interrupted) in request order."""
+    def branch(path: str) -> tuple[Any, ...]:
+        inv = model.invocations[path]
+        return (inv.key, inv.step, inv.status, inv.cancelled, inv.started is None,
+                inv.interrupted)
+
+    return model.status, {
+        barrier_id: (barrier.caller, barrier.outcome, [branch(p) for p in barrier.branches])
+        for barrier_id, barrier in model.barriers.items()}
+
+
+@pytest.mark.parametrize(("golden", "run_id"), golden_runs_with_a_barrier())
+def test_our_own_export_comes_back_as_the_same_barrier_tree(golden: str, run_id: str) -> None:
     """A recorded run exported as OTLP (picoflow_web.data.otlp_export) and derived back from
-    its spans: the same barriers, with the same branches in the same order."""
+    its spans: the same barriers, with the same branches in the same order and outcomes —
+    branches cancelled before they started, joins invalidated, a failed checkpoint, a
+    cancelled or interrupted turn included."""
     from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
     from picoflow_web.data import otlp_export
     from picoflow_web.http.otlp_receiver import received_of
 
-    lines = [json.loads(line) for line in (GOLDEN / f"{golden}.jsonl").read_text().splitlines()]
+    lines = [line for line in map(json.loads, (GOLDEN / f"{golden}.jsonl").read_text()
+                                  .splitlines()) if line["run_id"] == run_id]
     message = trace_service_pb2.ExportTraceServiceRequest()
     message.ParseFromString(otlp_export.to_protobuf(lines))
     ((_, spans),) = received_of(message).spans.items()
     _, back = folded(spans)
     original = fold([parse_event(line) for line in lines])
+    assert barrier_tree(back) == barrier_tree(original)
+    assert barrier_tree(original)[1] != {}
 
-    def tree_of(model: Any) -> dict[str, list[str]]:
-        return {barrier_id: [model.invocations[path].key for path in barrier.branches]
-                for barrier_id, barrier in model.barriers.items()}
 
-    assert tree_of(back) == tree_of(original) != {}
+def test_the_golden_runs_with_a_barrier_include_cancelled_and_interrupted_ones() -> None:
+    assert {golden for golden, _ in golden_runs_with_a_barrier()} >= {
+        "ab_timing", "cancellation", "cancelled", "interrupted", "nested_fanout"}
 
 
 def test_a_span_whose_parent_is_in_another_process_is_the_root() -> None:
@@ -175,3 +202,21 @@ def test_a_span_whose_parent_is_in_another_process_is_the_root() -> None:
     assert root.span.name == "agent"
     _, model = folded(spans)
     assert model.status == "finished" and list(model.barriers) == ["b0"]
+
+
+def test_a_branch_s_span_attributes_are_its_params_for_the_inspector() -> None:
+    spans = fan_out()
+    spans[1].attributes["query"] = "x" * 100_000  # a prompt-sized value is cut, as events are
+    events, model = folded(spans)
+    forked = next(e for e in events if e.type == "barrier.forked")
+    params = forked.requests[0].params  # type: ignore[attr-defined]
+    assert params["gen_ai.tool.name"] == "search"
+    assert params["query"] != "x" * 100_000 and "x" * 100 in json.dumps(params["query"])
+    # The structure our own export writes is the tree, not an attribute to show.
+    exported = [span("1", "", "agent", 0, 100),
+                span("2", "1", "b0", 10, 60, attributes={"picoflow.barrier.id": "b0"}),
+                span("3", "2", "step", 10, 50, attributes={
+                    "picoflow.branch.key": "k", "picoflow.branch.index": 0, "city": "Lisbon"})]
+    events, model = folded(exported)
+    (request,) = next(e for e in events if e.type == "barrier.forked").requests  # type: ignore[attr-defined]
+    assert request.params == {"city": "Lisbon"}

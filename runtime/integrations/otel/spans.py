@@ -8,10 +8,13 @@ which span opens and which span is complete after each. The live sink
 
 One span per turn (the root), barrier, branch, model call attempt and tool call, nested as
 the run nested them: a branch under its barrier (overlapping branches are overlapping
-spans), a barrier under the tool call that forked it (or its caller's invocation), model
-and tool calls under their invocation. Model calls follow the OpenTelemetry GenAI semantic
-conventions (``gen_ai.*``, with the prompt and the answer as ``gen_ai.input.messages`` and
-``gen_ai.output.messages``); the fork/join facts are ``picoflow.*`` attributes.
+spans; a branch its barrier rejected before it started is a zero-length span at the
+rejection, marked ``picoflow.branch.started`` false, so the barrier keeps every branch
+it was asked for), a barrier under the tool call that forked it (or its caller's
+invocation), model and tool calls under their invocation. Model calls follow the
+OpenTelemetry GenAI semantic conventions (``gen_ai.*``, with the prompt and the answer as
+``gen_ai.input.messages`` and ``gen_ai.output.messages``); the fork/join facts are
+``picoflow.*`` attributes.
 
 Times are the events' own. A branch's span ends with its branch but is complete only once
 its barrier joined (the join decides whether it was published); a barrier's with a root-
@@ -138,6 +141,7 @@ class RunSpans:
         self.ended = False
         """The turn ended: every span is complete."""
         self._tools: dict[str, list[str]] = {}  # open tool spans per invocation path
+        self._requested: dict[str, str] = {}  # each forked branch's step, by its path
         self._changes = Changes()
 
     # -- building ------------------------------------------------------------------------
@@ -239,6 +243,7 @@ class RunSpans:
         kind, barrier = e["type"], e.get("barrier", "")
         key = f"barrier:{barrier}"
         if kind == "barrier.forked":
+            self._requested.update((r["path"], r["step"]) for r in e["requests"])
             self._open(key, f"barrier {barrier}", self._enclosing(e["path"]), at, **{
                 "picoflow.barrier.id": barrier, "picoflow.barrier.path": e["path"],
                 "picoflow.barrier.policy": e["policy"],
@@ -254,6 +259,8 @@ class RunSpans:
             self._close(f"branch:{e['path']}", at, complete=False,
                         **{"picoflow.branch.status": "fulfilled"})
         elif kind == "branch.rejected":
+            if not e["started"] and f"branch:{e['path']}" not in self.spans:
+                self._never_started(e, key, at)
             self._close(f"branch:{e['path']}", at, _error_text(e["error"]), complete=False,
                         **{"picoflow.branch.status": "cancelled" if e["cancelled"]
                            else "rejected"})
@@ -272,6 +279,15 @@ class RunSpans:
                 if kind == "checkpoint.failed":
                     span.error = _error_text(e["error"])
                 self._complete(span)
+
+    def _never_started(self, e: dict[str, Any], key: str, at: float) -> None:
+        """A branch rejected before it started (cancelled while queued) has no span of its
+        own: a zero-length one at its rejection keeps it in its barrier's tree."""
+        step = self._requested.get(e["path"], "")
+        self._open(f"branch:{e['path']}", f"branch {e['key']}", key, at, **{
+            "picoflow.branch.key": e["key"], "picoflow.branch.index": e["index"],
+            "picoflow.branch.path": e["path"], "picoflow.branch.step": step,
+            "picoflow.barrier.id": e["barrier"], "picoflow.branch.started": False})
 
     def _on_published(self, e: dict[str, Any], key: str, at: float) -> None:
         discarded = {item["index"]: item for item in e["discarded"]}

@@ -61,7 +61,7 @@ export function branchInspector(parent, view, inv, ctx) {
   ]), "pf-facts-2"));
   if ((inv.params && Object.keys(inv.params).length) || inv.userMessage) {
     parent.appendChild(facts([
-      ["Params", inv.params && Object.keys(inv.params).length ? valueCell(inv.params) : null],
+      [fromSpans(view) ? "Span attributes" : "Params", inv.params && Object.keys(inv.params).length ? valueCell(inv.params) : null],
       ["Message", inv.userMessage ?? null],
     ]));
   }
