@@ -174,6 +174,9 @@ class Run(models.Model):
     """Until when the worker's lease on the run holds; it renews it while the turn runs."""
     cancel_requested = models.JSONField(null=True, blank=True)
     """``{"by", "at"}`` once someone asked the run to stop."""
+    generation = models.PositiveIntegerField(default=0)
+    """How many times the run's events were replaced (a trace's run derived again from its
+    spans): a page that folded events of another generation starts the run over."""
 
     class Meta:
         ordering = ("-started_at",)
@@ -196,6 +199,7 @@ class Run(models.Model):
             "interruption": self.interruption,
             "worker": self.worker or None,
             "cancel_requested": self.cancel_requested,
+            "generation": self.generation,
         }
 
     @property

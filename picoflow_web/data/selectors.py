@@ -75,6 +75,14 @@ async def run_get(run_id: str, *, projects: Projects) -> Run | None:
     return await _within(Run.objects.filter(id=run_id), projects).afirst()
 
 
+async def run_generation(run_id: str) -> int:
+    """The run's :attr:`~picoflow_web.models.Run.generation` (0 when it is gone): read after
+    a run's events, it names the record they were read from, since a rebuild replaces the
+    events and counts the generation in one transaction."""
+    found = await Run.objects.filter(id=run_id).values_list("generation", flat=True).afirst()
+    return found or 0
+
+
 async def run_events_after(run_id: str, after: int = -1,
                            limit: int = EVENT_PAGE) -> list[dict[str, Any]]:
     """Stored events of a run with ``seq > after``, in order, at most ``limit``."""

@@ -219,11 +219,11 @@ async def run_events(request: HttpRequest, run_id: str) -> HttpResponseBase:
     if request.GET.get("compact", "0") not in ("0", "1"):
         raise InputError("compact must be 0 or 1.", error_code="bad_parameter")
     if _wants_ndjson(request):
-        return _event_stream(request, run.id, run.session_id, after)
+        return _event_stream(request, run.id, run.session_id, after, run.generation)
     limit = selectors.seq_param(request.GET.get("limit"), "limit", selectors.EVENT_PAGE)
     rows = await selectors.run_event_texts_after(run_id, after, min(max(limit, 1),
                                                                     selectors.EVENT_PAGE))
-    response = bodies.event_page(rows, after)
+    response = bodies.event_page(rows, after, await selectors.run_generation(run_id))
     response["Vary"] = "Accept"  # the same URL streams JSONL to whoever asks for it
     return response
 
@@ -231,9 +231,13 @@ async def run_events(request: HttpRequest, run_id: str) -> HttpResponseBase:
 ENVELOPE_HEADER = "PicoFlow-Envelope"
 """Asked for with ``?compact=1``: the fields taken off the stream's events, as JSON."""
 
+GENERATION_HEADER = "PicoFlow-Generation"
+"""The run's generation read before the stream's events: a later summary or events page
+naming the same one means no rebuild replaced them since."""
 
-def _event_stream(request: HttpRequest, run_id: str, session_id: str, after: int
-                  ) -> StreamingHttpResponse:
+
+def _event_stream(request: HttpRequest, run_id: str, session_id: str, after: int,
+                  generation: int) -> StreamingHttpResponse:
     """A run's stored events as JSONL. With ``?compact=1`` an event that begins with the
     fields every event of the run shares (schema version, run id, session id) goes without
     them, and the ``PicoFlow-Envelope`` header gives them once, to be put back."""
@@ -243,6 +247,7 @@ def _event_stream(request: HttpRequest, run_id: str, session_id: str, after: int
         exporting.alines_after(run_id, after, prefix if compact else ""),
         content_type=exporting.CONTENT_TYPE)
     response["Vary"] = "Accept"
+    response[GENERATION_HEADER] = str(generation)
     if compact:
         response[ENVELOPE_HEADER] = envelope
     return response

@@ -69,6 +69,9 @@ class RunSummary(_Open):
     interruption: dict[str, Any] | None
     worker: str | None
     cancel_requested: dict[str, Any] | None
+    generation: int
+    """Counts the times the run's events were replaced (a trace's run derived again from
+    late spans): events read under another generation belong to another record."""
 
 
 class RunOut(BaseModel):
@@ -82,6 +85,10 @@ class RunList(BaseModel):
 class EventPage(BaseModel):
     events: list[dict[str, Any]]
     last_seq: int
+    generation: int
+    """The run's generation (see :class:`RunSummary`) read after the events: a reader that
+    folded earlier pages under the same generation holds one record; under another, it
+    starts the run over."""
 
 
 class SessionDoc(_Open):
@@ -231,14 +238,15 @@ def answer(body: BaseModel, status: int = 200) -> HttpResponse:
                         content_type="application/json")
 
 
-def event_page(rows: list[tuple[int, str]], after: int) -> HttpResponse:
+def event_page(rows: list[tuple[int, str]], after: int, generation: int) -> HttpResponse:
     """An :class:`EventPage` of stored events, ``(seq, JSON text)`` as the event log holds
     them: the text goes into the answer as it is. Every event was validated against the
     event schema when it was stored; parsing and re-encoding thousands of them per page
     would cost the server most of its time for nothing (the shape is the model's)."""
     last_seq = rows[-1][0] if rows else after
     events = ",".join(text for _, text in rows)
-    return HttpResponse(f'{{"events":[{events}],"last_seq":{int(last_seq)}}}',
+    return HttpResponse(f'{{"events":[{events}],"last_seq":{int(last_seq)},'
+                        f'"generation":{int(generation)}}}',
                         content_type="application/json")
 
 

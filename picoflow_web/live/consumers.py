@@ -127,6 +127,8 @@ class RunConsumer(_SendOnly):
                          keep_blank_values=True)
         try:
             self.last_seq = selectors.seq_param(query.get("after", [None])[0], "after", -1)
+            generation = selectors.seq_param(query.get("generation", [None])[0],
+                                             "generation", -1)
         except ApiError as exc:
             logger.warning("Websocket for run %s refused: %s", self.run_id, exc)
             await self.accept()
@@ -134,8 +136,15 @@ class RunConsumer(_SendOnly):
             return
         self.group = run_group(self.run_id)
         await self.channel_layer.group_add(self.group, self.channel_name)
+        # Read again once subscribed: a rebuild from now on reaches this socket as a
+        # ``rebuilt`` batch, one before is in the generation the hello names.
+        run = await selectors.run_get(self.run_id, projects=grant.readable()) or run
         await self.accept()
         await self.send_json({"type": "run", "run": run.summary()})
+        if generation >= 0 and generation != run.generation:
+            # What the page holds (``after``) is of a record since replaced: the page
+            # starts over on this hello, and gets the run from seq 0.
+            self.last_seq = -1
         await self._read_back()
 
     async def _refuse(self, code: int) -> None:
@@ -157,7 +166,9 @@ class RunConsumer(_SendOnly):
             # picoflow_web.record.spans): what this socket sent is void; the page is told,
             # and this batch, from seq 0, follows.
             self.last_seq = -1
-            await self.send_json({"type": "rebuilt"})
+            generation = message.get("generation")
+            await self.send_json({"type": "rebuilt", **(
+                {"generation": generation} if isinstance(generation, int) else {})})
         events = message["events"]
         upto = message.get("upto")
         if not events and isinstance(upto, int):

@@ -90,12 +90,17 @@ async def spans_ingest(received: Received, *, project: str, user: Any) -> SpansS
 def rebuilt_messages(stored: SpansStored) -> list[relay.Message]:
     """What to tell browsers (:func:`~picoflow_web.record.append.messages`), a rebuilt
     run's first batch marked ``rebuilt``: a page's socket then drops what it sent of the
-    run, says so to the page (``{"type": "rebuilt"}``), and sends the run from seq 0."""
+    run, says so to the page (``{"type": "rebuilt", "generation": ...}``), and sends the
+    run from seq 0."""
     out = messages(stored.appended)
+    generations = {run_group(done.run_id): done.summary.get("generation")
+                   for done in stored.appended
+                   if done.run_id in stored.rebuilt and done.summary is not None}
     for group, body in out:
         if body.get("type") == "run.events" and body.get("first") == 0 \
                 and group in {run_group(run_id) for run_id in stored.rebuilt}:
             body["rebuilt"] = True
+            body["generation"] = generations.get(group)
     return out
 
 
@@ -223,7 +228,9 @@ def _rebuild(run: Run, derived: list[Incoming], spans: list[Span], now: Any) -> 
         "status": Run.Status.RUNNING, "reply": None, "has_conflicts": False, "event_count": 0,
         "branch_count": 0, "rejected_count": 0, "duration": None, "finished_at": None,
         "last_seq": -1, "interruption": None, "flow": str(first["flow"])[:200],
-        "message": first.get("message") or "", "origin": origin_of(spans)}
+        "message": first.get("message") or "", "origin": origin_of(spans),
+        # The row is locked (select_for_update): no other rebuild counts meanwhile.
+        "generation": run.generation + 1}
     Run.objects.filter(id=run.id).update(**fields)
     for name, value in fields.items():
         setattr(run, name, value)

@@ -201,6 +201,25 @@ test("a restarted run store folds the run anew from seq 0, keeping the selection
   assert.equal(run.events.length, 2);
 });
 
+test("a run store restarts when a summary or a page names another generation than it folded", () => {
+  const store = createRunStore({ frame: () => {}, now: () => 0 });
+  const ev = (seq, type, fields = {}) => ({ seq, offset: seq, path: "", type, run_id: "r", session_id: "s", ...fields });
+  assert.equal(store.adoptGeneration(0), false, "the first generation told is the folded one's");
+  store.applyBatch([ev(0, "turn.started", { flow: "OpenTelemetry:a", message: null }), ev(1, "step.entered", { step: "a", level: 1, how: "start" })]);
+  // A hello of the same generation: the page holds that record and goes on.
+  assert.equal(store.adoptGeneration(0), false);
+  assert.equal(store.adoptGeneration(undefined), false, "a server that does not say changes nothing");
+  assert.equal(store.get().run.lastSeq, 1);
+  // Another one: the record was replaced while the page was not listening.
+  assert.equal(store.adoptGeneration(1), true);
+  assert.equal(store.get().run.lastSeq, -1);
+  assert.equal(store.get().generation, 1);
+  assert.equal(store.adoptGeneration(1), false);
+  // A rebuilt message that names its generation leaves nothing to restart for again.
+  store.restart(2);
+  assert.equal(store.adoptGeneration(2), false);
+});
+
 test("format helpers: hashes round-trip, values are text", () => {
   assert.deepStrictEqual(parseHash("#inv=0.1&seq=42"), { inv: "0.1", barrier: null, seq: 42 });
   assert.deepStrictEqual(parseHash("#inv=&seq=x"), { inv: "", barrier: null, seq: null });

@@ -371,7 +371,7 @@ async def test_stored_events_are_valid_gap_free_and_page_through_after() -> None
     assert count > 20 and run.event_count == count and run.branch_count == 4
 
     everything = (await client.get(f"/api/runs/{run.id}/events", headers=auth)).json()
-    assert everything == {"events": stored, "last_seq": count - 1}
+    assert everything == {"events": stored, "last_seq": count - 1, "generation": 0}
 
     paged: list[dict[str, Any]] = []
     after = -1
@@ -394,7 +394,7 @@ async def test_stored_events_are_valid_gap_free_and_page_through_after() -> None
     assert [e["seq"] for e in tail["events"]] == list(range(middle + 1, count))
     beyond = (await client.get(f"/api/runs/{run.id}/events?after={count + 10}",
                                headers=auth)).json()
-    assert beyond == {"events": [], "last_seq": count + 10}
+    assert beyond == {"events": [], "last_seq": count + 10, "generation": 0}
 
 
 async def _streamed(response: Any) -> bytes:

@@ -146,10 +146,11 @@ async def test_an_events_page_carries_the_events_as_stored() -> None:
     await sync_to_async(eventlog.insert_events)(run.id, events, texts)
     client, auth = AsyncClient(), bearer(await atoken(await amake_user()))
     page = await client.get(f"/api/runs/{run.id}/events?after=-1&limit=3", headers=auth)
-    assert page.content.decode() == '{"events":[' + ",".join(texts[:3]) + '],"last_seq":2}'
+    assert page.content.decode() == ('{"events":[' + ",".join(texts[:3])
+                                     + '],"last_seq":2,"generation":0}')
     assert bodies.EventPage.model_validate(page.json()).last_seq == 2
     rest = await client.get(f"/api/runs/{run.id}/events?after=3", headers=auth)
-    assert rest.json() == {"events": [], "last_seq": 3}
+    assert rest.json() == {"events": [], "last_seq": 3, "generation": 0}
 
 
 # -- the document and the server agree ------------------------------------------------------

@@ -207,7 +207,7 @@ def test_a_span_whose_parent_is_in_another_process_is_the_root() -> None:
 def test_a_branch_s_span_attributes_are_its_params_for_the_inspector() -> None:
     spans = fan_out()
     spans[1].attributes["query"] = "x" * 100_000  # a prompt-sized value is cut, as events are
-    events, model = folded(spans)
+    events, _ = folded(spans)
     forked = next(e for e in events if e.type == "barrier.forked")
     params = forked.requests[0].params  # type: ignore[attr-defined]
     assert params["gen_ai.tool.name"] == "search"
@@ -217,6 +217,6 @@ def test_a_branch_s_span_attributes_are_its_params_for_the_inspector() -> None:
                 span("2", "1", "b0", 10, 60, attributes={"picoflow.barrier.id": "b0"}),
                 span("3", "2", "step", 10, 50, attributes={
                     "picoflow.branch.key": "k", "picoflow.branch.index": 0, "city": "Lisbon"})]
-    events, model = folded(exported)
+    events, _ = folded(exported)
     (request,) = next(e for e in events if e.type == "barrier.forked").requests  # type: ignore[attr-defined]
     assert request.params == {"city": "Lisbon"}

@@ -2,7 +2,8 @@
 spans that only extend the run are appended, a late span that changes it rebuilds the
 run's record (counters included), resent spans change nothing, secrets in attributes are
 redacted, a trace of another project is refused with nothing stored, and a trace silent
-without its root is interrupted; a page watching a rebuilt run starts it over."""
+without its root is interrupted; a page watching a rebuilt run starts it over, and one
+that missed the rebuild learns it from the run's generation."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from datetime import timedelta
 import pytest
 from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
-from django.test import override_settings
+from django.test import AsyncClient, override_settings
 from django.utils import timezone
 
 from picoflow_web.asgi import application
@@ -134,11 +135,56 @@ async def test_a_rebuilt_run_starts_over_on_a_watching_page() -> None:
     assert len(replayed) == len(stored_before)
     await spans_ingest(Received(spans={TRACE: [span("1", "", "root", 0, 50)]}),
                        project="default", user=None)
-    assert await communicator.receive_json_from(timeout=5) == {"type": "rebuilt"}
+    assert await communicator.receive_json_from(timeout=5) == {"type": "rebuilt",
+                                                               "generation": 1}
     again = await communicator.receive_json_from(timeout=5)
     stored_after = await sync_to_async(events)()
     assert [e["seq"] for e in again["events"]] == list(range(len(stored_after)))
     assert again["events"][-1]["type"] == "turn.finished"
+    await communicator.disconnect()
+
+
+@pytest.mark.anyio
+async def test_a_rebuild_counts_the_generation_that_summaries_and_event_loads_name() -> None:
+    """A page that loaded events before a rebuild learns of it from what it reads next:
+    the summary, an events page (and the stream's header) name the new generation, and a
+    socket asked with the old one sends the hello, then the run from seq 0."""
+    await sync_to_async(send)(span("2", "1", "a", 10, 20))
+    await sync_to_async(send)(span("3", "1", "b", 30, 40))  # appended: the same record
+    assert (await Run.objects.aget(id=TRACE)).summary()["generation"] == 0
+    user = await amake_user()
+    browser = AsyncClient()
+    await browser.aforce_login(user)
+    before = (await browser.get(f"/api/runs/{TRACE}/events")).json()
+    assert before["generation"] == 0
+    await sync_to_async(send)(span("1", "", "root", 0, 50))  # rebuilt, unseen by the page
+    run = await Run.objects.aget(id=TRACE)
+    assert run.generation == 1 and run.summary()["generation"] == 1
+    assert (await browser.get(f"/api/runs/{TRACE}"
+                              )).json()["run"]["generation"] == 1
+    page = (await browser.get(f"/api/runs/{TRACE}/events?after={before['last_seq']}")).json()
+    assert page["generation"] == 1
+    streamed = await browser.get(f"/api/runs/{TRACE}/events",
+                                 headers={"Accept": "application/x-ndjson"})
+    assert streamed["PicoFlow-Generation"] == "1"
+    communicator = WebsocketCommunicator(
+        application, f"/ws/runs/{TRACE}/?after={before['last_seq']}&generation=0",
+        headers=ws_headers(await asession_cookie(user)))
+    connected, _ = await communicator.connect(timeout=5)
+    assert connected
+    hello = await communicator.receive_json_from(timeout=5)
+    assert hello["type"] == "run" and hello["run"]["generation"] == 1
+    replayed = (await communicator.receive_json_from(timeout=5))["events"]
+    assert [e["seq"] for e in replayed] == list(range(run.last_seq + 1))
+    await communicator.disconnect()
+    # A socket of the same generation resumes after what the page holds.
+    communicator = WebsocketCommunicator(
+        application, f"/ws/runs/{TRACE}/?after=2&generation=1",
+        headers=ws_headers(await asession_cookie(user)))
+    assert (await communicator.connect(timeout=5))[0]
+    assert (await communicator.receive_json_from(timeout=5))["type"] == "run"
+    resumed = (await communicator.receive_json_from(timeout=5))["events"]
+    assert resumed[0]["seq"] == 3
     await communicator.disconnect()
 
 

@@ -71,8 +71,13 @@ export const runApiUrl = (runId) => `/api/runs/${encodeURIComponent(runId)}`;
 export const cancelRunUrl = (runId) => `/api/runs/${encodeURIComponent(runId)}/cancel`;
 /** POST a JSONL export (201 with what was stored). @param {boolean} copy  under new ids */
 export const importUrl = (copy) => `/api/import${copy ? "?copy=1" : ""}`;
-/** @param {string} runId @param {number} after */
-export const runSocketUrl = (runId, after) => wsUrl(`/ws/runs/${encodeURIComponent(runId)}/?after=${after}`);
+/**
+ * @param {string} runId @param {number} after
+ * @param {number | null} [generation]  the generation of the events the page holds: the
+ *   server sends the run from seq 0 when it has another (they were replaced)
+ */
+export const runSocketUrl = (runId, after, generation = null) => wsUrl(
+  `/ws/runs/${encodeURIComponent(runId)}/?after=${after}${generation === null ? "" : `&generation=${generation}`}`);
 
 /** A response's JSON body, or null when it has none. @param {Response} response */
 async function bodyOf(response) {
@@ -102,7 +107,8 @@ export const NDJSON = "application/x-ndjson";
  * thrown on, after the stream is cancelled.
  * @param {string} runId @param {number} after
  * @param {(events: any[]) => void} onBatch
- * @param {{signal?: AbortSignal}} [options]
+ * @param {{signal?: AbortSignal, onGeneration?: (generation: number) => void}} [options]
+ *   `onGeneration`: the run's generation the events are read under, before the first batch
  */
 export async function streamStoredEvents(runId, after, onBatch, options = {}) {
   const response = await fetch(`/api/runs/${encodeURIComponent(runId)}/events?after=${after}&compact=1`, {
@@ -112,6 +118,8 @@ export async function streamStoredEvents(runId, after, onBatch, options = {}) {
   // The fields every event of the run shares come once (compact=1): put them back on
   // the events sent without them, as one shared string each.
   const envelope = JSON.parse(response.headers.get("PicoFlow-Envelope") || "null");
+  const generation = Number.parseInt(response.headers.get("PicoFlow-Generation") ?? "", 10);
+  if (Number.isInteger(generation)) options.onGeneration?.(generation);
   const reader = response.body.getReader();
   const decoder = new TextDecoder();
   /** @type {string[]} text after the last line end, in pieces */

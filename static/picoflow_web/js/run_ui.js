@@ -89,13 +89,19 @@ export function mountRunPage(root) {
 
   // -- the feed ---------------------------------------------------------------------------
   const feed = createFeed({
-    url: () => runSocketUrl(runId, store.get().run.lastSeq),
+    // The server compares the generation: a record replaced while the page was not
+    // subscribed comes again from seq 0, and the hello (its generation) restarts the page.
+    url: () => runSocketUrl(runId, store.get().run.lastSeq, store.get().generation),
     onMessage(message) {
-      if (message.type === "run") store.set({ summary: mergeSummary(store.get().summary, message.run) });
-      else if (message.type === "events" && Array.isArray(message.events)) store.applyBatch(message.events);
+      if (message.type === "run") {
+        store.adoptGeneration(message.run?.generation);
+        store.set({ summary: mergeSummary(store.get().summary, message.run) });
+      } else if (message.type === "events" && Array.isArray(message.events)) store.applyBatch(message.events);
       // The server replaced the run's events (a trace's run derived again from its spans):
       // the page folds it anew from the batch that follows, from seq 0.
-      else if (message.type === "rebuilt") store.restart();
+      else if (message.type === "rebuilt") {
+        store.restart(typeof message.generation === "number" ? message.generation : null);
+      }
     },
     onState(state, info) {
       store.set({ conn: { state, ...info } });
@@ -103,6 +109,8 @@ export function mountRunPage(root) {
     async poll() {
       const after = store.get().run.lastSeq;
       const data = await requestJson(eventsUrl(runId, after, PAGE));
+      // Events of another record than the one folded: the run starts over, from seq 0.
+      if (store.adoptGeneration(data.generation)) return { messages: [], again: true, done: false };
       const events = Array.isArray(data.events) ? data.events : [];
       /** @type {any[]} */
       const messages = [{ type: "events", events }];
@@ -110,6 +118,12 @@ export function mountRunPage(root) {
       let done = false;
       if (!full) {
         const info = await requestJson(runApiUrl(runId));
+        // Replaced since this page of events was read: the summary restarts the run, and
+        // the events (of the old record) are not folded.
+        if (typeof info.run?.generation === "number" && typeof data.generation === "number"
+          && info.run.generation !== data.generation) {
+          return { messages: [{ type: "run", run: info.run }], again: true, done: false };
+        }
         messages.unshift({ type: "run", run: info.run });
         const ended = events.some((e) => ENDING_EVENTS.includes(e.type)) || isEnded(store.get().run.status);
         // A queued run is not over: it waits for a worker.
@@ -123,7 +137,8 @@ export function mountRunPage(root) {
   // resumes after the last of them and follows the run live.
   const catchUp = async () => {
     store.set({ conn: { state: "connecting", mode: "http", reason: "loading" } });
-    await streamStoredEvents(runId, store.get().run.lastSeq, (events) => store.applyBatch(events));
+    await streamStoredEvents(runId, store.get().run.lastSeq, (events) => store.applyBatch(events),
+      { onGeneration: (generation) => store.adoptGeneration(generation) });
   };
   catchUp().catch(() => {}).finally(() => feed.start());
 

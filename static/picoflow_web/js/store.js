@@ -77,6 +77,8 @@ export function createStore(initial, options = {}) {
  * @property {{start: number, end: number} | null} zoom  the time axis window (null: the whole run)
  * @property {number} receivedAt  local ms time when the last batch arrived
  * @property {number} received  events received so far (duplicates included)
+ * @property {number | null} generation  the run's generation the folded events belong to
+ *   (null: not told yet); a rebuild on the server counts it
  */
 
 /**
@@ -99,6 +101,7 @@ export function createRunStore(options = {}) {
     zoom: null,
     receivedAt: now(),
     received: 0,
+    generation: null,
   };
   const store = createStore(initial, options);
   /** The replay fold, moved to the pinned seq (created at the first pin). */
@@ -107,6 +110,24 @@ export function createRunStore(options = {}) {
   let cursorOf = /** @type {import("./fold.js").Run | null} */ (null);
   /** One copy of each string the run's events repeat (`shareStrings`). */
   const strings = new Map();
+
+  /**
+   * Start the run over: its record was replaced on the server (a trace's run derived
+   * again from its spans, `{"type": "rebuilt"}` on the socket) and its events follow
+   * from seq 0. The selection, collapsed rows and zoom stay; a pinned seq goes, since it
+   * named an event of the old record.
+   * @param {number | null} [generation]  the new record's generation, when told
+   */
+  const restart = (generation = null) => {
+    cursor = null;
+    cursorOf = null;
+    strings.clear();
+    const run = createRun();
+    // The page's caches key on the version: the new fold's count goes on from the old.
+    run.version = store.get().run.version + 1;
+    store.set({ run, seq: null, receivedAt: now(), received: 0,
+      generation: generation ?? store.get().generation });
+  };
 
   return {
     ...store,
@@ -122,20 +143,24 @@ export function createRunStore(options = {}) {
       store.set({ receivedAt: now(), received: state.received + events.length });
       return applied;
     },
+    restart,
     /**
-     * Start the run over: its record was replaced on the server (a trace's run derived
-     * again from its spans, `{"type": "rebuilt"}` on the socket) and its events follow
-     * from seq 0. The selection, collapsed rows and zoom stay; a pinned seq goes, since it
-     * named an event of the old record.
+     * Note the run's generation a summary or an events page names. Another one than the
+     * folded events belong to means the run's record was replaced since: the run starts
+     * over (`restart`) and true is returned; what came with that generation after the
+     * page's last seq is not to be folded.
+     * @param {unknown} generation
      */
-    restart() {
-      cursor = null;
-      cursorOf = null;
-      strings.clear();
-      const run = createRun();
-      // The page's caches key on the version: the new fold's count goes on from the old.
-      run.version = store.get().run.version + 1;
-      store.set({ run, seq: null, receivedAt: now(), received: 0 });
+    adoptGeneration(generation) {
+      if (typeof generation !== "number") return false;
+      const known = store.get().generation;
+      if (known === generation) return false;
+      if (known === null) {
+        store.set({ generation });
+        return false;
+      }
+      restart(generation);
+      return true;
     },
     /**
      * The model to draw: live, or stopped at the pinned seq. A pinned view is one fold
