@@ -30,8 +30,9 @@ async def browser() -> AsyncIterator[Any]:
 
 
 @pytest.fixture
-async def page(server: tuple[Any, str], browser: Any) -> AsyncIterator[Any]:
-    """A logged-in page of the module's ``server`` (a live dashboard and its password)."""
-    live, password = server
+async def page(server: tuple[Any, ...], browser: Any) -> AsyncIterator[Any]:
+    """A logged-in page of the module's ``server`` (a live dashboard and its password, then
+    whatever else the module's tests need of it)."""
+    live, password = server[0], server[1]
     async with logged_in_page(live.base_url, password, browser) as page:
         yield page

@@ -13,13 +13,12 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.e2e.browsing import FRAME, logged_in_page, run_ended, shot
+from tests.e2e.browsing import FRAME, run_ended, shot
 from tests.livedaphne import LiveDaphne, SharedServer
 
 pytest.importorskip("playwright.async_api", reason="pip install playwright")
@@ -35,13 +34,6 @@ TOOLS = ["search_flights", "search_hotels", "weather_forecast", "currency_rates"
 @pytest.fixture(scope="module")
 def server(shared_daphne: SharedServer) -> tuple[LiveDaphne, str, str]:
     return shared_daphne.server, shared_daphne.password, shared_daphne.token
-
-
-@pytest.fixture
-async def page(server: tuple[LiveDaphne, str, str], browser: Any) -> AsyncIterator[Any]:
-    live, password, _ = server
-    async with logged_in_page(live.base_url, password, browser) as page:
-        yield page
 
 
 def run_agent(server: tuple[LiveDaphne, str, str]) -> str:

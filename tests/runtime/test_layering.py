@@ -94,14 +94,7 @@ def imports_of(source: str, module: str, is_package: bool, tree_root: Path | Non
                 hit = (node.lineno, sub if bare and _is_module(sub, tree_root) else target)
                 if hit not in found:
                     found.append(hit)
-        elif isinstance(node, ast.Call) and node.args:
-            func = node.func
-            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
-            first = node.args[0]
-            if (name in DYNAMIC_IMPORTERS and isinstance(first, ast.Constant)
-                    and isinstance(first.value, str)):
-                found.append((node.lineno, first.value))
-    return found
+    return sorted(found + _literal_loads(source, module))
 
 
 def _from_target(node: ast.ImportFrom, package: str) -> str:
