@@ -17,7 +17,7 @@ from unittest.mock import ANY
 
 import pytest
 from asgiref.sync import sync_to_async
-from django.db import OperationalError
+from django.db import OperationalError, transaction
 from django.middleware.csrf import CSRF_ALLOWED_CHARS
 from django.test import AsyncClient
 from django.utils import timezone
@@ -290,6 +290,16 @@ async def lapse(run_id: str) -> None:
         lease_expires_at=timezone.now() - timedelta(minutes=1))
 
 
+def lapse_and_expire(run_id: str) -> Any:
+    """:func:`lapse` and a round of lease checks in one transaction: a lease keeper still
+    running (a stuck worker's) cannot renew the lease in between; its next renewal waits for
+    the write lock and then finds the run interrupted."""
+    with transaction.atomic():
+        Run.objects.filter(id=run_id).update(
+            lease_expires_at=timezone.now() - timedelta(minutes=1))
+        return interruption.expire_leases()
+
+
 async def test_an_expired_lease_interrupts_the_run_once_and_for_good() -> None:
     dead, payloads = await claimed_with_events("w-dead")
     alive, _ = await claimed_with_events("w-alive")
@@ -356,8 +366,7 @@ async def test_a_run_lost_mid_turn_stores_nothing_after_its_interruption() -> No
                 run_id=run.id, type="branch.started").acount() >= 5
 
         await wait_until(started, what="the fan-out's first branches")
-        await lapse(run.id)
-        stored = await sync_to_async(interruption.expire_leases)()
+        stored = await sync_to_async(lapse_and_expire)(run.id)
         assert list(stored.events) == [run.id]
         seq, text = stored.events[run.id][0]
         interrupted = json.loads(text)
