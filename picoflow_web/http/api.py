@@ -323,7 +323,8 @@ async def ai_run(request: HttpRequest) -> HttpResponse:
     where to follow it (``Location: /api/runs/<id>``); the run goes on.
     """
     ask = parse_body(request, bodies.AiRun)
-    session_id = _blank(ask.session) or request.headers.get("Chat-Session-Id")
+    header = _session_header(request)
+    session_id = _blank(ask.session) or header
     try:
         run, reply = await services.run_execute(
             flow=ask.flowName, message=_blank(ask.message), session_id=session_id,
@@ -384,6 +385,14 @@ async def ai_flows(request: HttpRequest) -> HttpResponse:
     return answer(bodies.FlowNames(get_engine().get_flow_names()))
 
 
+def _session_header(request: HttpRequest) -> str | None:
+    """The ``Chat-Session-Id`` header, refused (400 ``bad_session_id``) when it is no id,
+    even where the body names the session: a request is refused for what it sends."""
+    header = request.headers.get("Chat-Session-Id")
+    services.check_id(header, "session id")
+    return header
+
+
 @api_view("POST", scope="run")
 async def ai_end(request: HttpRequest) -> HttpResponse:
     """``POST /ai/end``: delete the session (``Chat-Session-Id`` header or body ``session``).
@@ -392,7 +401,8 @@ async def ai_end(request: HttpRequest) -> HttpResponse:
     """
     named = (parse_body(request, bodies.AiEnd).session
              if request.content_type == "application/json" else None)
-    session_id = _blank(named) or request.headers.get("Chat-Session-Id")
+    header = _session_header(request)
+    session_id = _blank(named) or header
     if not session_id:
         raise InputError("Name the session: a Chat-Session-Id header or a 'session' field.")
     deleted = await services.session_end(session_id, _access(request))

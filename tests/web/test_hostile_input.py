@@ -207,6 +207,19 @@ async def test_ai_run_refuses_a_session_header_outside_the_definition() -> None:
     assert_refused(response, 400, "bad_session_id")
 
 
+@pytest.mark.parametrize(("path", "body"), [
+    ("/ai/run", {"flowName": "HotelFlow", "message": "Hi", "session": "s-good"}),
+    ("/ai/end", {"session": "s-good"})])
+async def test_a_bad_session_header_is_refused_even_when_the_body_names_a_session(
+        path: str, body: dict[str, str]) -> None:
+    before = await snapshot()
+    response = await AsyncClient().post(
+        path, data=body, content_type="application/json",
+        headers={**await auth(), "Chat-Session-Id": "my session"})
+    assert_refused(response, 400, "bad_session_id")
+    assert await snapshot() == before
+
+
 @pytest.mark.parametrize("path", ["/api/runs/{}", "/api/runs/{}/events", "/api/runs/{}/otlp",
                                   "/api/runs/{}/export", "/api/sessions/{}",
                                   "/api/sessions/{}/export"])
