@@ -17,6 +17,7 @@ runs of one flow side by side.
 ``operations``    events → frames, barriers and nodes with durations and dependencies
 ``schedules``     the three schedulers
 ``report``        a schedule as JSON: operations, waits, idle time, critical path
+``text``          the report in sentences (``summary``)
 ``compare``       two runs, branch by branch
 ================  =========================================================================
 """
@@ -32,6 +33,7 @@ from typing import Any
 from . import schedules
 from .operations import Plan, read
 from .report import schedule
+from .text import summary
 
 __all__ = ["WhatIf", "compare_runs", "what_if"]
 
@@ -50,7 +52,7 @@ class WhatIf:
             return self._as_dict(plan)
 
     def _as_dict(self, plan: Plan) -> dict[str, Any]:
-        return {
+        report = {
             "unit": "s", "run": plan.run, "flow": plan.flow, "complete": plan.complete,
             "inferred": inferred(plan),
             "schedules": {
@@ -59,6 +61,8 @@ class WhatIf:
                 "local_barriers": schedule(plan, schedules.local_barriers(plan)),
             },
         }
+        report["summary"] = summary(report)
+        return report
 
 
 def what_if(events: Iterable[Any], *, max_concurrency: int | None = None) -> WhatIf:

@@ -55,10 +55,17 @@ def _ready(timing: Timing, deps: list[int], node: int) -> None:
 
 
 def recorded(plan: Plan) -> Timing:
-    """The nodes as they ran."""
+    """The nodes as they ran. A node that started well after what it depends on waited for
+    a slot of its barrier, for a superstep (a LangGraph run's barriers are its
+    supersteps), or for nothing the events name: then the operation that ended last
+    before it started is named."""
     timing = _blank(plan, "recorded")
     timing.start, timing.end = list(plan.rec_start), list(plan.rec_end)
     slots = _SlotChains(plan)
+    real = sorted((end, node) for node, end in enumerate(plan.rec_end)
+                  if plan.kind[node] != "join")
+    ends = [end for end, _ in real]
+    late = "superstep" if plan.flow.startswith("LangGraph") else "unexplained"
     for node, deps in enumerate(plan.deps):
         _ready(timing, deps, node)
         if timing.start[node] - timing.ready[node] < plan.glue or plan.kind[node] == "join":
@@ -67,7 +74,12 @@ def recorded(plan: Plan) -> Timing:
         if freed is not None:
             timing.why[node], timing.cause[node] = "slot", freed
         else:
-            timing.why[node] = "unexplained"
+            timing.why[node] = late
+            found = bisect.bisect_right(ends, timing.start[node]) - 1
+            while found >= 0 and plan.frame[real[found][1]] == plan.frame[node]:
+                found -= 1
+            if found >= 0 and ends[found] > timing.ready[node]:
+                timing.cause[node] = real[found][1]
         if timing.cause[node] >= 0:
             timing.held_by[node] = [timing.cause[node]]
     return timing
