@@ -3,6 +3,7 @@
     python -m runtime run module:FlowClass "message" [--session ID] [--config JSON]
                                                      [--store PATH]
     python -m runtime trace FILE.jsonl
+    python -m runtime whatif FILE.jsonl [--run ID] [--json] [--max-concurrency N]
     python -m runtime schema
 
 ``run`` runs one turn of a flow: ``module`` is a dotted module path (importable from the
@@ -41,8 +42,11 @@ from .flow import Flow
 from .llm import Model
 from .openai_compat import OpenAICompatibleModel
 from .stores import MemorySessionStore, SessionStore, SQLiteSessionStore
+from .whatif.cli import USAGE as WHATIF_USAGE
+from .whatif.cli import main as whatif_main
 
 USAGE = f"""{TRACE_USAGE}
+{WHATIF_USAGE}
   python -m runtime run module:FlowClass "message" [--session ID] [--config JSON]
                                                    [--store PATH]
                                        one turn of a flow; prints the reply and the session"""
@@ -115,11 +119,14 @@ async def run_turn(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str]) -> int:
-    """Dispatch ``run`` here, ``trace`` and ``schema`` to :mod:`runtime.events.trace`."""
+    """Dispatch ``run`` here, ``trace`` and ``schema`` to :mod:`runtime.events.trace`,
+    ``whatif`` to :mod:`runtime.whatif.cli`."""
     argv = list(argv)
     if not argv or argv[0] != "run":
         if argv and argv[0] in ("trace", "schema"):
             return trace_main(argv)
+        if argv and argv[0] == "whatif":
+            return whatif_main(argv[1:])
         print(USAGE)
         return 2
     parser = argparse.ArgumentParser(prog="python -m runtime run",

@@ -6,6 +6,8 @@ from typing import Any
 
 NAMES = {"recorded": "as recorded", "supersteps": "under graph-wide supersteps",
          "local_barriers": "under local barriers"}
+SAME = 0.025
+"""Totals and starts closer than this share of the recorded total are "about the same"."""
 MOVED_SHOWN = 3
 """Branches named per schedule: those whose start moves the most."""
 
@@ -20,16 +22,18 @@ def seconds(value: float) -> str:
 
 
 def summary(report: dict[str, Any]) -> list[str]:
-    """Sentences for a :meth:`~runtime.whatif.WhatIf.as_dict` report: the totals, then for
-    each other schedule the branches whose start moves most against the recorded run and
-    why."""
+    """Sentences for a :meth:`~runtime.whatif.WhatIf.as_dict` report: the totals, then the
+    branches whose start moves most from the model the run was recorded under (local
+    barriers; supersteps for a LangGraph run) to the other one, and why."""
     schedules = report["schedules"]
     recorded = schedules["recorded"]
     if not recorded["operations"]:
         return ["Nothing to schedule yet: the run has no recorded turn."]
     out = [_totals(schedules)]
-    for name in ("supersteps", "local_barriers"):
-        out.extend(_moved(name, schedules[name], recorded))
+    base, other = "local_barriers", "supersteps"
+    if str(report.get("flow", "")).startswith("LangGraph"):
+        base, other = other, base
+    out.extend(_moved(schedules, base, other))
     joins = [wait for wait in recorded["waits"] if wait["at"] == "join"]
     if joins:
         wait = joins[0]
@@ -44,7 +48,7 @@ def _totals(schedules: dict[str, Any]) -> str:
     for name in ("supersteps", "local_barriers"):
         total = schedules[name]["total"]
         delta = total - base
-        if abs(delta) < max(0.01 * base, 0.0005):
+        if abs(delta) < max(SAME * base, 0.0005):
             how = "about the same"
         else:
             how = f"{seconds(abs(delta))} {'longer' if delta > 0 else 'shorter'}"
@@ -55,8 +59,11 @@ def _totals(schedules: dict[str, Any]) -> str:
     return " ".join(parts)
 
 
-def _moved(name: str, schedule: dict[str, Any], recorded: dict[str, Any]) -> list[str]:
-    before = {op["id"]: op for op in recorded["operations"]}
+def _moved(schedules: dict[str, Any], base: str, name: str) -> list[str]:
+    """Branches whose start moves from schedule ``base`` to ``name``, most first. Both are
+    computed from the same durations, so a move is the models' difference, not noise."""
+    schedule = schedules[name]
+    before = {op["id"]: op for op in schedules[base]["operations"]}
     callers = {op["parent"] for op in schedule["operations"] if op["kind"] == "branch"}
     moves = []
     for op in schedule["operations"]:
@@ -64,11 +71,10 @@ def _moved(name: str, schedule: dict[str, Any], recorded: dict[str, Any]) -> lis
         if was is None or op["kind"] != "branch" or op["path"] in callers:
             continue
         shift = op["start"] - was["start"]
-        if abs(shift) >= max(0.01 * recorded["total"], 0.0005):
+        if abs(shift) >= max(SAME * schedules["recorded"]["total"], 0.0005):
             moves.append((abs(shift), op, was))
     moves.sort(key=lambda item: -item[0])
-    waits = _starting_waits(schedule)
-    recorded_waits = _starting_waits(recorded)
+    waits, base_waits = _starting_waits(schedule), _starting_waits(schedules[base])
     out = []
     for _, op, was in moves[:MOVED_SHOWN]:
         text = (f"{NAMES[name].capitalize()}, {_name(op)} would start at "
@@ -76,11 +82,12 @@ def _moved(name: str, schedule: dict[str, Any], recorded: dict[str, Any]) -> lis
         wait = waits.get(op["path"])
         if wait is not None:
             text += f": it waits {_wait(wait)}"
-        elif op["start"] < was["start"] and op["path"] in recorded_waits:
-            text += f": as recorded, it waited {_wait(recorded_waits[op['path']])}"
+        elif op["path"] in base_waits:
+            text += f": {NAMES[base]} it waits {_wait(base_waits[op['path']])}"
         out.append(text + ".")
     if len(moves) > MOVED_SHOWN:
-        out.append(f"{len(moves) - MOVED_SHOWN} more branches move {NAMES[name]}.")
+        out.append(f"{len(moves) - MOVED_SHOWN} more branches start at another time "
+                   f"{NAMES[name]}.")
     return out
 
 

@@ -24,8 +24,8 @@ def test_one_barrier_per_stage_is_named_as_the_join_a2_waits_behind() -> None:
 
 def test_a_langgraph_run_names_what_local_barriers_would_save() -> None:
     lines = what_if(langgraph_flat(edges=True)).as_dict()["summary"]
-    assert ("Under local barriers, A2 would start at 1.0 s instead of 10.0 s: as recorded, "
-            "it waited 9.0 s for B1 at a superstep.") in lines
+    assert ("Under local barriers, A2 would start at 1.0 s instead of 10.0 s: under "
+            "graph-wide supersteps it waits 9.0 s for B1 at superstep 2.") in lines
 
 
 def test_a_longer_total_is_said_to_be_longer() -> None:
