@@ -70,15 +70,16 @@ def _moved(schedules: dict[str, Any], base: str, name: str) -> list[str]:
         was = before.get(op["id"])
         if was is None or op["kind"] != "branch" or op["path"] in callers:
             continue
-        shift = op["start"] - was["start"]
-        if abs(shift) >= max(SAME * schedules["recorded"]["total"], 0.0005):
-            moves.append((abs(shift), op, was))
+        shift = max(abs(op["start"] - was["start"]), abs(op["end"] - was["end"]))
+        if shift >= max(SAME * schedules["recorded"]["total"], 0.0005):
+            moves.append((shift, op, was))
     moves.sort(key=lambda item: -item[0])
     waits, base_waits = _starting_waits(schedule), _starting_waits(schedules[base])
     out = []
-    for _, op, was in moves[:MOVED_SHOWN]:
-        text = (f"{NAMES[name].capitalize()}, {_name(op)} would start at "
-                f"{seconds(op['start'])} instead of {seconds(was['start'])}")
+    for shift, op, was in moves[:MOVED_SHOWN]:
+        edge = "start" if abs(op["start"] - was["start"]) >= shift / 2 else "end"
+        text = (f"{NAMES[name].capitalize()}, {_name(op)} would {edge} at "
+                f"{seconds(op[edge])} instead of {seconds(was[edge])}")
         wait = waits.get(op["path"])
         if wait is not None:
             text += f": it waits {_wait(wait)}"
@@ -86,7 +87,7 @@ def _moved(schedules: dict[str, Any], base: str, name: str) -> list[str]:
             text += f": {NAMES[base]} it waits {_wait(base_waits[op['path']])}"
         out.append(text + ".")
     if len(moves) > MOVED_SHOWN:
-        out.append(f"{len(moves) - MOVED_SHOWN} more branches start at another time "
+        out.append(f"{len(moves) - MOVED_SHOWN} more branches start or end at another time "
                    f"{NAMES[name]}.")
     return out
 
