@@ -340,6 +340,11 @@ class BranchRequest(BaseModel):
     key: str
     params: Any
     user_message: str | None = None
+    after: list[str] | None = Field(None, exclude_if=lambda v: v is None)
+    """The keys of the previous barrier's requests (the same caller's) this request was
+    triggered by, when the recorder knows them: the LangGraph tracer's, from the graph's
+    edges. Absent when unknown; our runtime's requests never carry it (in a sequence the
+    fork itself is the dependency)."""
 
 
 class BarrierOptions(BaseModel):

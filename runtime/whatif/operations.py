@@ -233,7 +233,9 @@ def _build(plan: Plan, frame: Frame, entry: list[int], now: float) -> list[int]:
             exits.extend(out)
         previous = by_key
         join_end = barrier.join if barrier.join is not None else now
-        prev = _join(plan, frame, barrier, exits, join_end)
+        # Requests tagged ``after`` skip the join before them, so what ran before it is
+        # joined here: a later join or the turn's end still waits for all of it.
+        prev = _join(plan, frame, barrier, exits + (prev if barrier.after else []), join_end)
         since = max(since, join_end)
     if last_call is not None:  # the frame ended with a call: its tail is that call's
         plan.rec_end[last_call] = max(plan.rec_end[last_call], end)

@@ -45,7 +45,10 @@ def schedule(plan: Plan, timing: Timing, total: float | None = None) -> dict[str
         if timing.superstep is not None and frame.nodes:
             op["superstep"] = timing.superstep[frame.nodes[0]]
         operations.append(op)
-    waits = _node_waits(plan, timing) + _join_waits(plan, ends)
+    waits = _node_waits(plan, timing)
+    if not (plan.uses_after and timing.name == "local_barriers"):
+        # (a graph's supersteps are not joins when each task follows its own predecessors)
+        waits += _join_waits(plan, ends)
     waits.sort(key=lambda wait: -wait["wait"])
     by_path = {op["path"]: op for op in operations if op["kind"] == "branch"}
     for wait in waits:

@@ -10,10 +10,13 @@ from __future__ import annotations
 import asyncio
 import json
 import operator
+import time
 from collections.abc import Iterator
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any, Literal, TypedDict
+from uuid import UUID
 
 import pytest
+from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
@@ -30,7 +33,14 @@ from runtime.events import (
     publication_of,
     runs_of,
 )
+from runtime.events import bus as bus_module
+from runtime.events.sinks import dump_event
 from runtime.integrations.langgraph import LangGraphTracer
+from runtime.integrations.langgraph import _tracer as tracer_module
+from runtime.integrations.langgraph._bus import ReplayBus
+from runtime.integrations.langgraph._edges import Previous, Topology, predecessors, senders_of
+from runtime.integrations.langgraph_demos import ab_graph
+from runtime.whatif import what_if
 from tests.contract.node_fold import first_difference, node_exports, python_export
 from tests.runtime.ingest_server import IngestServer
 
@@ -485,3 +495,241 @@ def test_without_a_checkpointer_nothing_is_saved() -> None:
     graph.invoke({"out": []}, config={"callbacks": [LangGraphTracer(graph, sinks=[sink])],
                                       "configurable": {"thread_id": "t"}})
     assert of_type(sink.events, "checkpoint.saved") == []
+
+
+# -- what each task waited for (BranchRequest.after) -------------------------------------------
+
+
+def requests_by_barrier(events: list[Event]) -> list[list[tuple[str, list[str] | None]]]:
+    """Each fork's requests as (key, after), in barrier order."""
+    return [[(r.key, r.after) for r in e.requests] for e in of_type(events, "barrier.forked")]
+
+
+def stored_requests(events: list[Event]) -> list[dict[str, Any]]:
+    """Every fork's requests as the sinks write them (JSON)."""
+    return [r for e in of_type(events, "barrier.forked")
+            for r in json.loads(dump_event(e))["requests"]]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("with_graph", [True, False])
+async def test_the_seeds_flat_graph_records_which_task_each_task_waited_for(
+        with_graph: bool) -> None:
+    graph = ab_graph(unit=0)
+    sink = MemorySink()
+    tracer = LangGraphTracer(graph if with_graph else None, sinks=[sink])
+    await graph.ainvoke({"done": []}, config={"callbacks": [tracer]})
+    checked(sink.events)
+    # A2 was triggered by A1 alone, B2 by B1: LangGraph's superstep made A2 wait for B1.
+    after = [["A1"], ["B1"]] if with_graph else [None, None]
+    assert requests_by_barrier(sink.events) == [
+        [("A1", None), ("B1", None)], [("A2", after[0]), ("B2", after[1])]]
+    stored = stored_requests(sink.events)
+    if with_graph:
+        assert [r.get("after") for r in stored] == [None, None, ["A1"], ["B1"]]
+        assert ["after" in r for r in stored] == [False, False, True, True]
+    else:  # unknown without the graph's edges: not in the events at all
+        assert all("after" not in r for r in stored)
+
+
+def test_a_fan_in_after_a_send_fan_out_waited_for_every_send_task() -> None:
+    builder = StateGraph(FanState)
+    builder.add_node("plan", lambda state: {"topic": "fan"})
+    builder.add_node("work", lambda arg: {"out": [arg["i"]]})
+    builder.add_node("gather", lambda state: {"topic": "gathered"})
+    builder.add_edge(START, "plan")
+    builder.add_conditional_edges(
+        "plan", lambda state: [Send("work", {"i": i}) for i in range(N)], ["work"])
+    builder.add_edge("work", "gather")
+    graph = builder.compile()
+    sink = MemorySink()
+    graph.invoke({"out": []}, config={"callbacks": [LangGraphTracer(graph, sinks=[sink])]})
+    checked(sink.events)
+    sends = [f"work:{i}" for i in range(N)]
+    assert requests_by_barrier(sink.events) == [
+        [("plan", None)], [(key, ["plan"]) for key in sends], [("gather", sends)]]
+
+
+class RouteState(TypedDict, total=False):
+    done: Annotated[list[str], operator.add]
+
+
+def test_conditional_edges_and_commands_are_routes_and_an_earlier_join_source_is_unknown(
+        ) -> None:
+    def node(name: str) -> Any:
+        return lambda state: {"done": [name]}
+
+    def finish(state: RouteState) -> Command[Literal["last", "other_last"]]:
+        return Command(goto="last", update={"done": ["finish"]})
+
+    builder = StateGraph(RouteState)
+    for name in ("router", "side", "x", "y", "z", "joined", "last", "other_last"):
+        builder.add_node(name, node(name))
+    builder.add_node("finish", finish)
+    builder.add_edge(START, "router")
+    builder.add_edge(START, "side")
+    builder.add_conditional_edges("router", lambda state: "go_x", {"go_x": "x", "go_y": "y"})
+    builder.add_edge("side", "z")
+    builder.add_edge("x", "finish")
+    builder.add_edge(["side", "x"], "joined")  # side ran a superstep before x
+    builder.add_edge("joined", END)
+    graph = builder.compile()
+    sink = MemorySink()
+    graph.invoke({"done": []}, config={"callbacks": [LangGraphTracer(graph, sinks=[sink])]})
+    checked(sink.events)
+    assert requests_by_barrier(sink.events) == [
+        [("router", None), ("side", None)],
+        [("x", ["router"]), ("z", ["side"])],
+        # z has no edge out, so it may route anywhere by returning a Command.
+        [("finish", ["x", "z"]), ("joined", None)],
+        [("last", ["finish"])]]
+
+
+class Clock:
+    """A monotonic clock the test moves: a node sets the time it ends at."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    time = staticmethod(time.time)
+
+
+class NodeEnds(BaseCallbackHandler):
+    """Sets ``ended[node]`` once a node's task ended (after the tracer saw it end)."""
+
+    run_inline = True
+
+    def __init__(self) -> None:
+        self.ended: dict[str, asyncio.Event] = {}
+        self.nodes: dict[UUID, str] = {}
+
+    def on_chain_start(self, serialized: Any, inputs: Any, *, run_id: UUID,
+                       metadata: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        node = (metadata or {}).get("langgraph_node")
+        if node is not None and kwargs.get("name") == node:
+            self.nodes[run_id] = node
+
+    def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        if run_id in self.nodes:
+            self.event(self.nodes[run_id]).set()
+
+    def event(self, node: str) -> asyncio.Event:
+        return self.ended.setdefault(node, asyncio.Event())
+
+
+@pytest.mark.anyio
+async def test_the_what_if_of_the_seeds_flat_graph_lets_a2_follow_a1_under_local_barriers(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The seed's table, recorded from LangGraph: A1 1 unit, B1 10, A2 1, B2 1.
+
+    The clock is the test's, in units: both tasks of a superstep start, then the short one
+    moves the clock to its end and ends, then the long one (which waited until the
+    tracer had recorded that end) moves it to its own; so the recorded times are the
+    seed's exactly."""
+    clock, ends = Clock(), NodeEnds()
+    # Every stamp of the traced run reads the test's clock: the tracer's callbacks, the
+    # bus's start, and the events the bus stamps itself (turn.started, turn.finished).
+    monkeypatch.setattr(tracer_module, "time", clock)
+    monkeypatch.setattr(bus_module, "time", clock)
+    monkeypatch.setattr(ReplayBus, "emit", lambda bus, cls, path="", **fields: bus.emit_at(
+        clock.now, cls, path, **fields))
+    started = {name: asyncio.Event() for name in ("B1", "B2")}
+
+    def short(name: str, sibling: str, until: float) -> Any:
+        async def run(state: RouteState) -> RouteState:
+            await started[sibling].wait()  # both tasks started at the superstep's time
+            clock.now = until
+            return {"done": [name]}
+        return run
+
+    def long(name: str, sibling: str, until: float) -> Any:
+        async def run(state: RouteState) -> RouteState:
+            started[name].set()
+            await ends.event(sibling).wait()
+            clock.now = until
+            return {"done": [name]}
+        return run
+
+    builder = StateGraph(RouteState)
+    builder.add_node("A1", short("A1", "B1", 1.0))
+    builder.add_node("B1", long("B1", "A1", 10.0))
+    builder.add_node("A2", short("A2", "B2", 11.0))
+    builder.add_node("B2", long("B2", "A2", 11.0))
+    builder.add_edge(START, "A1")
+    builder.add_edge(START, "B1")
+    builder.add_edge("A1", "A2")
+    builder.add_edge("B1", "B2")
+    graph = builder.compile()
+    sink = MemorySink()
+    tracer = LangGraphTracer(graph, sinks=[sink])
+    await graph.ainvoke({"done": []}, config={"callbacks": [tracer, ends]})
+    checked(sink.events)
+
+    report = what_if(sink.events).as_dict()
+    schedules = report["schedules"]
+    ops = {name: {op["key"]: op for op in s["operations"] if op["kind"] == "branch"}
+           for name, s in schedules.items()}
+    for name in ("recorded", "supersteps"):  # A2 waits for B1: the superstep barrier
+        assert (ops[name]["A2"]["start"], ops[name]["B1"]["end"]) == (10.0, 10.0), name
+        assert schedules[name]["total"] == pytest.approx(11.0)
+    local = ops["local_barriers"]  # A2 follows A1, as in our runtime
+    assert [(local[k]["start"], local[k]["end"]) for k in ("A1", "A2", "B1", "B2")] == [
+        (0.0, 1.0), (1.0, 2.0), (0.0, 10.0), (10.0, 11.0)]
+    assert schedules["local_barriers"]["total"] == pytest.approx(11.0)
+    [wait] = [w for w in schedules["supersteps"]["waits"] if w["key"] == "A2"]
+    assert wait["for_keys"] == ["B1"] and wait["wait"] == pytest.approx(9.0)
+    # Under local barriers A2 waits for nothing to start (only its barrier's join waits
+    # for B2, as the invocation's end does).
+    assert [w["at"] for w in schedules["local_barriers"]["waits"] if w["key"] == "A2"] \
+        in ([], ["join"])
+    assert local["B1"]["path"] not in local["A2"]["waited_for"]
+
+
+def test_each_send_task_waited_for_the_task_that_sent_it() -> None:
+    def work(arg: dict[str, int]) -> Command[Any]:
+        i = arg["i"]  # the even ones send a follow-up through their Command
+        return Command(update={"out": [i]}, goto=[Send("follow", {"i": i})] if i % 2 == 0
+                       else [])
+
+    builder = StateGraph(FanState)
+    builder.add_node("p1", lambda state: {})
+    builder.add_node("p2", lambda state: {})
+    builder.add_node("work", work)
+    builder.add_node("follow", lambda arg: {"out": [100 + arg["i"]]})
+    builder.add_edge(START, "p1")
+    builder.add_edge(START, "p2")
+    builder.add_conditional_edges("p1", lambda s: [Send("work", {"i": i}) for i in (0, 1)])
+    builder.add_conditional_edges("p2", lambda s: [Send("work", {"i": i}) for i in (2, 3, 4)])
+    builder.add_edge("follow", END)
+    graph = builder.compile()
+    sink = MemorySink()
+    result = graph.invoke({"out": []}, config={"callbacks": [LangGraphTracer(graph,
+                                                                              sinks=[sink])]})
+    assert result["out"] == [0, 1, 2, 3, 4, 100, 102, 104]
+    checked(sink.events)
+    assert requests_by_barrier(sink.events) == [
+        [("p1", None), ("p2", None)],
+        [("work:0", ["p1"]), ("work:1", ["p1"]), ("work:2", ["p2"]), ("work:3", ["p2"]),
+         ("work:4", ["p2"])],
+        [("follow:0", ["work:0"]), ("follow:1", ["work:2"]), ("follow:2", ["work:4"])]]
+
+
+def test_a_send_whose_sender_the_callbacks_did_not_show_waits_for_every_possible_sender(
+        ) -> None:
+    topology = Topology(targets={"plan": None, "side": frozenset({"end"})},
+                        senders=frozenset({"plan"}), joins={}, deferred=frozenset())
+    unseen = [Previous("plan", "plan"), Previous("side", "side")]
+    assert senders_of(unseen, [(0, "work")]) is None
+    assert predecessors(topology, unseen, "work", push=True) == ["plan"]
+    # Every task could have sent it: the same as waiting for the whole superstep, which
+    # is what unknown means (and no list of every key on every request).
+    everyone = [Previous("plan", f"plan:{i}") for i in range(3)]
+    assert predecessors(topology, everyone, "work", push=True) is None
+    # Sends that do not account for the PUSH tasks exactly name no sender.
+    shown = [Previous("plan", "plan", ("work", "work"))]
+    assert senders_of(shown, [(0, "work"), (1, "work")]) == {0: "plan", 1: "plan"}
+    assert senders_of(shown, [(0, "work")]) is None
+    assert senders_of(shown, [(0, "work"), (1, "other")]) is None

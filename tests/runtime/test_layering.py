@@ -233,7 +233,8 @@ def test_a_forbidden_module_added_to_a_copy_of_the_tree_fails_the_scan(tmp_path:
         ],
         "picoflow_web._deep": [
             "line 1: 'runtime.barrier' is not the runtime's public API for "
-            "picoflow_web (it may import runtime, runtime.events, runtime.integrations.otel)",
+            "picoflow_web (it may import runtime, runtime.events, runtime.integrations.otel, "
+            "runtime.whatif)",
         ],
     }
 

@@ -100,6 +100,18 @@ class TestLangGraphRuns:
         assert times(s["local_barriers"], "A2") == (1, 2)
         assert s["local_barriers"]["total"] == 11
 
+    def test_a_join_whose_sources_ran_in_different_supersteps_waits_for_both(self) -> None:
+        """START→A (10), START→X (1), X→B (1), [A, B]→N: B follows X, N waits for A too."""
+        t = Timeline(flow="LangGraph").fork(0, "", "s1", [("0", "A"), ("1", "X")])
+        t.branch("0", "A", "s1", 0, 10).branch("1", "X", "s1", 0, 1).join(10, "", "s1")
+        t.fork(10, "", "s2", [("1:0", "B")], after={"B": ["X"]})
+        t.branch("1:0", "B", "s2", 10, 11).join(11, "", "s2")
+        t.fork(11, "", "s3", [("2:0", "N")]).branch("2:0", "N", "s3", 11, 12)
+        s = schedules(t.join(12, "", "s3").finish(12))
+        assert times(s["local_barriers"], "B") == (1, 2)
+        assert times(s["local_barriers"], "N") == (10, 11)
+        assert s["local_barriers"]["total"] == 11 and s["supersteps"]["total"] == 12
+
     def test_without_edges_each_task_waits_for_the_whole_superstep_and_it_says_so(
             self) -> None:
         report = what_if(langgraph_flat(edges=False)).as_dict()

@@ -24,7 +24,10 @@ The mapping:
   superstep's writes when one of its tasks fails), its requests in LangGraph's task order
   (the order its ``apply_writes`` applies writes: PULL tasks by node name, then PUSH tasks
   from ``Send`` by index); a PULL task's key is its node, a PUSH task's ``node:index``.
-  A request's ``params`` is what the task was given (the state, or a ``Send``'s arg).
+  A request's ``params`` is what the task was given (the state, or a ``Send``'s arg);
+  with ``graph``, its ``after`` names the previous superstep's tasks that could have
+  triggered it (``_edges``), so a what-if can schedule each task after its own
+  triggers instead of after the whole superstep.
 * a task's writes to a reducer channel (``BinaryOperatorAggregate`` such as
   ``Annotated[list, operator.add]`` or ``add_messages``, ``Topic``) are contributions,
   reduced at the join in task order by the channel's own operator (named in
@@ -78,6 +81,7 @@ read synchronously from the callback (an async-only saver on the event loop).
 =================  ========================================================================
 ``_tracer``        the callback handler: invocations, subgraphs, tasks, model calls
 ``_superstep``     a superstep's record and its events (fork, branches, join)
+``_edges``         which tasks of the previous superstep a task waited for (the edges)
 ``_models``        a chat model call as ``model.*`` events
 ``_values``        channels and reducers, task order, values and errors for events
 ``_bus``           the event bus that stamps recorded times

@@ -9,7 +9,7 @@ barrier: its base is that branch, its join publishes into that branch's scope).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +18,7 @@ from langgraph.errors import GraphInterrupt
 from runtime import events as ev
 
 from ._bus import ReplayBus
+from ._edges import Previous, Topology, predecessors, senders_of
 from ._models import render_end, render_start
 from ._values import Cancelled, Reducer, error_info, plain, reduce, reducer_name, sort_key
 
@@ -48,6 +49,20 @@ class Task:
     path: str = ""
     sub: Scope | None = None
     """The subgraph loop it ran (the last one, when it ran several)."""
+    after: list[str] | None = None
+    """The keys of the previous superstep's tasks it waited for (None: unknown)."""
+    sends: list[str] = field(default_factory=list)
+    """The nodes of the ``Send``s it returned (its routing functions', its ``Command``'s)."""
+
+    @property
+    def push(self) -> bool:
+        """A PUSH task (a ``Send``'s), not a node's PULL task."""
+        return self.lg_path[:1] == ("__pregel_push",) and len(self.lg_path) > 1
+
+    @property
+    def own_key(self) -> str:
+        """Its branch key: its node, or ``node:index`` for a ``Send``'s task."""
+        return f"{self.node}:{self.lg_path[1]}" if self.push else self.node
 
 
 Piece = tuple[str, str, Any]
@@ -62,6 +77,8 @@ class Scope:
     reducers: dict[str, Reducer]
     known: frozenset[str]
     owner: Task | None = None
+    topology: Topology | None = None
+    """Its graph's edges (None: unknown, and so are its tasks' predecessors)."""
     superstep: int | None = None
     tasks: list[Task] = field(default_factory=list)
     log: list[tuple[str, Any]] = field(default_factory=list)
@@ -74,6 +91,8 @@ class Scope:
     """A subgraph's keys its joins published, and the writes their values came from:
     reduced in order onto the initial value, or onto nothing when the flag says a
     replacement reset it (kept for subgraphs only)."""
+    previous: tuple[int | None, Sequence[Previous]] = (None, ())
+    """The last closed superstep's step number, and its tasks."""
 
     def __post_init__(self) -> None:
         self.initial = dict(self.state)
@@ -82,6 +101,16 @@ class Scope:
         """The open superstep's record; the scope is ready for the next one."""
         done = Superstep(self, self.barriers, sorted(self.tasks, key=lambda t: sort_key(
             t.lg_path)), self.log, failing, self.superstep)
+        number, before = self.previous
+        if number is None or self.superstep != number + 1:
+            before = ()  # only the superstep right before can have triggered a task
+        sent = senders_of(before, [(t.lg_path[1], t.node) for t in done.tasks if t.push])
+        for task in done.tasks:
+            task.after = predecessors(self.topology, before, task.node, push=task.push,
+                                      sender=(sent or {}).get(task.lg_path[1])
+                                      if task.push else None)
+        self.previous = (self.superstep, [Previous(t.node, t.own_key, tuple(t.sends))
+                                          for t in done.tasks])
         self.barriers += 1
         self.tasks, self.log, self.superstep = [], [], None
         return done
@@ -121,8 +150,7 @@ def render(bus: ReplayBus, step: Superstep, now: float) -> ev.ErrorInfo | None:
     caller = scope.owner.path if scope.owner is not None else ""
     for index, task in enumerate(tasks):
         task.index = index
-        push = task.lg_path[:1] == ("__pregel_push",) and len(task.lg_path) > 1
-        task.key = f"{task.node}:{task.lg_path[1]}" if push else task.node
+        task.key = task.own_key
         own = str(index) if k == 0 else f"{k}:{index}"
         task.path = f"{caller}.{own}" if caller else own
     request = ev.record_maker(ev.BranchRequest)
@@ -130,7 +158,8 @@ def render(bus: ReplayBus, step: Superstep, now: float) -> ev.ErrorInfo | None:
     bus.emit_at(first, ev.BarrierForked, caller, barrier=barrier,
                 caller_step=scope.owner.node if scope.owner is not None else STATE_STEP,
                 requests=[request(index=t.index, path=t.path, step=t.node, key=t.key,
-                                  params=plain(t.given), user_message=None) for t in tasks],
+                                  params=plain(t.given), user_message=None, after=t.after)
+                          for t in tasks],
                 policy="atomic", checkpoint="none", max_concurrency=None,
                 branch_timeout=None, token_budget=None, base=caller or "canonical")
     views: dict[str, dict[str, Any]] = {t.path: {} for t in tasks}

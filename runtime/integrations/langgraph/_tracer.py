@@ -18,6 +18,7 @@ from runtime import events as ev
 from runtime.engine import dashboard_from_env
 
 from ._bus import ReplayBus
+from ._edges import sends_in, topology_of
 from ._models import ModelCall, describe, messages_of, tools_of
 from ._superstep import STATE_STEP, Scope, Task, render
 from ._values import channels_of, interrupts, plain, reduce, subgraph_of, turn_error
@@ -88,6 +89,7 @@ class LangGraphTracer(BaseCallbackHandler):
             [self.dashboard] if self.dashboard is not None else [])
         self.graph = graph
         self.reducers, self.known = channels_of(graph)
+        self.topology = topology_of(graph)
         self.last_run_id: str | None = None
         """The run id of the last invocation that started."""
         self._lock = threading.Lock()  # a sync invocation calls back from a thread pool
@@ -199,7 +201,8 @@ class LangGraphTracer(BaseCallbackHandler):
         for key, value in (inputs.items() if isinstance(inputs, Mapping) else ()):
             reducer = self.reducers.get(key)
             state[key] = reduce(reducer, state.get(key), value) if reducer else value
-        scope = Scope(state=state, reducers=self.reducers, known=self.known)
+        scope = Scope(state=state, reducers=self.reducers, known=self.known,
+                      topology=self.topology)
         self._runs[run_id] = _Invocation(bus=bus, scope=scope, thread=thread, since=since)
         self._where[run_id] = _Where(run_id, scope, loop=True)
         self.last_run_id = bus.run_id
@@ -262,7 +265,8 @@ class LangGraphTracer(BaseCallbackHandler):
         reducers, known = channels_of(sub) if sub is not None else (
             owner.scope.reducers, owner.scope.known)
         state = dict(inputs) if isinstance(inputs, Mapping) else {}
-        owner.sub = Scope(state=state, reducers=reducers, known=known, owner=owner)
+        owner.sub = Scope(state=state, reducers=reducers, known=known, owner=owner,
+                          topology=topology_of(sub))
         return owner.sub
 
     def _ended(self, run_id: UUID, outputs: Any, error: BaseException | None) -> None:
@@ -279,7 +283,11 @@ class LangGraphTracer(BaseCallbackHandler):
             elif where.is_task and where.task is not None and where.task.ended is None:
                 task = where.task
                 task.ended, task.writes, task.error = now, outputs, error
+                task.sends += sends_in(outputs)
                 task.scope.log.append(("end", task))
+            elif where.task is not None and error is None:
+                # A run inside a task: its routing functions return its Sends.
+                where.task.sends += sends_in(outputs)
 
     def _closed(self, root: UUID, scope: Scope, *, failing: bool) -> None:
         """Close ``scope``'s superstep: emit it, or keep it in its owner's record (a
