@@ -8,11 +8,12 @@ there): ``path("", include("picoflow_web.urls"))``. The standalone site
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from picoflow_web.http import api, openapi, otlp_receiver, transfer, views
+from picoflow_web.http import analysis, api, openapi, otlp_receiver, transfer, views
 
 urlpatterns = [
     path("", views.index, name="index"),
     path("runs/<str:run_id>/", views.run_page, name="run"),
+    path("runs/<str:run_a>/compare/<str:run_b>/", views.compare_page, name="compare"),
     path("sessions/<str:session_id>/", views.session_page, name="session"),
     path("healthz", views.healthz, name="healthz"),
     path("login/", auth_views.LoginView.as_view(template_name="picoflow_web/login.html"),
@@ -25,6 +26,9 @@ urlpatterns = [
     path("api/runs/<str:run_id>/events", api.run_events, name="api-run-events"),
     path("api/runs/<str:run_id>/cancel", api.run_cancel, name="api-run-cancel"),
     path("api/runs/<str:run_id>/otlp", api.run_otlp, name="api-run-otlp"),
+    path("api/runs/<str:run_id>/whatif", analysis.run_whatif, name="api-run-whatif"),
+    path("api/runs/<str:run_id>/compare/<str:other_id>", analysis.run_compare,
+         name="api-run-compare"),
     path("api/runs/<str:run_id>/export", transfer.run_export, name="api-run-export"),
     path("api/sessions/<str:session_id>", api.session_detail, name="api-session"),
     path("api/sessions/<str:session_id>/export", transfer.session_export,

@@ -23,6 +23,7 @@ from pydantic import BaseModel
 from picoflow_web import __version__
 from picoflow_web.data import runs_query
 from picoflow_web.execute.engine import get_engine
+from picoflow_web.http.analysis import MAX_CONCURRENCY
 from picoflow_web.http.bodies import (
     ID_OR_EMPTY,
     MODELS,
@@ -31,6 +32,7 @@ from picoflow_web.http.bodies import (
     AiPending,
     AiReply,
     AiRun,
+    Comparison,
     Error,
     EventPage,
     FlowList,
@@ -42,6 +44,7 @@ from picoflow_web.http.bodies import (
     RunOut,
     RunStart,
     SessionOut,
+    WhatIf,
 )
 from picoflow_web.http.jsonbody import MAX_BODY_BYTES, MAX_DEPTH, MAX_NUMBER_DIGITS
 from runtime import FlowInfo
@@ -209,6 +212,18 @@ def document() -> dict[str, Any]:
                            "properties": {"resourceSpans": {"type": "array"}}},
                           "OTLP/JSON TracesData")}, params=[run_id],
                 errors=(*ERRORS, 501)))},
+            "/api/runs/{run_id}/whatif": {"get": _operation(
+                "The run's what-if: as recorded, under graph-wide supersteps and under "
+                "local barriers, computed from its events (seconds from the turn's start)", {
+                    200: (_ref(WhatIf), "The three schedules")},
+                params=[run_id, _query("max_concurrency", {
+                    "type": "integer", "minimum": 1, "maximum": MAX_CONCURRENCY,
+                    "description": "Graph-wide limit of the supersteps schedule"})])},
+            "/api/runs/{run_id}/compare/{other_id}": {"get": _operation(
+                "Two runs side by side (A is run_id, B other_id; differences are B - A), "
+                "branches matched by invocation path and branch key", {
+                    200: (_ref(Comparison), "The comparison")},
+                params=[run_id, _path_param("other_id")])},
             "/api/runs/{run_id}/export": {"get": _operation(
                 "The run's events as JSONL (a download)", {200: EXPORT}, params=[run_id])},
             "/api/sessions/{session_id}/export": {"get": _operation(

@@ -1,4 +1,4 @@
-"""Server-rendered pages: runs list, run page, session page. All need login.
+"""Server-rendered pages: runs list, run page, compare page, session page. All need login.
 
 Pages carry their initial data in ``data-*`` attributes and ``json_script`` blocks; the ES
 modules under ``static/picoflow_web/js/`` take it from there (live updates over
@@ -64,6 +64,18 @@ async def run_page(request: HttpRequest, run_id: str) -> HttpResponse:
         raise Http404("No such run.")
     return await _render(request, "picoflow_web/run.html", {"run": run,
                                                             "summary": run.summary()})
+
+
+@require_safe
+@login_required
+async def compare_page(request: HttpRequest, run_a: str, run_b: str) -> HttpResponse:
+    """Two runs side by side: their branches matched by path and key, both timings."""
+    readable = (await _grant(request)).readable()
+    a = await selectors.run_get(run_a, projects=readable)
+    b = await selectors.run_get(run_b, projects=readable)
+    if a is None or b is None:
+        raise Http404("No such run.")
+    return await _render(request, "picoflow_web/compare.html", {"a": a, "b": b})
 
 
 @require_safe

@@ -91,12 +91,13 @@ def inferred(plan: Plan) -> list[str]:
     """What the schedules assume that the events do not say."""
     notes = [
         "Each model or tool call is one operation (a node of the flat graph); a branch's "
-        "own work before a call counts with that call. Durations are as recorded in every "
-        "schedule.",
+        "own work before a call counts with that call, a caller's own work before a fork "
+        "with the call before it or else with each branch's first operation. Durations are "
+        "as recorded in every schedule.",
     ]
     if plan.dropped > 0:
-        notes.append(f"Coordination between barriers shorter than {plan.glue * 1000:.0f} ms "
-                     f"is left out of the supersteps and local-barriers schedules "
+        notes.append(f"Own work after a join shorter than {plan.glue * 1000:.0f} ms is "
+                     f"coordination, left out of the supersteps and local-barriers schedules "
                      f"({plan.dropped * 1000:.1f} ms in all).")
     if plan.flow.startswith("LangGraph"):
         notes.append(
@@ -119,4 +120,5 @@ def compare_runs(events_a: Iterable[Any], events_b: Iterable[Any]) -> dict[str, 
     """Two runs side by side: see :mod:`runtime.whatif.compare`."""
     from .compare import compare_runs as compare
 
-    return compare(events_a, events_b)
+    with _no_collection():
+        return compare(events_a, events_b)

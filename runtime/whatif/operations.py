@@ -4,14 +4,17 @@ Every invocation (the top level, each branch) is a *frame*: a sequence of model 
 tool calls and barriers, in the order it made them. Each call is one *node* with the
 duration it took, counted from the end of the frame's previous item (the frame's own work
 before a call is part of it, as a flat graph's node runs its code and then its model); a
-frame with no call and no barrier is one node. A node depends on the item before it in its
+frame with no call and no barrier is one node. A frame's own work before a fork goes with
+the node before it (a call's node goes on to fork, as a graph node that sends would) or,
+when there is none, with the first nodes of each branch (its lead), so how long a caller
+took to fork never becomes an operation of its own. A node depends on the item before it in its
 frame; a frame's first item on what its caller had done before the fork; the item after a
 barrier on every branch of it (through a *join* node that takes no time). A request the
 recorder tagged with ``after`` (LangGraph's edges) depends on those requests of the
 caller's previous barrier instead.
 
-Gaps between a frame's barriers that make no call and are shorter than
-:attr:`Plan.glue` are coordination, not work: they are left out of the computed schedules.
+A frame's own work after its last join (saving state, returning) is a node when it lasts
+:attr:`Plan.glue` or more, else coordination, left out of the computed schedules.
 """
 
 from __future__ import annotations
@@ -205,8 +208,12 @@ def _close(call: Call | None, at: float) -> None:
         call.end = at
 
 
-def _build(plan: Plan, frame: Frame, entry: list[int], now: float) -> list[int]:
-    """Add ``frame``'s nodes (its branches' too) after ``entry``; return its exits."""
+def _build(plan: Plan, frame: Frame, entry: list[int], now: float,
+           lead: float = 0.0) -> list[int]:
+    """Add ``frame``'s nodes (its branches' too) after ``entry``; return its exits.
+
+    ``lead`` is its callers' own work just before its fork, which it carries into its
+    first nodes."""
     if frame.start is None:  # a branch that never started (refused, or cancelled queued)
         return entry
     end = frame.end if frame.end is not None else now
@@ -217,39 +224,46 @@ def _build(plan: Plan, frame: Frame, entry: list[int], now: float) -> list[int]:
             since = min(since, item.start)
             stop = item.end if item.end is not None else now
             last_call = plan.add(frame.path, item.kind, since, stop, prev)
+            plan.duration[last_call] += lead
             frame.nodes.append(last_call)
-            prev, since = [last_call], max(since, stop)
+            prev, since, lead = [last_call], max(since, stop), 0.0
             continue
         barrier = plan.barriers[item]
-        prev = _work(plan, frame, since, barrier.fork, prev)
+        own = max(0.0, barrier.fork - since)
+        if last_call is not None:  # what a call's node does next, as a graph's node would
+            plan.duration[last_call] += own
+        else:  # the branches' first nodes do it, as a flat graph's first node would
+            lead += own
         last_call = None
         exits: list[int] = []
         by_key: dict[str, list[int]] = {}
         for path, key in zip(barrier.branches, barrier.keys, strict=True):
             wanted = (barrier.after or {}).get(path)
             start = prev if wanted is None else _after(previous, wanted, prev)
-            out = _build(plan, plan.frames[path], start, now)
+            out = _build(plan, plan.frames[path], start, now, lead)
             by_key[key] = out
             exits.extend(out)
-        previous = by_key
+        previous, lead = by_key, 0.0
         join_end = barrier.join if barrier.join is not None else now
         # Requests tagged ``after`` skip the join before them, so what ran before it is
         # joined here: a later join or the turn's end still waits for all of it.
         prev = _join(plan, frame, barrier, exits + (prev if barrier.after else []), join_end)
         since = max(since, join_end)
     if last_call is not None:  # the frame ended with a call: its tail is that call's
-        plan.rec_end[last_call] = max(plan.rec_end[last_call], end)
-        plan.duration[last_call] = plan.rec_end[last_call] - plan.rec_start[last_call]
+        tail = max(0.0, end - plan.rec_end[last_call])
+        plan.rec_end[last_call] += tail
+        plan.duration[last_call] += tail
         return prev
     if not frame.items:
         node = plan.add(frame.path, "work", frame.start, end, prev)
+        plan.duration[node] += lead
         frame.nodes.append(node)
         return [node]
     return _work(plan, frame, since, end, prev)
 
 
 def _work(plan: Plan, frame: Frame, start: float, end: float, prev: list[int]) -> list[int]:
-    """The frame's own work from ``start`` to ``end``: a node, or dropped as coordination."""
+    """The frame's own work after its last join: a node, or dropped as coordination."""
     if end - start < plan.glue:
         plan.dropped += max(0.0, end - start)
         return prev

@@ -40,7 +40,7 @@ def schedule(plan: Plan, timing: Timing, total: float | None = None) -> dict[str
             "parent": frame.parent or "", "depth": frame.depth,
             "start": _r(first), "end": _r(max(end for _, end in parts)),
             "busy": _r(busy), "idle": _r(max(0.0, window - busy)),
-            "waited_for": [], "parts": [[_r(s), _r(e)] for s, e in parts],
+            "waited_for": [], "parts": [(_r(s), _r(e)) for s, e in parts],
         }
         if timing.superstep is not None and frame.nodes:
             op["superstep"] = timing.superstep[frame.nodes[0]]
@@ -73,7 +73,7 @@ def _own_work(plan: Plan, timing: Timing, node: int) -> dict[str, Any]:
         "id": f"#{node}", "path": "", "key": "", "step": "", "kind": plan.kind[node],
         "parent": "", "depth": 0, "start": _r(start), "end": _r(end),
         "busy": _r(end - start), "idle": 0.0, "waited_for": [],
-        "parts": [[_r(start), _r(end)]],
+        "parts": [(_r(start), _r(end))],
     }
     if timing.superstep is not None:
         op["superstep"] = timing.superstep[node]

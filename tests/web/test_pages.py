@@ -105,6 +105,49 @@ def test_the_session_picker_says_how_each_session_stands(user_client: Client) ->
     assert "(running)" not in body
 
 
+def test_the_compare_page_names_both_runs_and_loads_its_module(user_client: Client) -> None:
+    from picoflow_web.models import Run
+
+    a = Run.objects.create(id="r-cmp-a", flow="TimingFlow", session_id="s-a", status="finished")
+    b = Run.objects.create(id="r-cmp-b", flow="TimingFlow", session_id="s-b", status="finished")
+    response = user_client.get(f"/runs/{a.id}/compare/{b.id}/")
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert 'id="pf-compare"' in body and 'data-a="r-cmp-a" data-b="r-cmp-b"' in body
+    assert "/static/picoflow_web/js/compare_ui.js" in body
+    # Swapping a and b is a link to the same page the other way round.
+    assert f'href="/runs/{b.id}/compare/{a.id}/"' in body
+    names = {link.removeprefix("/static/picoflow_web/js/") for link in _preloads(body)}
+    assert {"compare.js", "whatif.js", "whatif_ui.js", "layout.js"} <= names
+
+
+def test_the_compare_page_needs_login_and_two_runs_the_user_may_see(
+        user_client: Client) -> None:
+    from picoflow_web.models import Run
+
+    mine = Run.objects.create(id="r-cmp-mine", flow="TimingFlow", session_id="s-m",
+                              status="finished")
+    other = Project.objects.create(name="elsewhere")
+    theirs = Run.objects.create(id="r-cmp-theirs", flow="TimingFlow", session_id="s-t",
+                                status="finished", project=other)
+    assert Client().get(f"/runs/{mine.id}/compare/{mine.id}/").status_code == 302
+    assert user_client.get(f"/runs/{mine.id}/compare/nope/").status_code == 404
+    assert user_client.get(f"/runs/nope/compare/{mine.id}/").status_code == 404
+    assert user_client.get(f"/runs/{mine.id}/compare/{theirs.id}/").status_code == 404
+    assert user_client.get(f"/runs/{theirs.id}/compare/{mine.id}/").status_code == 404
+
+
+def test_the_run_page_offers_the_what_if_view_and_a_compare_picker(user_client: Client) -> None:
+    from picoflow_web.models import Run
+
+    run = Run.objects.create(id="r-whatif", flow="TimingFlow", session_id="s-w",
+                             status="finished")
+    body = user_client.get(f"/runs/{run.id}/").content.decode()
+    assert 'data-view="whatif"' in body and 'id="pf-whatif"' in body
+    assert 'id="pf-compare-with" class="pf-input pf-input-small pf-compare-with" ' \
+           'data-flow="TimingFlow"' in body
+
+
 def _preloads(body: str) -> list[str]:
     return re.findall(r'<link rel="modulepreload" href="([^"]+)">', body)
 

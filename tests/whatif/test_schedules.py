@@ -92,6 +92,31 @@ class TestTheSeedsTable:
         assert [(w["key"], w["wait"], w["for_keys"]) for w in join] == [("A1", 9, ["B1"])]
 
 
+class TestCallersOwnWork:
+    def test_a_coordinator_slow_to_fork_gives_its_first_stage_a_lead_not_a_superstep(
+            self) -> None:
+        """Worker A takes 0.5 before its first fork (far over the coordination floor)."""
+        t = Timeline().fork(0, "", "b0", [("0", "A"), ("1", "B")], step="Worker")
+        t.branch("0", "A", "b0", 0, 2.5, calls=[])
+        t.fork(0.5, "0", "0/b0", [("0.0", "A1")]).branch("0.0", "A1", "0/b0", 0.5, 1.5)
+        t.join(1.5, "0", "0/b0")
+        t.fork(1.5, "0", "0/b1", [("0.1", "A2")]).branch("0.1", "A2", "0/b1", 1.5, 2.5)
+        t.join(2.5, "0", "0/b1")
+        t.branch("1", "B", "b0", 0, 11, calls=[])
+        t.fork(0, "1", "1/b0", [("1.0", "B1")]).branch("1.0", "B1", "1/b0", 0, 10)
+        t.join(10, "1", "1/b0")
+        t.fork(10, "1", "1/b1", [("1.1", "B2")]).branch("1.1", "B2", "1/b1", 10, 11)
+        t.join(11, "1", "1/b1")
+        s = schedules(t.join(11, "", "b0").finish(11))
+        steps = s["supersteps"]
+        assert steps["supersteps"] == 2
+        assert times(steps, "A1") == (0, 1.5) and op(steps, "A1")["superstep"] == 1
+        assert times(steps, "A2") == (10, 11) and op(steps, "A2")["waited_for"] == ["1.0"]
+        assert times(s["local_barriers"], "A2") == (1.5, 2.5)
+        ids = {o["id"] for o in s["recorded"]["operations"]}
+        assert ids == {"0", "0.0", "0.1", "1", "1.0", "1.1"}
+
+
 class TestLangGraphRuns:
     def test_with_the_graphs_edges_local_barriers_let_a2_follow_a1(self) -> None:
         s = schedules(langgraph_flat(edges=True))
@@ -155,9 +180,9 @@ class TestWhereCallsMatter:
         s = schedules(self.agent())
         assert s["supersteps"]["supersteps"] == 3
         assert s["supersteps"]["total"] == 7
-        assert op(s["supersteps"], "agent")["parts"] == [[0, 1], [5, 7]]
+        assert op(s["supersteps"], "agent")["parts"] == [(0, 1), (5, 7)]
         assert s["local_barriers"]["total"] == 5
-        assert op(s["local_barriers"], "agent")["parts"] == [[0, 3]]
+        assert op(s["local_barriers"], "agent")["parts"] == [(0, 3)]
 
     def test_a_rejected_branch_keeps_its_recorded_duration(self) -> None:
         t = Timeline().fork(0, "", "b0", [("0", "ok"), ("1", "bad")])

@@ -72,6 +72,15 @@ export const cancelRunUrl = (runId) => `/api/runs/${encodeURIComponent(runId)}/c
 /** POST a JSONL export (201 with what was stored). @param {boolean} copy  under new ids */
 export const importUrl = (copy) => `/api/import${copy ? "?copy=1" : ""}`;
 /**
+ * The run's schedules under other scheduling models. @param {string} runId
+ * @param {number | null} [maxConcurrency]  a graph-wide limit for the supersteps schedule
+ */
+export const whatIfUrl = (runId, maxConcurrency = null) => `/api/runs/${encodeURIComponent(runId)}/whatif${maxConcurrency ? `?max_concurrency=${maxConcurrency}` : ""}`;
+/** Two runs side by side (JSON). @param {string} a @param {string} b */
+export const compareApiUrl = (a, b) => `/api/runs/${encodeURIComponent(a)}/compare/${encodeURIComponent(b)}`;
+/** The page comparing two runs. @param {string} a @param {string} b */
+export const comparePageUrl = (a, b) => `/runs/${encodeURIComponent(a)}/compare/${encodeURIComponent(b)}/`;
+/**
  * @param {string} runId @param {number} after
  * @param {number | null} [generation]  the generation of the events the page holds: the
  *   server sends the run from seq 0 when it has another (they were replaced)

@@ -20,7 +20,10 @@
  *   .pf-visible-state, .pf-invisible, .pf-published, .pf-conflict (.pf-conflict-row)
  *   #pf-seq (range), #pf-seq-live                   scrubber; #pf-conflicts holds conflict cards
  * Deep links: /runs/<id>/#inv=<path>&seq=<n> (or #barrier=<id>) select and fold up to n;
- * without one, the turn itself ("" path) is selected.
+ * without one, the turn itself ("" path) is selected. `view=whatif` (or a bare `#whatif`)
+ * opens the What if view (whatif_ui.js) instead of the lanes; the tabs
+ * `.pf-view-tab[data-view=lanes|whatif]` and "w" switch, `#pf-run[data-view]` says which.
+ * `#pf-compare-with` lists the flow's other runs to compare with (compare_ui.js).
  * Keys: "?" lists them all; j/k or arrows (tree focused) move the selection, left/right
  * collapse/expand; "," and "." step the scrubber, Home/End jump to the first/last event;
  * "/" focuses find.
@@ -38,6 +41,9 @@ import { createFeed } from "./socket.js";
 import { createStopControl } from "./stop_ui.js";
 import { ENDING_EVENTS, isEnded, mergeSummary, runStatus } from "./stopping.js";
 import { createRunStore } from "./store.js";
+import { mountComparePicker } from "./compare_ui.js";
+import { hashWithView, viewOfHash } from "./whatif.js";
+import { createWhatIfView } from "./whatif_ui.js";
 
 /** Events a poll asks for at a time (no websocket). */
 const PAGE = 5000;
@@ -69,6 +75,24 @@ export function mountRunPage(root) {
     store.set({ seq: seq === null || seq >= last ? null : Math.max(0, seq) });
   };
   const runView = createRunView({ current: () => store, onPin: pin });
+  const whatIf = createWhatIfView(byId("pf-whatif"), runId);
+  const compareWith = document.getElementById("pf-compare-with");
+  if (compareWith instanceof HTMLSelectElement) mountComparePicker(compareWith, runId);
+  /** The view shown: "whatif", or null for the lanes (the deep link's `view=`). @type {string | null} */
+  let shownView = null;
+  const tabs = /** @type {HTMLElement[]} */ (Array.from(document.querySelectorAll(".pf-view-tab[data-view]")));
+  /** @param {string | null} view */
+  const showView = (view) => {
+    shownView = view === "whatif" ? "whatif" : null;
+    for (const tab of tabs) tab.setAttribute("aria-selected", String((tab.dataset.view === "whatif") === (shownView === "whatif")));
+    byId("pf-workspace").hidden = shownView === "whatif";
+    els.scrubber.hidden = shownView === "whatif";
+    root.dataset.view = shownView ?? "lanes";
+    whatIf.show(shownView === "whatif");
+    // The lanes were not drawn while hidden (no size to draw at).
+    store.touch();
+  };
+  for (const tab of tabs) tab.addEventListener("click", () => showView(tab.dataset.view === "whatif" ? "whatif" : null));
 
   // -- deep links -------------------------------------------------------------------------
   const applyHash = () => {
@@ -80,6 +104,8 @@ export function mountRunPage(root) {
       seq: link.seq,
     });
     runView.reveal(link.inv ?? (link.barrier !== null ? `barrier:${link.barrier}` : null));
+    const view = viewOfHash(location.hash);
+    if (view !== shownView || whatIf.shown !== (view === "whatif")) showView(view);
   };
   let writtenHash = location.hash;
   window.addEventListener("hashchange", () => {
@@ -158,6 +184,7 @@ export function mountRunPage(root) {
     { keys: ["."], label: "Next event", run: () => step(1) },
     { keys: ["Home"], label: "First event", run: () => pin(0) },
     { keys: ["End"], label: "Last event (follow the run)", run: () => pin(null) },
+    { keys: ["w"], label: "Switch between the lanes and the What if view", run: () => showView(shownView === "whatif" ? null : "whatif") },
     ...runView.shortcuts,
   ]);
 
@@ -200,6 +227,7 @@ export function mountRunPage(root) {
     els.reply.classList.toggle("pf-reply-cancelled", status === "cancelled");
     stop.render();
     children.render(view);
+    whatIf.sync({ ended: isEnded(liveStatus), lastSeq: live.lastSeq });
     const sessionId = live.sessionId || s.summary?.session_id || "";
     if (sessionId) {
       els.session.hidden = false;
@@ -224,7 +252,7 @@ export function mountRunPage(root) {
     if (!runView.render({ running: running && !pinned, now })) return; // it scheduled the next frame
 
     // Deep link in the address bar.
-    const hash = formatHash({ inv: s.selected === "" ? null : s.selected, barrier: s.selectedBarrier, seq: s.seq });
+    const hash = hashWithView(formatHash({ inv: s.selected === "" ? null : s.selected, barrier: s.selectedBarrier, seq: s.seq }), shownView);
     if (hash !== writtenHash && (hash || location.hash)) {
       writtenHash = hash;
       history.replaceState(null, "", hash || location.pathname + location.search);

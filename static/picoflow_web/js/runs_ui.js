@@ -14,6 +14,7 @@
  *   #pf-runs-body                                  the table body of the list
  *   #pf-filters select[name=flow|status], input[name=session|conflicts|rejected|q|since|until]
  *   .pf-run-problem[href] on a row: links to the run page's conflict cards
+ *   .pf-run-pick (a checkbox per row), #pf-compare-runs (enabled with two ticked): compare
  *   #pf-runs-head button.pf-sort[data-sort] (its th has aria-sort)  column sorting
  *   #pf-start-form with select[name=flow], textarea[name=message], select[name=session],
  *     button[type=submit]; errors show in #pf-start-form .pf-form-error;
@@ -23,10 +24,11 @@
  *     .pf-field-error                              the chosen flow's config fields
  */
 
-import { ApiError, requestJson, runPageUrl, sessionPageUrl, wsUrl } from "./api.js";
+import { ApiError, comparePageUrl, requestJson, runPageUrl, sessionPageUrl, wsUrl } from "./api.js";
 import { fieldsFromSchema, initialValue, readConfig } from "./config_form.js";
-import { append, badge, h, setAttr, setText } from "./dom.js";
+import { append, badge, h, on, setAttr, setText } from "./dom.js";
 import { formatClock, formatDuration, interruptionText, preview, runStatusKind } from "./format.js";
+import { compareOrder } from "./compare.js";
 import { createFeed } from "./socket.js";
 import { mergeSummary, summaryNote } from "./stopping.js";
 import { createStore } from "./store.js";
@@ -285,6 +287,35 @@ export function mountRunsPage(root) {
     if (event.key === "Enter" && (event.metaKey || event.ctrlKey)) startForm.requestSubmit();
   });
 
+  // Compare: two ticked runs, the one started first as a.
+  /** @type {Set<string>} */
+  const picked = new Set();
+  const compareButton = /** @type {HTMLButtonElement} */ (document.getElementById("pf-compare-runs"));
+  const compareHint = /** @type {HTMLElement} */ (document.getElementById("pf-compare-hint"));
+  const syncCompare = () => {
+    const runs = [...picked].map((id) => store.get().runs.get(id)).filter(Boolean);
+    const flows = new Set(runs.map((r) => r.flow));
+    compareButton.disabled = picked.size !== 2;
+    setText(compareHint, picked.size === 0 ? "Tick two runs to compare them side by side."
+      : picked.size === 1 ? "Tick one more run to compare it with."
+        : picked.size > 2 ? "Tick only two runs."
+          : flows.size > 1 ? "Two runs of different flows: branches are matched by path and key all the same." : "");
+  };
+  on(body, "change", ".pf-run-pick", (event, box) => {
+    const id = box.closest("tr")?.dataset.runId;
+    if (!id) return;
+    if (/** @type {HTMLInputElement} */ (box).checked) picked.add(id);
+    else picked.delete(id);
+    syncCompare();
+  });
+  compareButton.addEventListener("click", () => {
+    if (picked.size !== 2) return;
+    const known = store.get().runs;
+    const [a, b] = compareOrder([...picked].map((id) => ({ id, started_at: known.get(id)?.started_at })));
+    location.assign(comparePageUrl(a, b));
+  });
+  syncCompare();
+
   // Render: keyed rows, rebuilt only when their summary changed.
   /** @type {Map<string, {el: HTMLElement, sig: string}>} */
   const rowEls = new Map();
@@ -304,7 +335,7 @@ export function mountRunsPage(root) {
       const sig = JSON.stringify(run);
       let item = rowEls.get(run.id);
       if (!item || item.sig !== sig) {
-        const el = runRow(run);
+        const el = runRow(run, picked.has(run.id));
         if (item) item.el.replaceWith(el);
         item = { el, sig };
         rowEls.set(run.id, item);
@@ -383,8 +414,8 @@ function configField(field, form) {
   return wrap;
 }
 
-/** @param {any} run */
-function runRow(run) {
+/** @param {any} run @param {boolean} pickedRow  ticked to compare */
+function runRow(run, pickedRow) {
   const tr = h("tr", `pf-run-row pf-status-${run.status}`);
   tr.dataset.runId = run.id;
   tr.dataset.status = run.status;
@@ -446,7 +477,11 @@ function runRow(run) {
   } else sessionCell.appendChild(h("span", "pf-muted", "new"));
   const seconds = durationOf(run);
   const duration = seconds !== null ? formatDuration(seconds) : run.status === "running" || run.status === "queued" ? run.status : "—";
-  append(tr, statusCell, flowCell, messageCell, replyCell, sessionCell,
+  const pick = /** @type {HTMLInputElement} */ (h("input", "pf-run-pick"));
+  pick.type = "checkbox";
+  pick.checked = pickedRow;
+  pick.setAttribute("aria-label", `Pick this ${run.flow} run to compare`);
+  append(tr, append(h("td", "pf-pick-col"), pick), statusCell, flowCell, messageCell, replyCell, sessionCell,
     h("td", "pf-num pf-mono", String(run.event_count ?? 0)),
     h("td", "pf-num pf-mono", String(run.branch_count ?? 0)),
     h("td", "pf-mono", formatClock(run.started_at)),
