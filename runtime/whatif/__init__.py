@@ -91,9 +91,9 @@ def inferred(plan: Plan) -> list[str]:
     """What the schedules assume that the events do not say."""
     notes = [
         "Each model or tool call is one operation (a node of the flat graph); a branch's "
-        "own work before a call counts with that call, a caller's own work before a fork "
-        "with the call before it or else with each branch's first operation. Durations are "
-        "as recorded in every schedule.",
+        "own work before a call counts with that call, and a caller's own work before a "
+        "fork delays its branches' first operations as much. Durations are as recorded in "
+        "every schedule.",
     ]
     if plan.dropped > 0:
         notes.append(f"Own work after a join shorter than {plan.glue * 1000:.0f} ms is "

@@ -4,14 +4,13 @@ Every invocation (the top level, each branch) is a *frame*: a sequence of model 
 tool calls and barriers, in the order it made them. Each call is one *node* with the
 duration it took, counted from the end of the frame's previous item (the frame's own work
 before a call is part of it, as a flat graph's node runs its code and then its model); a
-frame with no call and no barrier is one node. A frame's own work before a fork goes with
-the node before it (a call's node goes on to fork, as a graph node that sends would) or,
-when there is none, with the first nodes of each branch (its lead), so how long a caller
-took to fork never becomes an operation of its own. A node depends on the item before it in its
-frame; a frame's first item on what its caller had done before the fork; the item after a
-barrier on every branch of it (through a *join* node that takes no time). A request the
-recorder tagged with ``after`` (LangGraph's edges) depends on those requests of the
-caller's previous barrier instead.
+frame with no call and no barrier is one node. A frame's own work before a fork is the
+*lead* of each branch's first nodes (they start that long after what they depend on), so
+how long a caller took to fork never becomes an operation of its own. A node depends on
+the item before it in its frame; a frame's first item on what its caller had done before
+the fork; the item after a barrier on every branch of it (through a *join* node that takes
+no time). A request the recorder tagged with ``after`` (LangGraph's edges) depends on
+those requests of the caller's previous barrier instead.
 
 A frame's own work after its last join (saving state, returning) is a node when it lasts
 :attr:`Plan.glue` or more, else coordination, left out of the computed schedules.
@@ -87,6 +86,9 @@ class Plan:
     kind: list[str] = field(default_factory=list)
     """model, tool, work, or join (takes no time, never scheduled on its own)."""
     duration: list[float] = field(default_factory=list)
+    lead: list[float] = field(default_factory=list)
+    """Its callers' own work just before the fork it starts after: it can start that long
+    after its dependencies end (a queued branch has done it while it waited)."""
     rec_start: list[float] = field(default_factory=list)
     rec_end: list[float] = field(default_factory=list)
     deps: list[list[int]] = field(default_factory=list)
@@ -100,6 +102,7 @@ class Plan:
         self.frame.append(frame)
         self.kind.append(kind)
         self.duration.append(max(0.0, end - start))
+        self.lead.append(0.0)
         self.rec_start.append(start)
         self.rec_end.append(end)
         self.deps.append(deps)
@@ -224,16 +227,12 @@ def _build(plan: Plan, frame: Frame, entry: list[int], now: float,
             since = min(since, item.start)
             stop = item.end if item.end is not None else now
             last_call = plan.add(frame.path, item.kind, since, stop, prev)
-            plan.duration[last_call] += lead
+            plan.lead[last_call] = lead
             frame.nodes.append(last_call)
             prev, since, lead = [last_call], max(since, stop), 0.0
             continue
         barrier = plan.barriers[item]
-        own = max(0.0, barrier.fork - since)
-        if last_call is not None:  # what a call's node does next, as a graph's node would
-            plan.duration[last_call] += own
-        else:  # the branches' first nodes do it, as a flat graph's first node would
-            lead += own
+        lead += max(0.0, barrier.fork - since)  # the caller's work before its fork
         last_call = None
         exits: list[int] = []
         by_key: dict[str, list[int]] = {}
@@ -256,7 +255,7 @@ def _build(plan: Plan, frame: Frame, entry: list[int], now: float,
         return prev
     if not frame.items:
         node = plan.add(frame.path, "work", frame.start, end, prev)
-        plan.duration[node] += lead
+        plan.lead[node] = lead
         frame.nodes.append(node)
         return [node]
     return _work(plan, frame, since, end, prev)

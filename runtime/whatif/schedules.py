@@ -46,12 +46,13 @@ def _blank(plan: Plan, name: str) -> Timing:
     return Timing(name, [0.0] * n, [0.0] * n, [0.0] * n, [-1] * n, [""] * n)
 
 
-def _ready(timing: Timing, deps: list[int], node: int) -> None:
+def _ready(plan: Plan, timing: Timing, node: int) -> None:
+    """When ``node`` could start: its dependencies done, then its lead."""
     best, cause = 0.0, -1
-    for dep in deps:
+    for dep in plan.deps[node]:
         if timing.end[dep] >= best:
             best, cause = timing.end[dep], dep
-    timing.ready[node], timing.cause[node] = best, cause
+    timing.ready[node], timing.cause[node] = best + plan.lead[node], cause
 
 
 def recorded(plan: Plan) -> Timing:
@@ -66,8 +67,8 @@ def recorded(plan: Plan) -> Timing:
                   if plan.kind[node] != "join")
     ends = [end for end, _ in real]
     late = "superstep" if plan.flow.startswith("LangGraph") else "unexplained"
-    for node, deps in enumerate(plan.deps):
-        _ready(timing, deps, node)
+    for node in range(len(plan.kind)):
+        _ready(plan, timing, node)
         if timing.start[node] - timing.ready[node] < plan.glue or plan.kind[node] == "join":
             continue
         freed = slots.freed_before(node, timing.start[node])
@@ -90,8 +91,8 @@ def local_barriers(plan: Plan) -> Timing:
     timing = _blank(plan, "local_barriers")
     chains = _SlotChains(plan)
     if not chains.limited:
-        for node, deps in enumerate(plan.deps):
-            _ready(timing, deps, node)
+        for node in range(len(plan.kind)):
+            _ready(plan, timing, node)
             timing.start[node] = timing.ready[node]
             timing.end[node] = timing.start[node] + plan.duration[node]
         return timing
@@ -108,6 +109,8 @@ def supersteps(plan: Plan, max_concurrency: int | None = None) -> Timing:
     left = [len(deps) for deps in plan.deps]
     chains = _SlotChains(plan)
     frontier = [node for node in range(n) if not left[node]]
+    for node in frontier:
+        _ready(plan, timing, node)
     now, step = 0.0, 0
     done: list[int] = []
 
@@ -116,7 +119,7 @@ def supersteps(plan: Plan, max_concurrency: int | None = None) -> Timing:
         for nxt in succ[node]:
             left[nxt] -= 1
             if not left[nxt]:
-                _ready(timing, plan.deps[nxt], nxt)
+                _ready(plan, timing, nxt)
                 done.append(nxt)
 
     def settle(nodes: list[int], at: float) -> list[int]:
@@ -168,8 +171,8 @@ def _run_superstep(plan: Plan, timing: Timing, chains: _SlotChains, nodes: list[
     for node in nodes:
         keys = chains.barriers_of(node) + (("*",) if limit is not None else ())
         if not keys:
-            timing.start[node] = now
-            timing.end[node] = now + plan.duration[node]
+            timing.start[node] = max(now, timing.ready[node])
+            timing.end[node] = timing.start[node] + plan.duration[node]
             continue
         groups.setdefault(keys, deque()).append(node)
     if groups:
@@ -194,8 +197,8 @@ def _list_schedule(plan: Plan, timing: Timing, groups: dict[tuple[str, ...], deq
                 for key in keys:
                     used[key] += 1
                 holds[node] = keys
-                timing.start[node] = now
-                timing.end[node] = now + plan.duration[node]
+                timing.start[node] = max(now, timing.ready[node])
+                timing.end[node] = timing.start[node] + plan.duration[node]
                 if freed_by >= 0:
                     timing.why[node], timing.cause[node] = "slot", freed_by
                     timing.held_by[node] = [freed_by]
@@ -302,7 +305,7 @@ class _Simulation:
     def try_start(self, node: int, at: float, freed_by: int) -> None:
         timing = self.timing
         if freed_by < 0:
-            _ready(timing, self.plan.deps[node], node)
+            _ready(self.plan, timing, node)
         for path in self.chains.frames_of(node):
             if path in self.acquired:
                 continue
@@ -316,8 +319,8 @@ class _Simulation:
                 return
             self.used[barrier] += 1
             self.acquired.add(path)
-        timing.start[node] = at
-        timing.end[node] = at + self.plan.duration[node]
+        timing.start[node] = max(at, timing.ready[node])  # a queued branch's lead is done
+        timing.end[node] = timing.start[node] + self.plan.duration[node]
         if freed_by >= 0 and at - timing.ready[node] >= self.plan.glue:
             timing.why[node], timing.cause[node] = "slot", freed_by
             timing.held_by[node] = [freed_by]

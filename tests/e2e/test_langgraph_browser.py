@@ -145,3 +145,48 @@ async def test_conflict_demo(page: Any, server: tuple[LiveDaphne, str, str]) -> 
     assert "Conflict on channel winner" in text and "state.winner" not in text, text
     assert "Annotated[T, operator.add]" in text, text
     await shot(page, "langgraph-conflict")
+
+
+WHATIF_BARS = """rows => Object.fromEntries(rows.filter(r => r.querySelector('.pf-wi-bar'))
+  .map(r => [r.dataset.key, [...r.querySelectorAll('.pf-wi-bar')].map(b => {
+    const box = b.getBoundingClientRect();
+    return {start: Number(b.dataset.start), end: Number(b.dataset.end),
+            left: box.left, right: box.right};
+  })]))"""
+"""Each drawn lane of a What if lane set with bars, by key: its bars (data and pixels)."""
+
+
+async def whatif_bars(page: Any, schedule: str) -> dict[str, list[dict[str, float]]]:
+    return await page.eval_on_selector_all(  # type: ignore[no-any-return]
+        f'#pf-whatif .pf-wi-schedule[data-schedule="{schedule}"] .pf-wi-row[data-path]',
+        WHATIF_BARS)
+
+
+async def test_ab_demo_what_if(page: Any, server: tuple[LiveDaphne, str, str]) -> None:
+    """The seed's flat graph traced with its graph (each task names its predecessors): as
+    recorded and under graph-wide supersteps A2 starts once B1 ended; under local barriers
+    it starts right after A1, long before B1 ends. Read from the bars' order on the page.
+    At 0.05 s a unit, B1 (10 units) ends 9 units after A1: far apart on the axis."""
+    run_id = run_demo(server, "ab", "--unit", "0.05")
+    await open_run(page, run_id, "finished")
+    await page.click('.pf-view-tab[data-view="whatif"]')
+    await page.wait_for_selector('#pf-whatif[data-state="ready"]')
+    schedules = {name: await whatif_bars(page, name)
+                 for name in ("recorded", "supersteps", "local_barriers")}
+    for name, lanes in schedules.items():
+        assert {"A1", "A2", "B1", "B2"} <= set(lanes), (name, lanes)
+        a1, a2, b1 = lanes["A1"][0], lanes["A2"][0], lanes["B1"][-1]
+        assert a1["end"] <= a2["start"], (name, lanes)
+        if name == "local_barriers":
+            assert a2["start"] < b1["end"] and a2["left"] < b1["right"] - 1, (name, lanes)
+        else:
+            assert a2["start"] >= b1["end"] - 1e-6, (name, lanes)
+            assert a2["left"] >= b1["right"] - 1, (name, lanes)
+    # Under supersteps A2 waits for B1, and its lane says so.
+    gaps = await page.eval_on_selector_all(
+        '#pf-whatif .pf-wi-schedule[data-schedule="supersteps"] .pf-wi-row[data-key="A2"]'
+        " .pf-wi-gap-label", "labels => labels.map(l => l.textContent)")
+    assert any(re.fullmatch(r"waits [0-9.]+ m?s for B1 \(superstep 2\)", g) for g in gaps), gaps
+    inferred = await page.locator("#pf-whatif .pf-wi-inferred li").all_inner_texts()
+    assert any("LangGraph" in line for line in inferred), inferred
+    await shot(page, "whatif-langgraph")

@@ -90,7 +90,8 @@ async def test_the_what_if_view_of_the_pipelined_demo(page: Any) -> None:
     ops = {o["key"]: o for o in data["schedules"]["supersteps"]["operations"]}
     step = ops["A2"]["superstep"]
     assert step == ops["B1"]["superstep"] + 1  # the superstep after B1's
-    assert re.fullmatch(rf"waits [0-9.]+ s for B1 \(superstep {step}\)", gap["label"]), gap["label"]
+    assert re.fullmatch(rf"waits [0-9.]+ m?s for B1 \(superstep {step}\)", gap["label"]), \
+        gap["label"]
     assert gap["to"] == pytest.approx(s_a2["start"], abs=1e-6)
     # Local barriers: A2 again right after A1.
     assert local["A2"]["bars"][0]["start"] < local["B1"]["bars"][0]["end"]
@@ -102,9 +103,9 @@ async def test_the_what_if_view_of_the_pipelined_demo(page: Any) -> None:
         assert "B1" in marked
 
     sentence = await page.inner_text('.pf-wi-schedule[data-schedule="supersteps"] .pf-wi-sentence')
-    assert re.search(r"^Under graph-wide supersteps this run would take [0-9.]+ s in [0-9]+ "
-                     r"supersteps \(.+\); A2 would start at [0-9.]+ s instead of [0-9.]+ s: "
-                     rf"it waits [0-9.]+ s for B1 at superstep {step}\.", sentence), sentence
+    assert re.search(r"^Under graph-wide supersteps this run would take [0-9.]+ m?s in [0-9]+ "
+                     r"supersteps \(.+\); A2 would start at [0-9.]+ m?s instead of [0-9.]+ m?s: "
+                     rf"it waits [0-9.]+ m?s for B1 at superstep {step}\.", sentence), sentence
     summary = await page.locator("#pf-whatif .pf-wi-summary li").all_inner_texts()
     assert summary == data["summary"]
     assert any(re.search(r"A2 would start at [0-9.]+ m?s instead of [0-9.]+ m?s: it waits "
@@ -220,10 +221,10 @@ async def test_comparing_a_run_with_an_edited_copy_from_the_run_page(page: Any) 
     await shot(page, "whatif-compare-edited-copy")
 
 
-FANOUT = 10_000
+FANOUT = 2_000  # far more lanes than the view draws; the 10,000-branch speed is bench/whatif*.py
 
 
-async def test_a_ten_thousand_branch_run_shows_the_lanes_that_differ_most(page: Any) -> None:
+async def test_a_big_run_shows_only_the_lanes_that_differ_most(page: Any) -> None:
     form = "#pf-start-form"
     await page.wait_for_selector(f'{form}[data-ready="1"]')
     await page.select_option(f"{form} select[name=flow]", "FanOutFlow")

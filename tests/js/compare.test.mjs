@@ -25,7 +25,7 @@ const answer = () => ({
 
 test("the overall difference in one sentence", () => {
   assert.equal(differenceSentence(answer()),
-    "Run b (batched) took 0.4 s less than run a (pipelined): 10.6 s against 11.0 s; it used 12 more tokens: 132 against 120.");
+    "Run b (batched) took 400 ms less than run a (pipelined): 10.6 s against 11.0 s; it used 12 more tokens: 132 against 120.");
   const same = answer();
   same.b.duration = 11.0;
   same.b.tokens = 119;

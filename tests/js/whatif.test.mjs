@@ -63,7 +63,7 @@ test("the sentences state the totals and the branch that moves", () => {
   assert.equal(biggestShift(schedules.recorded, schedules.supersteps).count, 1);
   const glueless = structuredClone(schedules);
   glueless.local_barriers.total = 10.9;
-  assert.match(scheduleSentence(glueless, "local_barriers"), /would take 10\.9 s \(about the same as recorded: 0\.1 s shorter\)/);
+  assert.match(scheduleSentence(glueless, "local_barriers"), /would take 10\.9 s \(about the same as recorded: 100 ms shorter\)/);
   // Every branch a little earlier (the glue left out), A2 much later: only A2 has moved.
   const glue = structuredClone(schedules);
   for (const op of glue.supersteps.operations) if (op.start > 0 && op.key !== "A2") op.start -= 0.004;
@@ -72,21 +72,22 @@ test("the sentences state the totals and the branch that moves", () => {
 
 test("waits in words: superstep, join, slot, unexplained; several names are cut", () => {
   assert.equal(waitLabel({ path: "x", wait: 0.05, for: ["1.0", "1.1"], for_keys: ["B1", null], at: "superstep", superstep: 3 }),
-    "waits 0.05 s for B1 and 1.1 (superstep 3)");
+    "waits 50 ms for B1 and 1.1 (superstep 3)");
   assert.equal(waitLabel({ path: "x", wait: 2, for: ["a", "b", "c", "d", "e"], for_keys: ["a", "b", "c", "d", "e"], at: "join" }),
     "waits 2.0 s at its join for a, b, c and 2 more");
   assert.equal(waitLabel({ path: "x", wait: 1, for: [], at: "slot" }), "waits 1.0 s for a free slot");
-  assert.equal(waitLabel({ path: "x", wait: 0.25, at: "unexplained" }), "idle 0.25 s: the events do not say why");
+  assert.equal(waitLabel({ path: "x", wait: 0.25, at: "unexplained" }), "idle 250 ms: the events do not say why");
   assert.equal(amount(0), "0 s");
   assert.equal(amount(1e-9), "0 s");
   assert.equal(amount(11), "11.0 s");
   assert.equal(shiftLabel(9), "+9.0 s");
-  assert.equal(shiftLabel(-0.5), "−0.5 s");
+  assert.equal(shiftLabel(-0.5), "−500 ms");
   assert.equal(shiftLabel(0), "");
   assert.equal(shiftLabel(null), "");
   // On an 11 s axis, a few ms of left-out glue is no move.
   assert.equal(shiftLabel(-0.003, "s", 11), "");
-  assert.equal(shiftLabel(0.2, "s", 11), "+0.2 s");
+  assert.equal(shiftLabel(0.2, "s", 11), "");
+  assert.equal(shiftLabel(0.3, "s", 11), "+300 ms");
 });
 
 test("a leaf branch scheduled per call shares one lane; a wait sits before the call it delayed", () => {

@@ -93,7 +93,7 @@ class TestTheSeedsTable:
 
 
 class TestCallersOwnWork:
-    def test_a_coordinator_slow_to_fork_gives_its_first_stage_a_lead_not_a_superstep(
+    def test_a_coordinator_slow_to_fork_delays_its_first_stage_and_adds_no_superstep(
             self) -> None:
         """Worker A takes 0.5 before its first fork (far over the coordination floor)."""
         t = Timeline().fork(0, "", "b0", [("0", "A"), ("1", "B")], step="Worker")
@@ -110,7 +110,7 @@ class TestCallersOwnWork:
         s = schedules(t.join(11, "", "b0").finish(11))
         steps = s["supersteps"]
         assert steps["supersteps"] == 2
-        assert times(steps, "A1") == (0, 1.5) and op(steps, "A1")["superstep"] == 1
+        assert times(steps, "A1") == (0.5, 1.5) and op(steps, "A1")["superstep"] == 1
         assert times(steps, "A2") == (10, 11) and op(steps, "A2")["waited_for"] == ["1.0"]
         assert times(s["local_barriers"], "A2") == (1.5, 2.5)
         ids = {o["id"] for o in s["recorded"]["operations"]}

@@ -114,10 +114,11 @@ export const LANE_LIMIT = 60;
 
 /**
  * A start that moves by less than this share of the axis has not moved: the schedules leave
- * out the coordination glue between barriers (a few ms), which shifts every later branch a
- * little, and that is no difference worth a word.
+ * out coordination and the recording's own scheduling delays (a few ms), which shift every
+ * later branch a little, and that is no difference worth a word. The same share as the
+ * server's sentences ("about the same", runtime/whatif/text.py), so the two agree.
  */
-export const SHIFT_SHARE = 0.01;
+export const SHIFT_SHARE = 0.025;
 
 /**
  * Whether `delta` (seconds) is a move on an axis `span` long.
@@ -131,14 +132,16 @@ export function moved(delta, span) {
 const NAMES_SHOWN = 3;
 
 /**
- * A duration for sentences, in the answer's unit: "11.0 s", "0.05 s", "0 s".
+ * A duration for sentences, as the server's sentences (runtime/whatif/text.py) write one:
+ * "11.0 s", "450 ms", "0.8 ms", "0 s".
  * @param {number} value @param {string} [unit]
  */
 export function amount(value, unit = "s") {
   const v = Math.abs(value) < 5e-7 ? 0 : value;
   if (v === 0) return `0 ${unit}`;
-  const text = Math.abs(v) >= 1 ? v.toFixed(1) : String(Number(v.toPrecision(2)));
-  return `${text} ${unit}`;
+  if (unit !== "s" || Math.abs(v) >= 1) return `${v.toFixed(1)} ${unit}`;
+  const ms = v * 1000;
+  return Math.abs(v) >= 0.01 ? `${ms.toFixed(0)} ms` : `${ms.toFixed(1)} ms`;
 }
 
 /** @param {string[]} names */
