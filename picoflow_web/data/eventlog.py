@@ -14,7 +14,7 @@ as that same text.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from django.db import connection
@@ -109,17 +109,24 @@ def _copy(cursor: Any, run_id: str, rows: Sequence[Row]) -> None:
             copy.write_row((run_id, *row[:4]))
 
 
-def read_texts(run_id: str, after: int, limit: int,
-               upto: int | None = None) -> list[tuple[int, str]]:
+def read_texts(run_id: str, after: int, limit: int, upto: int | None = None, *,
+               types: Collection[str] | None = None) -> list[tuple[int, str]]:
     """``(seq, JSON text)`` of run ``run_id``'s stored events with ``after < seq``
-    (``<= upto`` when given), in order, at most ``limit``."""
+    (``<= upto`` when given; of the event ``types`` when given), in order, at most
+    ``limit``."""
     quote = connection.ops.quote_name
     payload = quote("payload")
     bound = "" if upto is None else f" AND {quote('seq')} <= %s"
+    kinds = sorted(types) if types is not None else []
+    if types is not None:
+        if not kinds:
+            return []
+        bound += f" AND {quote('type')} IN ({', '.join(['%s'] * len(kinds))})"
     sql = (f"SELECT {quote('seq')}, {payload} FROM {quote(TABLE)} WHERE "
            f"{quote('run_id')} = %s AND {quote('seq')} > %s{bound} "
            f"ORDER BY {quote('seq')} LIMIT %s")
-    params: list[str | int] = [run_id, after, *([] if upto is None else [upto]), limit]
+    params: list[str | int] = [run_id, after, *([] if upto is None else [upto]), *kinds,
+                               limit]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         # Both drivers answer (int, str) already: no per-row conversion (a run's export

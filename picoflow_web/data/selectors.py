@@ -11,6 +11,7 @@ not found. It is a required keyword so that no caller forgets it.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,10 +92,12 @@ async def run_events_after(run_id: str, after: int = -1,
 
 
 async def run_event_texts_after(run_id: str, after: int = -1, limit: int = EVENT_PAGE, *,
-                                upto: int | None = None) -> list[tuple[int, str]]:
+                                upto: int | None = None,
+                                types: Collection[str] | None = None) -> list[tuple[int, str]]:
     """As :func:`run_events_after`, as stored: ``(seq, JSON text)`` pairs (``seq <=
-    upto`` when given), for whoever only passes them on."""
-    return await sync_to_async(eventlog.read_texts)(run_id, after, limit, upto)
+    upto`` when given; only of the event ``types`` when given), for whoever only passes
+    them on or reads a few kinds."""
+    return await sync_to_async(eventlog.read_texts)(run_id, after, limit, upto, types=types)
 
 
 @dataclass(frozen=True)

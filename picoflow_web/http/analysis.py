@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Collection
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -22,7 +23,7 @@ from picoflow_web.errors import InputError, NotFound
 from picoflow_web.http import bodies
 from picoflow_web.http.api import api_view
 from picoflow_web.http.bodies import answer
-from runtime.whatif import compare_runs, what_if
+from runtime.whatif import READ, compare_runs, what_if
 
 MAX_CONCURRENCY = 2**31
 """The largest ``max_concurrency`` taken (more is as good as none)."""
@@ -52,12 +53,14 @@ async def _readable_run(request: HttpRequest, run_id: str) -> Any:
     return run
 
 
-async def _events_of(run_id: str) -> list[dict[str, Any]]:
-    """The run's stored events, in order, as parsed JSON (validated when stored)."""
+async def _events_of(run_id: str, types: Collection[str] | None = None
+                     ) -> list[dict[str, Any]]:
+    """The run's stored events (of ``types`` only, when given), in order, as parsed JSON
+    (validated when stored)."""
     events: list[dict[str, Any]] = []
     after = -1
     while True:
-        rows = await selectors.run_event_texts_after(run_id, after, _READ_PAGE)
+        rows = await selectors.run_event_texts_after(run_id, after, _READ_PAGE, types=types)
         events.extend(json.loads(text) for _, text in rows)
         if len(rows) < _READ_PAGE:
             return events
@@ -141,7 +144,7 @@ async def run_whatif(request: HttpRequest, run_id: str) -> HttpResponse:
     under local barriers, on one time axis (seconds from the turn's start)."""
     limit = max_concurrency_param(request.GET.get("max_concurrency"))
     run = await _readable_run(request, run_id)
-    events = await _events_of(run.id)
+    events = await _events_of(run.id, READ)
     return await sync_to_async(_what_if, thread_sensitive=False)(run, events, limit)
 
 

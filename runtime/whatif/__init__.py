@@ -31,11 +31,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import schedules
-from .operations import Plan, read
+from .operations import READ, Plan, read
 from .report import schedule
 from .text import summary
 
-__all__ = ["WhatIf", "compare_runs", "what_if"]
+__all__ = ["READ", "WhatIf", "compare_runs", "what_if"]
 
 
 @dataclass
@@ -67,8 +67,9 @@ class WhatIf:
 
 def what_if(events: Iterable[Any], *, max_concurrency: int | None = None) -> WhatIf:
     """The what-if of one run's turn: ``events`` are its events in order (models or the
-    dicts their JSON parses to). ``max_concurrency`` is the graph-wide limit of the
-    ``supersteps`` schedule (LangGraph's config value of that name)."""
+    dicts their JSON parses to; only those of the types in :data:`READ` matter).
+    ``max_concurrency`` is the graph-wide limit of the ``supersteps`` schedule (LangGraph's
+    config value of that name)."""
     with _no_collection():
         return WhatIf(read(events), max_concurrency)
 

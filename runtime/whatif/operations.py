@@ -119,6 +119,13 @@ def _get(item: Any, name: str) -> Any:
 
 _ENDS = frozenset({"turn.finished", "turn.failed", "turn.cancelled", "run.interrupted"})
 
+READ = frozenset({
+    "turn.started", *_ENDS, "barrier.forked", "branch.started", "branch.fulfilled",
+    "branch.rejected", "join.published", "join.invalidated", "model.started",
+    "model.finished", "model.failed", "tool.started", "tool.finished"})
+"""The event types :func:`read` looks at: a store may hand it only these (a fan-out's
+state and reduction events are most of its bytes)."""
+
 
 def read(events: Iterable[Any]) -> Plan:
     """The frames and barriers of one run's turn, its times from the turn's start."""

@@ -20,7 +20,10 @@ def schedule(plan: Plan, timing: Timing, total: float | None = None) -> dict[str
     real = [node for node, kind in enumerate(plan.kind) if kind != "join"]
     if total is None:
         total = max((timing.end[node] for node in real), default=0.0)
-    spans = _spans(plan, timing, real)
+    # Rounded once per node, so every interval built from them is rounded already.
+    starts = [_r(value) for value in timing.start]
+    ends_at = [_r(value) for value in timing.end]
+    spans = _spans(plan, starts, ends_at, real)
     ends = _ends(plan, spans)
     joins = _joins(plan, ends)
     operations = [_own_work(plan, timing, node) for node in real if plan.frame[node] == ""]
@@ -28,7 +31,7 @@ def schedule(plan: Plan, timing: Timing, total: float | None = None) -> dict[str
         parts = spans.get(path)
         if not path or not parts:
             continue
-        first = min(parts)[0]
+        first = parts[0][0]
         if timing.name == "recorded":  # from its fork: the recorded wait for a slot is idle
             ready = plan.barriers[str(frame.barrier)].fork
         else:
@@ -38,9 +41,9 @@ def schedule(plan: Plan, timing: Timing, total: float | None = None) -> dict[str
         op: dict[str, Any] = {
             "id": path, "path": path, "key": frame.key, "step": frame.step, "kind": "branch",
             "parent": frame.parent or "", "depth": frame.depth,
-            "start": _r(first), "end": _r(max(end for _, end in parts)),
+            "start": first, "end": parts[-1][1],
             "busy": _r(busy), "idle": _r(max(0.0, window - busy)),
-            "waited_for": [], "parts": [(_r(s), _r(e)) for s, e in parts],
+            "waited_for": [], "parts": parts,
         }
         if timing.superstep is not None and frame.nodes:
             op["superstep"] = timing.superstep[frame.nodes[0]]
@@ -80,20 +83,23 @@ def _own_work(plan: Plan, timing: Timing, node: int) -> dict[str, Any]:
     return op
 
 
-def _spans(plan: Plan, timing: Timing, real: list[int]) -> dict[str, list[tuple[float, float]]]:
+def _spans(plan: Plan, starts: list[float], ends: list[float], real: list[int]
+           ) -> dict[str, list[tuple[float, float]]]:
     """Each branch's running intervals (its descendants' included), merged, in order."""
     raw: dict[str, list[tuple[float, float]]] = {}
     for node in real:
         path: str | None = plan.frame[node]
+        part = (starts[node], ends[node])
         while path:
-            raw.setdefault(path, []).append((timing.start[node], timing.end[node]))
+            raw.setdefault(path, []).append(part)
             frame = plan.frames.get(path)
             path = frame.parent if frame is not None else None
     return {path: _merged(parts) for path, parts in raw.items()}
 
 
 def _merged(parts: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    parts.sort()
+    if len(parts) > 1:
+        parts.sort()
     out = [parts[0]]
     for start, end in parts[1:]:
         if start <= out[-1][1]:

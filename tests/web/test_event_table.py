@@ -81,3 +81,19 @@ def test_a_batch_is_stored_in_a_few_statements_of_many_rows(count: int) -> None:
     assert len(inserts) <= bin(count).count("1")  # 512, 256, ... 1: one each at most
     stored = eventlog.read_texts("bulk", -1, 2 * count)
     assert [(seq, text) for seq, text in stored] == [(seq, text) for seq, _, _, text in rows]
+
+
+def test_a_reader_may_ask_for_some_event_types_only() -> None:
+    from picoflow_web.models import Run
+
+    Run.objects.create(id="typed", flow="HotelFlow")
+    kinds = ["turn.started", "state.replaced", "model.started", "state.replaced",
+             "turn.finished"]
+    rows = [(seq, kind, "", json.dumps({"seq": seq, "type": kind}))
+            for seq, kind in enumerate(kinds)]
+    eventlog.insert_rows("typed", rows)
+    wanted = {"turn.started", "model.started", "turn.finished"}
+    assert [seq for seq, _ in eventlog.read_texts("typed", -1, 100, types=wanted)] == [0, 2, 4]
+    assert [seq for seq, _ in eventlog.read_texts("typed", 0, 1, types=wanted)] == [2]
+    assert eventlog.read_texts("typed", -1, 100, types=()) == []
+    assert len(eventlog.read_texts("typed", -1, 100)) == 5

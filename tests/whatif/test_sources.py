@@ -57,6 +57,19 @@ def test_an_otel_run_s_sequential_chat_spans_are_each_a_superstep_s_node() -> No
             "waits 900 ms for worker B at superstep 2.") in report["summary"]
 
 
+def test_the_events_of_the_types_it_reads_are_all_it_needs() -> None:
+    from runtime.whatif import READ
+
+    for path in sorted(GOLDEN.glob("*.jsonl")):
+        runs: dict[str, list[dict[str, Any]]] = {}
+        for line in path.read_text().splitlines():
+            event = json.loads(line)
+            runs.setdefault(event["run_id"], []).append(event)
+        for run_id, events in runs.items():
+            some = [event for event in events if event["type"] in READ]
+            assert what_if(some).as_dict() == what_if(events).as_dict(), run_id
+
+
 def test_every_golden_run_gets_three_schedules_that_keep_its_operations() -> None:
     for path in sorted(GOLDEN.glob("*.jsonl")):
         runs: dict[str, list[dict[str, Any]]] = {}
