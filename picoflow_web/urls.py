@@ -36,6 +36,7 @@ urlpatterns = [
     path("api/import", transfer.import_events, name="api-import"),
     path("api/ingest", api.ingest_events, name="api-ingest"),
     path("api/ingest/heartbeat", api.ingest_heartbeat, name="api-ingest-heartbeat"),
+    path("api/ingest/control", api.ingest_control, name="api-ingest-control"),
     path("ai/run", api.ai_run, name="ai-run"),
     path("ai/flows", api.ai_flows, name="ai-flows"),
     path("ai/end", api.ai_end, name="ai-end"),

@@ -13,6 +13,7 @@ one had not been sent (root-join checkpoints its barriers saved stay saved).
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
 import os
@@ -252,7 +253,9 @@ class FlowEngine:
         its barriers are cancelled, the step gets the flow's ``cancellation_grace`` to
         return, then is cancelled hard; the reply is ``Stopped: <reason>`` with
         ``error_code="turn_cancelled"``. A token that already fired stops the turn before
-        it touches the session.
+        it touches the session. A dashboard the turn's events are shipped to
+        (:class:`~runtime.events.DashboardSink`) may stop it the same way: its Stop
+        cancels the turn with the name of who pressed it.
         """
         session_id = session_id or None
         for refusal, value in ((BadSessionIdError, session_id), (BadRunIdError, run_id)):
@@ -264,13 +267,18 @@ class FlowEngine:
                 return _failure(refusal(problem), "" if refusal is BadSessionIdError
                                 else session_id or "")
         # A new session's id is chosen now, so every event of the turn carries it.
-        bus = EventBus([*self.sinks, *sinks], run_id=run_id,
-                       session_id=session_id or str(uuid.uuid4()))
-        if session_id is None:
-            return await self._run_unlocked(flow_name, user_message, None, config, bus, cancel)
-        async with self._session_lock(session_id):
-            return await self._run_unlocked(flow_name, user_message, session_id, config, bus,
-                                            cancel)
+        turn_sinks = [*self.sinks, *sinks]
+        bus = EventBus(turn_sinks, run_id=run_id, session_id=session_id or str(uuid.uuid4()))
+        cancel, unhook = _stoppable_from_dashboards(turn_sinks, bus.run_id, cancel)
+        try:
+            if session_id is None:
+                return await self._run_unlocked(flow_name, user_message, None, config, bus,
+                                                cancel)
+            async with self._session_lock(session_id):
+                return await self._run_unlocked(flow_name, user_message, session_id, config,
+                                                bus, cancel)
+        finally:
+            unhook()
 
     async def delete_session(self, session_id: str) -> bool:
         """Delete a session document (deletion is not completion)."""
@@ -532,6 +540,34 @@ def _checked_input(
 
 def _event_text(message: str | None) -> str | None:
     return None if message is None else ev.safe_text(message)
+
+
+def _stoppable_from_dashboards(
+    sinks: list[EventSink], run_id: str, cancel: CancelToken | None,
+) -> tuple[CancelToken | None, Callable[[], None]]:
+    """The token a turn runs with, and what unhooks it: when the turn's events go to a
+    dashboard, one linked to ``cancel`` that the dashboard's Stop fires through the turn's
+    event loop (the sink hears the request in a thread of its own)."""
+    dashboards = [sink for sink in sinks if isinstance(sink, DashboardSink)]
+    if not dashboards:
+        return cancel, lambda: None
+    token = CancelToken(cancel)
+    loop = anyio.lowlevel.current_token().native_token
+    # asyncio loops and trio tokens both take a thread-safe callback, under two names.
+    schedule: Callable[..., object] = (getattr(loop, "call_soon_threadsafe", None)
+                                       or loop.run_sync_soon)  # type: ignore[attr-defined]
+
+    def stop(reason: str, by: str | None) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop closed: the turn is over
+            schedule(token.cancel, reason, by)
+
+    removers = [sink.on_stop(run_id, stop) for sink in dashboards]
+
+    def unhook() -> None:
+        for remove in removers:
+            remove()
+
+    return token, unhook
 
 
 def _coordinating(config: dict[str, Any] | None) -> bool:

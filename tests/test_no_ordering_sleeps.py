@@ -64,6 +64,9 @@ ALLOWED: dict[tuple[str, str], str] = {
         "from the run",
     ("golden/goldens.py", "_play.press_stop"):
         "a golden's stop lands at a time of a run whose steps take their demo time",
+    ("golden/flows.py", "Searcher.run_logic"):
+        "the finder's search time in the obeyed_cancel golden; its siblings wait on the "
+        "token, not on the clock",
     ("self_app.py", "start_self_app.Handler.do_POST"):
         "a child app's answer time, set by the coordinator golden",
     ("flows_pkg/coordinated.py", "Count.run_logic"): "a child's work time, set by its test",

@@ -15,6 +15,7 @@ import contextlib
 import contextvars
 import logging
 import weakref
+from collections.abc import AsyncIterator
 from typing import Any
 
 from channels.layers import BaseChannelLayer, get_channel_layer
@@ -37,6 +38,8 @@ class _Listener:
     def __init__(self, layer: BaseChannelLayer) -> None:
         self.layer = layer
         self.waiters: dict[str, set[asyncio.Event]] = {}
+        self.watchers: dict[str, set[asyncio.Event]] = {}
+        """Woken by any summary of their run (:func:`changes`), not only an end."""
         self.joined = asyncio.Event()
         # A fresh context: the first waiter's request context ends with its request.
         self.task = asyncio.get_running_loop().create_task(self._listen(),
@@ -58,6 +61,9 @@ class _Listener:
 
     def _heard(self, message: dict[str, Any]) -> None:
         run = message.get("run") if message.get("type") == "run.summary" else None
+        if isinstance(run, dict):
+            for changed in self.watchers.get(str(run.get("id")), ()):
+                changed.set()
         if isinstance(run, dict) and run.get("status") in Run.ENDED:
             for ended in self.waiters.get(str(run.get("id")), ()):
                 ended.set()
@@ -101,6 +107,28 @@ async def subscribed() -> None:
     await _listener()
 
 
+@contextlib.asynccontextmanager
+async def changes(run_ids: list[str]) -> AsyncIterator[asyncio.Event]:
+    """An event set whenever this process hears a summary of one of ``run_ids`` (a stop
+    request, an end); joined on entry, so a change after what the caller reads next is
+    heard. Without a channel layer it is never set: callers read again on their own."""
+    changed = asyncio.Event()
+    listener = await _listener()
+    if listener is not None:
+        for run_id in run_ids:
+            listener.watchers.setdefault(run_id, set()).add(changed)
+    try:
+        yield changed
+    finally:
+        if listener is not None:
+            for run_id in run_ids:
+                watching = listener.watchers.get(run_id)
+                if watching is not None:
+                    watching.discard(changed)
+                    if not watching:
+                        del listener.watchers[run_id]
+
+
 async def wait(run_id: str, timeout: float) -> Run:
     """The run once it ended, or as it is after ``timeout`` seconds of waiting."""
     loop = asyncio.get_running_loop()
@@ -123,4 +151,4 @@ async def wait(run_id: str, timeout: float) -> Run:
             listener.unwatch(run_id, ended)
 
 
-__all__ = ["RECHECK", "subscribed", "wait"]
+__all__ = ["RECHECK", "changes", "subscribed", "wait"]

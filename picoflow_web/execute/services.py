@@ -25,6 +25,7 @@ from picoflow_web.execute import run_ends
 from picoflow_web.execute.engine import get_engine
 from picoflow_web.execute.execution import TURN_CANCELLED, run_broadcast, run_finish
 from picoflow_web.models import Project, Run
+from picoflow_web.record.spans import SOURCE as SPANS_SOURCE
 from runtime import ConfigValidationError, FlowInputError, RunReply
 from runtime.events import ID_PATTERN, id_problem
 
@@ -205,7 +206,12 @@ async def run_cancel(run_id: str, grant: Access) -> Run | None:
 
     A queued run ends ``cancelled`` at once and is never executed; a running one is
     stopped by its worker (its lease keeper sees the request), cooperatively: the turn's
-    cancel token, with the flow's grace period. Asking twice is asking once.
+    cancel token, with the flow's grace period. A remote run's process learns the request
+    from its next ingest or heartbeat answer, or its control long-poll
+    (:func:`picoflow_web.record.ingest.stop_request`), and stops its turn the same way; one
+    that never does is declared interrupted
+    (:func:`picoflow_web.record.interruption.interrupt_silent_runs`). Asking twice is asking
+    once.
     """
     by = getattr(grant.user, "get_username", lambda: "")() or "someone"
     request = {"by": by, "at": timezone.now().isoformat()}
@@ -214,9 +220,11 @@ async def run_cancel(run_id: str, grant: Access) -> Run | None:
         return None
     # project_id is never null: django-stubs types a foreign key with a default as nullable.
     grant.require(run.project_id, "run", f"run {run_id!r}")  # type: ignore[arg-type]
-    if run.is_remote:
-        raise RunEnded(f"Run {run_id} runs in its own process ({run.origin_info()['label']}); "
-                       "stop it there.", code="not_cancellable")
+    if run.is_remote and run.origin.get("source") == SPANS_SOURCE:
+        # A trace's process exports spans only: nothing would carry the request to it.
+        raise RunEnded(f"Run {run_id} is traced from its own process "
+                       f"({run.origin_info()['label']}); stop it there.",
+                       code="not_cancellable")
     stopped = await Run.objects.filter(id=run_id, status=Run.Status.QUEUED).aupdate(
         status=Run.Status.CANCELLED, cancel_requested=request, finished_at=timezone.now(),
         reply={"success": False, "completed": False, "session_id": run.session_id,

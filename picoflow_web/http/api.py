@@ -11,6 +11,8 @@ details where they help) with a 4xx status: whatever a view or what it calls rai
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Callable, Coroutine
 from functools import wraps
 from typing import Any, TypeVar
@@ -25,12 +27,13 @@ from pydantic import BaseModel, ValidationError
 from picoflow_web.data import access, exporting, otlp_export, runs_query, selectors
 from picoflow_web.data.access import Access
 from picoflow_web.errors import ApiError, InputError
-from picoflow_web.execute import services
+from picoflow_web.execute import run_ends, services
 from picoflow_web.execute.engine import get_engine
 from picoflow_web.http import bodies
 from picoflow_web.http.bodies import answer
 from picoflow_web.http.error_answers import answer_error, error
 from picoflow_web.http.jsonbody import MAX_BODY_BYTES, read_json
+from picoflow_web.models import Run
 from picoflow_web.record import ingest, watchdog
 from runtime.events import MAX_ID_CHARS, MAX_SOURCE_CHARS, id_problem, source_problem
 
@@ -199,8 +202,9 @@ async def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
 @api_view("POST", scope="run")
 async def run_cancel(request: HttpRequest, run_id: str) -> HttpResponse:
     """``POST /api/runs/<id>/cancel``: ask the run to stop. 202 with its summary: a queued
-    run is ``cancelled`` at once, a running one once its worker stopped the turn
-    (cooperatively, with the flow's grace period); 409 when it already ended."""
+    run is ``cancelled`` at once, a running one once its worker, or the process it runs in
+    (told by ingest's answers), stopped the turn (cooperatively, with the flow's grace
+    period); 409 when it already ended."""
     run = await services.run_cancel(run_id, _access(request))
     if run is None:
         return error(f"No run {run_id!r}.", 404, "not_found")
@@ -465,3 +469,54 @@ async def ingest_heartbeat(request: HttpRequest) -> HttpResponse:
     watchdog.ensure()
     return answer(bodies.IngestReply.model_validate(
         {"runs": await ingest.runs_heartbeat(ids, project)}))
+
+
+CONTROL_WAIT = 25.0
+"""Seconds ``GET /api/ingest/control`` holds a request open by default (``?wait=``)."""
+MAX_CONTROL_WAIT = 60.0
+
+
+@api_view("GET", scope="ingest")
+async def ingest_control(request: HttpRequest) -> HttpResponse:
+    """``GET /api/ingest/control?run=<id>[&run=<id>…][&wait=<s>]``: a long-poll a remote
+    process keeps open for what the dashboard asks of its runs. It answers as soon as one
+    of them has a stop request (``stop``) or has ended, else after ``wait`` seconds
+    (default 25, at most 60), in the ingest answer's shape; at once when it knows none of
+    them (their first events are still on the way). It is no sign of life: only events
+    and heartbeats keep a run from being declared interrupted."""
+    ids = list(dict.fromkeys(request.GET.getlist("run")))
+    if not ids or len(ids) > bodies.MAX_CONTROL_RUNS:
+        raise InputError(f"Name 1 to {bodies.MAX_CONTROL_RUNS} runs (?run=<id>).",
+                         error_code="bad_parameter")
+    for run_id in ids:
+        problem = id_problem(run_id)
+        if problem is not None:
+            raise InputError(problem, error_code="bad_run_id")
+    try:
+        wait = float(request.GET.get("wait", CONTROL_WAIT))
+    except ValueError:
+        raise InputError("wait must be a number of seconds.",
+                         error_code="bad_parameter") from None
+    if not 0 <= wait <= MAX_CONTROL_WAIT:
+        raise InputError(f"wait must be 0 to {MAX_CONTROL_WAIT:g} seconds.",
+                         error_code="bad_parameter")
+    grant = _access(request)
+    project = grant.token_project or access.DEFAULT_PROJECT
+    grant.require(project, "ingest", f"project {project!r}")
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait
+    while True:
+        async with run_ends.changes(ids) as changed:  # heard from before the read on
+            runs = await ingest.runs_control(ids, project)
+            left = deadline - loop.time()
+            # None of them known (yet): nothing to wait for, and an answer that names
+            # none of them tells the process so.
+            if left <= 0 or not runs or any("stop" in run or run["status"] != Run.Status.RUNNING
+                                            for run in runs.values()):
+                return answer(bodies.IngestReply.model_validate({"runs": runs}))
+            # A request made in another process whose summary is not heard here (no
+            # shared channel layer) is read on the next round.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(min(run_ends.RECHECK, left)):
+                    await changed.wait()
+

@@ -12,7 +12,15 @@ from __future__ import annotations
 from typing import Any, ClassVar, Literal, NotRequired
 
 from django.http import HttpResponse
-from pydantic import BaseModel, ConfigDict, Field, RootModel, with_config
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    RootModel,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    with_config,
+)
 from typing_extensions import TypedDict  # pydantic needs this one on Python < 3.12
 
 from runtime.events import ID_PATTERN
@@ -176,11 +184,29 @@ class AiEnded(BaseModel):
     session: str
 
 
+class StopRequest(BaseModel):
+    """Someone asked a remote run to stop: its process cancels the turn cooperatively,
+    with ``reason`` and ``by`` (the ``turn.cancelled`` event names them)."""
+
+    by: str | None
+    at: str | None
+    reason: str
+
+
 class RunPosition(BaseModel):
-    """Where a run stands after an ingest: its last stored ``seq`` and its status."""
+    """Where a run stands after an ingest: its last stored ``seq`` and its status; ``stop``
+    only while the run runs and someone asked it to stop."""
 
     last_seq: int
     status: RunStatus
+    stop: StopRequest | None = None
+
+    @model_serializer(mode="wrap")
+    def _stop_only_when_asked(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if data.get("stop") is None:
+            data.pop("stop", None)  # the answer's shape before remote Stop, unless asked
+        return data
 
 
 class IngestReply(BaseModel):
@@ -190,6 +216,9 @@ class IngestReply(BaseModel):
 
 
 MAX_HEARTBEAT_RUNS = 1000
+MAX_CONTROL_RUNS = 500
+"""The most runs one ``GET /api/ingest/control`` names (well under Django's limit of a
+query's fields)."""
 
 
 class Heartbeat(BaseModel):

@@ -26,6 +26,8 @@ from picoflow_web.execute.engine import get_engine
 from picoflow_web.http.analysis import MAX_CONCURRENCY
 from picoflow_web.http.bodies import (
     ID_OR_EMPTY,
+    ID_SCHEMA,
+    MAX_CONTROL_RUNS,
     MODELS,
     AiEnd,
     AiEnded,
@@ -244,6 +246,18 @@ def document() -> dict[str, Any]:
             "/api/ingest/heartbeat": {"post": _operation(
                 "Remote runs whose turns are still going (an ingest token)",
                 {200: (_ref(IngestReply), "Each known run's position")}, body=Heartbeat)},
+            "/api/ingest/control": {"get": _operation(
+                "A long-poll for what the dashboard asks of remote runs (an ingest token): "
+                "answered as soon as one of the runs has a stop request (its position's "
+                "stop) or ended, else after wait seconds (at once when it knows none of "
+                "them)", {
+                    200: (_ref(IngestReply), "Each known run's position")}, params=[
+                    {**_query("run", {"type": "array", "minItems": 1,
+                                      "maxItems": MAX_CONTROL_RUNS,
+                                      "items": {"type": "string", **ID_SCHEMA}}),
+                     "required": True, "explode": True},
+                    _query("wait", {"type": "number", "minimum": 0, "maximum": 60,
+                                    "default": 25})])},
             "/ai/flows": {"get": _operation("Flow names (PicoFlow's contract)", {
                 200: (_ref(FlowNames), "The names")})},
             "/ai/run": {"post": _operation("Run a turn and wait for its reply", {

@@ -57,8 +57,11 @@ from picoflow_web.record.append import (
 from runtime.events import (
     EVENT_TYPES,
     SCHEMA_VERSION,
+    BranchStarted,
+    Event,
     SessionLoaded,
     SessionSaved,
+    StepEntered,
     fold,
     id_problem,
     parse_event,
@@ -423,8 +426,31 @@ def store_lines(lines: list[Line], origin: Callable[[str], dict[str, Any]], user
             else:
                 run.last_seen_at = now
                 run.save(update_fields=["last_seen_at"])
-            out.reply[run.id] = {"last_seq": run.last_seq, "status": run.status}
+            out.reply[run.id] = position(run)
     return out
+
+
+def position(run: Run) -> dict[str, Any]:
+    """What the process running a remote run is told of it: its last stored seq, its
+    status and, while it runs and someone asked it to stop, ``stop`` (who, when, why)."""
+    out: dict[str, Any] = {"last_seq": run.last_seq, "status": run.status}
+    stop = stop_request(run)
+    if stop is not None:
+        out["stop"] = stop
+    return out
+
+
+def stop_request(run: Run) -> dict[str, Any] | None:
+    """The stop request a remote run's process has to obey (None when there is none, or
+    the run ended): ``by`` and ``at`` as the dashboard recorded them, and the ``reason``
+    its turn is cancelled with."""
+    request = run.cancel_requested
+    if not isinstance(request, dict) or run.status != Run.Status.RUNNING or not run.is_remote:
+        return None
+    by = request.get("by") or None
+    return {"by": by, "at": request.get("at"),
+            "reason": f"stopped from the dashboard by {by}" if by else
+            "stopped from the dashboard"}
 
 
 def _run_create(first: dict[str, Any], origin: dict[str, Any], user: Any, now: Any,
@@ -457,17 +483,36 @@ def _session_record(run: Run) -> None:
     reply = run.reply or {}
     status = ("aborted" if run.status == Run.Status.FAILED
               else "completed" if reply.get("completed") else "running")
+    before = doc.get("flow", {}).get("sequence", []) if isinstance(doc, dict) else []
     record = {
         "id": run.session_id, "revision": revision, "run_status": status, "remote": True,
         "flow": {"name": run.flow, "current_step": model.cursor,
                  "context": loaded.context if loaded is not None else {},
                  "steps": [{"name": name, "state": state}
-                           for name, state in model.state.items()]},
+                           for name, state in model.state.items()],
+                 "sequence": [*before, *steps_entered(events)]},
         "tokens": model.tokens,
     }
     StoredSession.objects.update_or_create(id=run.session_id, defaults={
         "flow": run.flow, "revision": revision, "run_status": status, "doc": record,
         "project_id": run.project_id})
+
+
+def steps_entered(events: list[Event]) -> list[dict[str, Any]]:
+    """A turn's entries of the session's trail (``flow.sequence``) as its events tell them:
+    each ``step.entered`` at its level, each branch one level below its caller, up to the
+    turn's last ``session.saved`` (a stopped or interrupted turn's later entries were never
+    saved)."""
+    last_save = max((e.seq for e in events if isinstance(e, SessionSaved)), default=-1)
+    entries: list[dict[str, Any]] = []
+    for event in events:
+        if event.seq > last_save:
+            break
+        if isinstance(event, StepEntered):
+            entries.append({"level": event.level, "step_name": event.step})
+        elif isinstance(event, BranchStarted):
+            entries.append({"level": event.path.count(".") + 2, "step_name": event.step})
+    return entries
 
 
 async def events_ingest(body: bytes, *, origin: dict[str, Any], user: Any,
@@ -497,9 +542,20 @@ async def runs_heartbeat(run_ids: list[str], project: str = DEFAULT_PROJECT
 def _heartbeat_sync(run_ids: list[str], project: str) -> dict[str, dict[str, Any]]:
     runs = Run.objects.filter(id__in=run_ids, origin__kind="remote", project_id=project)
     runs.filter(status=Run.Status.RUNNING).update(last_seen_at=timezone.now())
-    return {run.id: {"last_seq": run.last_seq, "status": run.status} for run in runs}
+    return {run.id: position(run) for run in runs}
+
+
+async def runs_control(run_ids: list[str], project: str) -> dict[str, dict[str, Any]]:
+    """These remote runs (of ``project``) as their process is told of them, without
+    counting as a sign of life (``GET /api/ingest/control``)."""
+    return await sync_to_async(_control_sync)(run_ids, project)
+
+
+def _control_sync(run_ids: list[str], project: str) -> dict[str, dict[str, Any]]:
+    runs = Run.objects.filter(id__in=run_ids, origin__kind="remote", project_id=project)
+    return {run.id: position(run) for run in runs}
 
 
 __all__ = ["IngestError", "Line", "Planned", "Planner", "Stored", "by_run", "check_first",
-           "continuing", "encode", "events_ingest", "parse_lines", "read_body", "runs_heartbeat",
-           "store_lines"]
+           "continuing", "encode", "events_ingest", "parse_lines", "position", "read_body",
+           "runs_control", "runs_heartbeat", "stop_request", "store_lines"]

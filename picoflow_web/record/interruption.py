@@ -3,11 +3,13 @@
 Two kinds of executor can vanish. A remote process (:mod:`picoflow_web.record.ingest`)
 proves it lives by sending events or heartbeats (a traced one, spans:
 :mod:`picoflow_web.record.spans`); one silent for ``PICOFLOW_REMOTE_TIMEOUT``
-seconds is lost (:func:`interrupt_silent_runs`). A dashboard worker proves it by renewing
-its run's lease (:mod:`picoflow_web.execute.leases`); one whose lease ended is lost
-(:func:`expire_leases`). Either way the run gets a stored ``run.interrupted`` after its last
-stored event, through the door every event takes (:mod:`picoflow_web.record.append`),
-which ends the run: whatever its executor sends later is refused or dropped.
+seconds is lost (:func:`interrupt_silent_runs`), and so is one whose turn has not ended that
+long after someone asked it to stop (its process never heard the request, or ignores it).
+A dashboard worker proves it by renewing its run's lease
+(:mod:`picoflow_web.execute.leases`); one whose lease ended is lost (:func:`expire_leases`).
+Either way the run gets a stored ``run.interrupted`` after its last stored event, through
+the door every event takes (:mod:`picoflow_web.record.append`), which ends the run:
+whatever its executor sends later is refused or dropped.
 
 Both rounds follow the stall rule of :mod:`picoflow_web.record.stalls`: while the database
 takes no writes no executor can prove anything, so a round the database kept waiting
@@ -23,7 +25,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.db import connection, transaction
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from picoflow_web.config import app_settings
@@ -67,7 +69,8 @@ def interrupt(run: Run, last: dict[str, Any], *, silent_for: float, reason: str,
 
 def interrupt_silent_runs() -> Stored:
     """Declare every remote run silent for longer than the timeout interrupted (stored, not
-    yet broadcast)."""
+    yet broadcast), and every one whose process has not ended its turn within the timeout
+    of a stop request (it cannot hear one, or does not obey it)."""
     timeout = remote_timeout()
 
     def verdict(run: Run, now: datetime) -> Appended | None:
@@ -75,18 +78,39 @@ def interrupt_silent_runs() -> Stored:
         last = _last_stored(run.id)
         if last is None:
             return None
+        silent_for = (timezone.now() - run.last_seen_at).total_seconds()
+        asked = _stop_asked_at(run)
+        if silent_for <= timeout:
+            if asked is None or (now - asked).total_seconds() <= timeout:
+                return None
+            by = (run.cancel_requested or {}).get("by")
+            return interrupt(
+                run, last, silent_for=silent_for, now=now,
+                reason=f"Stop requested{f' by {by}' if by else ''} "
+                       f"{(now - asked).total_seconds():.0f} s ago: the process running it "
+                       f"did not end the turn within {timeout:g} s.")
         # A trace's run (record.spans) is remote too: its spans are its only sign of life.
         reason = (f"No spans for {timeout:g} s and no root span: the traced process "
                   "stopped exporting." if run.origin.get("source") == SPANS_SOURCE else
                   f"No events or heartbeats for {timeout:g} s: the process running it "
                   "stopped reporting.")
-        return interrupt(
-            run, last, silent_for=(timezone.now() - run.last_seen_at).total_seconds(),
-            reason=reason, now=now)
+        return interrupt(run, last, silent_for=silent_for, reason=reason, now=now)
 
+    # Runs with a stop request are judged one by one (the request's time is in its JSON).
     return _round(Run.objects.filter(status=Run.Status.RUNNING, origin__kind="remote"),
-                  lambda now: {"last_seen_at__lt": now - timedelta(seconds=timeout)},
+                  lambda now: Q(last_seen_at__lt=now - timedelta(seconds=timeout))
+                  | Q(cancel_requested__isnull=False),
                   timeout, verdict)
+
+
+def _stop_asked_at(run: Run) -> datetime | None:
+    """When someone asked ``run`` to stop (None: nobody, or a time that does not parse)."""
+    at = (run.cancel_requested or {}).get("at")
+    try:
+        asked = datetime.fromisoformat(at) if isinstance(at, str) else None
+    except ValueError:
+        return None
+    return asked if asked is not None and asked.tzinfo is not None else None
 
 
 def expire_leases() -> Stored:
@@ -108,10 +132,10 @@ def expire_leases() -> Stored:
             now=now, worker=run.worker or None, revision=_saved_revision(run.id))
 
     return _round(Run.objects.filter(status=Run.Status.RUNNING, origin__kind="worker"),
-                  lambda now: {"lease_expires_at__lt": now}, lease, verdict)
+                  lambda now: Q(lease_expires_at__lt=now), lease, verdict)
 
 
-def _round(running: QuerySet[Run], overdue: Callable[[datetime], dict[str, Any]],
+def _round(running: QuerySet[Run], overdue: Callable[[datetime], Q],
            grace: float, verdict: Callable[[Run, datetime], Appended | None]) -> Stored:
     """Interrupt the ``running`` runs ``overdue`` (their filter at a time), one by one by
     ``verdict``, unless the database was stalled: the round waited a quarter of ``grace``
@@ -123,7 +147,7 @@ def _round(running: QuerySet[Run], overdue: Callable[[datetime], dict[str, Any]]
         return out  # nobody to judge: no need to take the write lock
     with transaction.atomic():  # SQLite: waits here for the write lock
         now = timezone.now()
-        lost = list(running.select_for_update().filter(**overdue(now)))
+        lost = list(running.select_for_update().filter(overdue(now)))
         if not round_.calm(patience=grace / 4, grace=grace):
             return out
         for run in lost:

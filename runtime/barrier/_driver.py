@@ -16,7 +16,9 @@ Why each branch catches its own exceptions: an ordinary branch error is data (it
 untangle an exception group.
 
 Cancellation: a cancel token (linked to the caller's and to the calling branch's, or for
-a root barrier to the turn's) is watched by one task. Queued branches never start;
+a root barrier to the turn's) is watched by one task. ``cancel.requested`` is recorded as
+the token fires, by a callback on it, so no branch that obeyed the token is recorded as
+ending before the request. Queued branches never start;
 running branches are told through the token (model calls stop at once); after the flow's
 grace period, branches still running lose their publication rights (their view closes,
 late writes are dropped) and are cancelled, again once per grace period while they run.
@@ -175,6 +177,11 @@ class _Barrier:
         """Set once cancellation was requested and the last running branch ended."""
         if host.observed:
             self._report_fork(caller_step)
+        # Recorded the moment the token fires, not when a task watching it next runs: a
+        # branch that reads the token (or whose wait it ends) may run first, and its end
+        # must not be recorded before the request it obeyed. After the fork's own event: a
+        # barrier forked under a cancelled token records its request right after it.
+        self._forget_cancel = self.token.on_cancel(self._report_cancel)
 
     def _report_fork(self, caller_step: str) -> None:
         views = self.views
@@ -196,27 +203,30 @@ class _Barrier:
         limit = self.options.max_concurrency
         limiter = anyio.CapacityLimiter(limit) if limit else None
         batch, due = _START_BATCH, _START_BATCH
-        async with anyio.create_task_group() as outer:
-            outer.start_soon(self._watch_cancel)
-            async with branch_group() as spawn:
-                for index in range(len(self.plan)):
-                    if limiter is not None:
-                        # Its acquire yields to the loop even when a slot is free: the
-                        # branch started before runs first, on trio too (which runs tasks
-                        # spawned together in an order of its own).
-                        await limiter.acquire_on_behalf_of(index)
-                    elif index == due:
-                        await anyio.lowlevel.checkpoint()
-                        batch = _START_BATCH if self.running else min(2 * batch,
-                                                                      _MAX_START_BATCH)
-                        due = index + batch
-                    if self.token.cancelled:
+        try:
+            async with anyio.create_task_group() as outer:
+                outer.start_soon(self._watch_cancel)
+                async with branch_group() as spawn:
+                    for index in range(len(self.plan)):
                         if limiter is not None:
-                            limiter.release_on_behalf_of(index)
-                        self._never_start(index)
-                        break
-                    self.tasks[index] = spawn(partial(self._run_branch, index, limiter))
-            outer.cancel_scope.cancel()
+                            # Its acquire yields to the loop even when a slot is free: the
+                            # branch started before runs first, on trio too (which runs
+                            # tasks spawned together in an order of its own).
+                            await limiter.acquire_on_behalf_of(index)
+                        elif index == due:
+                            await anyio.lowlevel.checkpoint()
+                            batch = _START_BATCH if self.running else min(2 * batch,
+                                                                          _MAX_START_BATCH)
+                            due = index + batch
+                        if self.token.cancelled:
+                            if limiter is not None:
+                                limiter.release_on_behalf_of(index)
+                            self._never_start(index)
+                            break
+                        self.tasks[index] = spawn(partial(self._run_branch, index, limiter))
+                outer.cancel_scope.cancel()
+        finally:
+            self._forget_cancel()  # a token cancelled once the branches ended asks nothing
         self.usage.on_exhausted.clear()
 
     def _never_start(self, first: int) -> None:
@@ -332,17 +342,22 @@ class _Barrier:
         assert task is not None, "a running branch has a task"
         task.cancel()
 
-    async def _watch_cancel(self) -> None:
-        """Tell running branches, wait out the grace period, then close the late ones."""
-        await self.token.wait()
-        self.drained = anyio.Event()
-        host, token = self.host, self.token
+    def _report_cancel(self) -> None:
+        """``cancel.requested`` and whom it reached, as the token fires (synchronously: see
+        ``__init__``); the branches are told by the token itself."""
+        host = self.host
         host.emit(ev.CancelRequested, path=self.caller_path, barrier=self.id,
-                  reason=token.reason or "cancelled")
+                  reason=self.token.reason or "cancelled")
         host.emit(ev.CancelPropagated, path=self.caller_path, barrier=self.id,
                   running=[self.views[i].path_str for i in sorted(self.running)],
                   queued=[v.path_str for v, o in zip(self.views, self.outcomes, strict=True)
                           if o is None and v.index not in self.running])
+
+    async def _watch_cancel(self) -> None:
+        """Wait out the grace period of running branches, then close the late ones."""
+        await self.token.wait()
+        self.drained = anyio.Event()
+        host = self.host
         if self.running:
             with anyio.move_on_after(self.config.cancellation_grace):
                 await self.drained.wait()

@@ -38,6 +38,13 @@ The ingest contract, client side:
   ``{"runs": [...]}`` for the runs between ``turn.started`` and ``turn.finished`` /
   ``turn.failed`` that no batch reached meanwhile, so the server does not declare them
   interrupted.
+* Stop: someone pressed Stop on a run's page. A run's entry in an ingest or heartbeat
+  answer then carries ``stop`` (``{"by", "at", "reason"}``), and so does the answer of
+  ``GET {url}/api/ingest/control?run=<id>…`` , a long-poll a second thread keeps open while
+  a run has a stop hook (:meth:`DashboardSink.on_stop`; the engine sets one for every
+  turn). The hook is called once per run, from the sink's threads; the engine's cancels
+  the turn's token, as a local Stop does. A dashboard without that endpoint (404) is
+  not asked again: its answers still carry the request.
 
 Back-pressure. Above ``max_buffer`` buffered events :meth:`DashboardSink.congested` is true;
 the runtime then holds the run at its next await point (a branch start, a model call) until
@@ -68,6 +75,7 @@ import time
 import urllib.parse
 import weakref
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -76,6 +84,9 @@ from .schema import Event, SinkOverflowed
 from .sinks import event_json
 
 logger = logging.getLogger("picoflow")
+
+StopHook = Callable[[str, "str | None"], None]
+"""Called as ``hook(reason, by)`` when the dashboard asks a run to stop."""
 
 _TERMINAL = frozenset({"turn.finished", "turn.failed"})
 _SPECIAL = frozenset({"turn.started", "turn.finished", "turn.failed", "sink.overflowed"})
@@ -163,6 +174,8 @@ class DashboardSink:
             ``hard_cap`` meanwhile is dropped and reported.
         source: what records the runs (``"LangGraph"``), for the dashboard's origin label;
             at most :data:`MAX_SOURCE_CHARS` printable ASCII characters.
+        control_seconds: how long the dashboard holds the stop long-poll open (0: no
+            long-poll; a stop request then arrives with the next answer).
     """
 
     def __init__(
@@ -182,6 +195,7 @@ class DashboardSink:
         outage_seconds: float = 60.0,
         name: str = "dashboard",
         source: str | None = None,
+        control_seconds: float = 25.0,
     ) -> None:
         parts = urllib.parse.urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -238,6 +252,11 @@ class DashboardSink:
         self._warned = False
         self._thread = threading.Thread(target=self._loop, name=f"picoflow-{name}", daemon=True)
         self._thread.start()
+        self.control_seconds = control_seconds
+        self._stop_hooks: dict[str, StopHook] = {}
+        self._stops_heard: set[str] = set()
+        self._control: threading.Thread | None = None
+        self._control_off = control_seconds <= 0
         _LIVE.add(self)
 
     def __repr__(self) -> str:
@@ -337,6 +356,124 @@ class DashboardSink:
             run.running, run.ended = False, True
         self._cv.notify()  # an ended run's loss is reported by the sender
 
+    # -- stop requests ---------------------------------------------------------------------
+
+    def on_stop(self, run_id: str, hook: StopHook) -> Callable[[], None]:
+        """Call ``hook(reason, by)`` (once, from one of the sink's threads) when the
+        dashboard asks run ``run_id`` to stop; returns what removes the hook (call it when
+        the turn ended)."""
+        with self._cv:
+            self._stop_hooks[run_id] = hook
+            self._start_control()
+            self._cv.notify_all()
+
+        def remove() -> None:
+            with self._cv:
+                if self._stop_hooks.get(run_id) is hook:
+                    del self._stop_hooks[run_id]
+                self._stops_heard.discard(run_id)
+
+        return remove
+
+    def _heard_stops(self, runs: object) -> None:
+        """Call the hooks of the runs an answer (``{"runs": {id: position}}``) asks to
+        stop, once each; not under the lock."""
+        if not isinstance(runs, dict):
+            return
+        calls: list[tuple[str, StopHook, str, str | None]] = []
+        with self._cv:
+            for run_id, info in runs.items():
+                stop = info.get("stop") if isinstance(info, dict) else None
+                hook = self._stop_hooks.get(run_id)
+                if not isinstance(stop, dict) or run_id in self._stops_heard:
+                    continue
+                self._stops_heard.add(run_id)
+                by = stop.get("by") if isinstance(stop.get("by"), str) else None
+                reason = stop.get("reason") if isinstance(stop.get("reason"), str) else None
+                if hook is None:
+                    logger.warning("The dashboard asks run %s to stop, but nothing here "
+                                   "can stop it (no turn of a FlowEngine runs it)", run_id)
+                    continue
+                calls.append((run_id, hook, reason or "stopped from the dashboard", by))
+        for run_id, hook, reason, by in calls:
+            try:
+                hook(reason, by)
+            except Exception:
+                logger.exception("Stopping run %s failed", run_id)
+
+    def _start_control(self) -> None:
+        """Under the lock: the long-poll thread, once a run has a hook."""
+        if self._control is None and not self._control_off:
+            self._control = threading.Thread(target=self._control_loop,
+                                             name=f"picoflow-{self.name}-control", daemon=True)
+            self._control.start()
+
+    def _control_loop(self) -> None:
+        """Keep ``GET /api/ingest/control`` open for the runs with hooks, while any."""
+        conn: http.client.HTTPConnection | None = None
+        attempt = 0
+        try:
+            while True:
+                with self._cv:
+                    while not self._closed and not self._disabled and not [
+                            r for r in self._stop_hooks if r not in self._stops_heard]:
+                        self._cv.wait()
+                    if self._closed or self._disabled:
+                        return
+                    runs = sorted(r for r in self._stop_hooks if r not in self._stops_heard)
+                query = urllib.parse.urlencode(
+                    [("run", run_id) for run_id in runs[:500]]
+                    + [("wait", f"{self.control_seconds:g}")])
+                try:
+                    if conn is None:
+                        conn = self._new_connection(self.control_seconds + self.timeout)
+                    conn.request("GET", f"{self._base}/api/ingest/control?{query}",
+                                 headers=self._headers)
+                    response = conn.getresponse()
+                    raw = response.read()
+                    if response.will_close:
+                        conn.close()
+                        conn = None
+                except (OSError, http.client.HTTPException) as exc:
+                    logger.debug("Dashboard control long-poll failed: %r", exc)
+                    if conn is not None:
+                        conn.close()
+                        conn = None
+                    if self._abort.wait(min(self.max_backoff, self.backoff * 2 ** attempt)):
+                        return
+                    attempt += 1
+                    continue
+                if response.status in (404, 405):
+                    logger.info("Dashboard %s has no stop long-poll; stop requests come "
+                                "with its answers", self.url)
+                    return
+                if response.status != 200:
+                    if self._abort.wait(min(self.max_backoff, self.backoff * 2 ** attempt)):
+                        return
+                    attempt += 1
+                    continue
+                attempt = 0
+                try:
+                    answer = json.loads(raw) if raw else {}
+                except ValueError:
+                    answer = {}
+                runs_said = answer.get("runs") if isinstance(answer, dict) else None
+                if not runs_said and self._abort.wait(self.batch_seconds + self.backoff):
+                    return  # the dashboard knows none of them yet: their events come first
+                if isinstance(runs_said, dict):
+                    with self._cv:  # an ended run has nothing left to be asked
+                        self._stops_heard.update(
+                            run_id for run_id, info in runs_said.items()
+                            if isinstance(info, dict) and info.get("status") != "running")
+                    self._heard_stops(runs_said)
+        except Exception:  # pragma: no cover - a bug here must not go unnoticed
+            logger.exception("Dashboard sink %s stopped listening for stop requests", self.url)
+        finally:
+            if conn is not None:
+                conn.close()
+            with self._cv:
+                self._control_off = True
+
     def congested(self) -> bool:
         """Whether the run should wait: more than ``max_buffer`` events unsent."""
         if len(self._queue) + self._inflight <= self.max_buffer:
@@ -375,7 +512,7 @@ class DashboardSink:
         with self._cv:
             self._closed = True
             self._cv.notify_all()
-        if not done:
+        if not done or self._control is not None:  # a long-poll's retries end too
             self._abort.set()
         self._thread.join(timeout if done else 1.0)
         _LIVE.discard(self)
@@ -623,6 +760,7 @@ class DashboardSink:
                     del self._runs[run_id]  # done: forget it
             if unacked:
                 self._requeue(unacked)
+        self._heard_stops(runs)
 
     def _repair_gap(self, batch: list[_Line], reply: dict[str, Any]) -> None:
         run_id = str(reply.get("run_id", ""))
@@ -711,6 +849,7 @@ class DashboardSink:
                 for run_id, info in answered.items():
                     if isinstance(info, dict) and info.get("status") == "interrupted":
                         self._kill(run_id)
+        self._heard_stops(answered)
 
     def _post(self, path: str, body: bytes, content_type: str) -> tuple[
             int, http.client.HTTPMessage, dict[str, Any]]:
@@ -735,11 +874,14 @@ class DashboardSink:
 
     def _connection(self) -> http.client.HTTPConnection:
         if self._conn is None:
-            parts = self._parts
-            cls = http.client.HTTPSConnection if parts.scheme == "https" \
-                else http.client.HTTPConnection
-            self._conn = cls(parts.hostname or "", parts.port, timeout=self.timeout)
+            self._conn = self._new_connection(self.timeout)
         return self._conn
+
+    def _new_connection(self, timeout: float) -> http.client.HTTPConnection:
+        parts = self._parts
+        cls = http.client.HTTPSConnection if parts.scheme == "https" \
+            else http.client.HTTPConnection
+        return cls(parts.hostname or "", parts.port, timeout=timeout)
 
     def _close_connection(self) -> None:
         if self._conn is not None:

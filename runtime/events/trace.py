@@ -67,6 +67,9 @@ def dump_trace(events: Sequence[ev.Event]) -> str:
             lines.append(f"    [{child.item}] batch {child.batch} {child.status} "
                          f"run={child.run_id} attempts={child.attempts}")
     lines.append(f"state {_short(comparable(run.state), 2000)}")
+    if run.unsaved:
+        lines.append("unsaved (published in memory, not saved: the turn was stopped) "
+                     + ", ".join(f"{u['step']}.{u['field']}" for u in run.unsaved))
     lines += [f"anomaly at {a.seq}: {a.message}" for a in run.anomalies]
     return "\n".join(lines) + "\n"
 

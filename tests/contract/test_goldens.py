@@ -314,7 +314,12 @@ def test_a_stopped_turn_keeps_its_checkpoint_and_the_session_goes_on() -> None:
     run = fold(stopped)
     assert run.cancellation == {"seq": cancelled.seq, "reason": stop.reason,
                                 "requested_by": stop.by, "revision": checkpoint.revision}
-    assert "Scanner" in run.state  # published by the stopped barrier, never saved
+    # Published by the stopped barrier in memory, never saved: not canonical, but unsaved.
+    assert "Scanner" not in run.state
+    assert user_state(run.state) == user_state(fold(stopped, saves[-1].seq).state)
+    assert [(u["step"], u["field"]) for u in run.unsaved] == [
+        ("Archivist", "catalogued_at"), ("Archivist", "wings"), ("Archivist", "stopped"),
+        ("Scanner", "pages")]
     # The next turn starts from the checkpoint: the catalogue, no scans.
     loaded = next(e for e in resumed if isinstance(e, ev.SessionLoaded))
     assert loaded.revision == checkpoint.revision  # as stored: loading saves nothing

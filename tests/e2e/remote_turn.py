@@ -36,6 +36,8 @@ def main(run_id: str, events_file: str, pause: float, teams: int) -> int:
         finally:
             await engine.close()
         print(reply.message, flush=True)
+        if not reply.success:
+            print(f"error_code: {reply.error_code}", flush=True)
         return reply.success
 
     return 0 if anyio.run(turn) else 1

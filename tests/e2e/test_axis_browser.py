@@ -19,6 +19,10 @@ pytest.importorskip("playwright.async_api", reason="pip install playwright")
 
 pytestmark = [pytest.mark.browser, pytest.mark.anyio]
 
+ANGLE = "\N{SINGLE RIGHT-POINTING ANGLE QUOTATION MARK}"
+WATCH = f"PriceWatch {ANGLE} barrier 0 (b0)"
+"""CancelFlow's barrier as sentences name it: its label, then its id."""
+
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[tuple[LiveDaphne, str]]:
@@ -93,7 +97,8 @@ async def test_the_cancellation_demo_marks_its_cancel_and_grace_end_and_shows_th
     cancels = await axis_marks(page, "cancel")
     assert [m["barrier"] for m in cancels] == ["b0"]
     assert cancels[0]["title"].startswith(
-        f"cancel requested for b0: {requested['reason']} · {len(propagated['running'])} running, "
+        f"cancel requested for {WATCH}: {requested['reason']} · "
+        f"{len(propagated['running'])} running, "
         f"{len(propagated['queued'])} queued")
     assert requested["reason"] == "deadline reached"
     assert abs(cancels[0]["left"] - await axis_left(page, requested["offset"])) < 0.01
@@ -103,7 +108,8 @@ async def test_the_cancellation_demo_marks_its_cancel_and_grace_end_and_shows_th
     assert closed == "1 (legacy)"
     ms = round((grace["offset"] - requested["offset"]) * 1000)
     assert graces[0]["title"].startswith(
-        f"grace ended for b0 {ms}ms after the cancel request: {closed} lost publication rights")
+        f"grace ended for {WATCH} {ms}ms after the cancel request: "
+        f"{closed} lost publication rights")
     assert abs(graces[0]["left"] - await axis_left(page, grace["offset"])) < 0.01
     assert cancels[0]["left"] < graces[0]["left"]
     # No branch_timeout, no timeout or deadline marks: the page says only what events say.
@@ -142,7 +148,7 @@ async def test_the_cancellation_demo_marks_its_cancel_and_grace_end_and_shows_th
     assert slowest == "1", "the legacy call, cut at the grace end, ended last"
     critical = page.locator("#pf-inspector .pf-critical-section")
     assert await critical.locator(".pf-critical-sentence").inner_text() == \
-        f"The join of b0 waited on {slowest} ({keys[slowest]})."
+        f"The join of {WATCH} waited on {slowest} ({keys[slowest]})."
     assert await highlighted(page) == ([], [])
     toggle = critical.locator(".pf-critical-toggle")
     await toggle.click()
@@ -168,7 +174,8 @@ async def test_the_critical_path_of_a_nested_join_runs_down_to_its_slowest_inner
     await page.click('.pf-barrier[data-barrier="b0"]')
     await page.wait_for_selector('#pf-inspector[data-barrier="b0"] .pf-critical-section')
     sentence = await page.locator("#pf-inspector .pf-critical-sentence").inner_text()
-    assert sentence == (f"The join of b0 waited on {outer} ({keys[outer]}), "
+    assert sentence == (f"The join of ResearchDesk {ANGLE} barrier 0 (b0) "
+                        f"waited on {outer} ({keys[outer]}), "
                         f"which waited on {inner} ({keys[inner]}).")
     steps = await page.eval_on_selector_all("#pf-inspector .pf-critical-step",
                                             "s => s.map(e => e.dataset.path)")

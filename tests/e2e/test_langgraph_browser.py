@@ -138,6 +138,9 @@ async def test_conflict_demo(page: Any, server: tuple[LiveDaphne, str, str]) -> 
     assert "failed" in panel and "running" not in panel, panel
     card = page.locator(".pf-conflicts .pf-conflict").first
     await card.wait_for()
+    # Above the tree the card is one line until opened.
+    await card.locator("[data-conflict-toggle]").click()
+    await card.locator(".pf-conflict-details").wait_for()
     text = await card.inner_text()
     assert "left" in text and "right" in text, text
     assert "superstep" in text, text

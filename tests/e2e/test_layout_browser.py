@@ -163,7 +163,7 @@ async def test_paths_and_barrier_ids_read_as_branch_keys(page: Any) -> None:
     await finished_run_at_1024(page)
     # The tree: the nested barrier under its caller's key.
     nested = page.locator('.pf-row.pf-barrier[data-barrier="0/b0"] .pf-row-key')
-    assert await nested.inner_text() == label("Planner", "barrier 1")
+    assert await nested.inner_text() == label("Planner", "barrier 0")
     assert "0/b0" in await page.get_attribute('.pf-row.pf-barrier[data-barrier="0/b0"]', "title")
 
     # A nested branch's inspector: its callers' keys and its own, the path beside them.
@@ -173,7 +173,7 @@ async def test_paths_and_barrier_ids_read_as_branch_keys(page: Any) -> None:
     assert await head.locator(".pf-inspector-title").inner_text() == label("Planner", "news")
     assert "path 0.1" in await head.inner_text()
     barrier = page.locator('#pf-inspector .pf-facts [data-select-barrier="0/b0"]')
-    assert await barrier.inner_text() == label("Planner", "barrier 1")
+    assert await barrier.inner_text() == label("Planner", "barrier 0")
     assert await barrier.get_attribute("title") == "barrier 0/b0"
     caller = page.locator('#pf-inspector .pf-facts [data-select-path="0"]')
     assert await caller.inner_text() == "Planner"
@@ -183,7 +183,7 @@ async def test_paths_and_barrier_ids_read_as_branch_keys(page: Any) -> None:
     await barrier.click()
     await page.wait_for_selector('#pf-inspector[data-barrier="0/b0"]')
     assert await page.locator("#pf-inspector .pf-inspector-title").inner_text() == \
-        label("Planner", "barrier 1")
+        label("Planner", "barrier 0")
     inputs = await page.eval_on_selector_all(
         "#pf-inspector .pf-reduction-table [data-select-path]", "bs => bs.map(b => b.textContent)")
     assert label("Planner", "papers") in inputs and label("Planner", "news") in inputs

@@ -163,6 +163,64 @@ async def test_a_killed_remote_process_leaves_an_interrupted_run_with_what_it_se
     assert "interrupted" in (await page.locator("body").inner_text()).lower()
 
 
+async def test_stop_on_the_page_stops_the_turn_in_its_own_process(
+    server: tuple[LiveDaphne, str, str], page: Any, tmp_path: Path,
+) -> None:
+    live, _, token = server
+    events_file = tmp_path / "events.jsonl"
+    # A slow fan-out: six teams, each waiting out a pause far longer than the test.
+    run_id, process = remote_turn(live, token, events_file, pause=120.0, teams=6)
+    try:
+        await open_run_page(page, run_id)
+        await page.wait_for_function(
+            "() => document.querySelectorAll('.pf-branch[data-status=running]').length >= 6",
+            timeout=30_000)
+        assert await page.locator("#pf-stop").is_enabled()
+        await page.click("#pf-stop")
+        # Recorded here; the process hears it on its long-poll and stops its turn itself.
+        await page.wait_for_selector("#pf-stop-note:has-text('waiting for the process')",
+                                     timeout=10_000)
+        note = await page.locator("#pf-stop-note").inner_text()
+        assert note.startswith("Stop requested by admin") and await page.locator(
+            "#pf-stop").is_disabled()
+        await shot(page, "remote_stop_requested")
+        await page.wait_for_selector("#pf-run[data-status=cancelled]", timeout=60_000)
+        assert process.wait(timeout=60) == 1  # a stopped turn is no success
+    finally:
+        process.kill()
+    await run_ended(page, "cancelled")
+    await page.wait_for_selector("#pf-stop-box", state="hidden")
+    panel = await page.locator("#pf-ended").inner_text()
+    assert "Stopped by admin: stopped from the dashboard by admin" in panel
+    await shot(page, "remote_stop_cancelled")
+    output = (tmp_path / "process.log").read_text()
+    assert "Stopped: stopped from the dashboard by admin" in output
+    assert "error_code: turn_cancelled" in output
+
+    # The events say who stopped it: the turn's end names admin, the barrier's cancel the
+    # reason; the dashboard stored what the process emitted.
+    stored = await stored_events(page, run_id)
+    assert stored == emitted(events_file)
+    last = stored[-1]
+    assert (last["type"], last["requested_by"]) == ("turn.cancelled", "admin")
+    assert last["reason"] == "stopped from the dashboard by admin"
+    requested = [e for e in stored if e["type"] == "cancel.requested"]
+    assert requested and all("by admin" in e["reason"] for e in requested)
+    summary = await page.evaluate("async id => (await (await fetch(`/api/runs/${id}`)).json())"
+                                  ".run", run_id)
+    assert (summary["status"], summary["cancel_requested"]["by"]) == ("cancelled", "admin")
+    # Stopping it again is refused with a clear error: it has ended.
+    again = await page.evaluate(
+        """async id => {
+             const cookie = document.cookie.match(/(?:^|;\\s*)csrftoken=([^;]+)/)?.[1];
+             const csrf = decodeURIComponent(cookie
+               ?? document.querySelector("input[name=csrfmiddlewaretoken]")?.value ?? "");
+             const r = await fetch(`/api/runs/${id}/cancel`, {method: "POST",
+               headers: {"X-CSRFToken": csrf}, credentials: "same-origin"});
+             return [r.status, (await r.json()).code]; }""", run_id)
+    assert again == [409, "run_ended"]
+
+
 def readme_example(title: str) -> str:
     """The Python example of the README section ``### <title>``."""
     text = (ROOT / "README.md").read_text(encoding="utf-8")

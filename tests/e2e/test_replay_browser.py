@@ -121,11 +121,11 @@ async def test_a_hotel_session_replays_turn_by_turn_and_diffs_turn_3_against_tur
     await go_to(page, "#turn=9&seq=0", 9, 0)
     had = loaded["tokens"]["total_tokens"]
     assert int(await page.locator("#pf-session-tokens").inner_text()) == had
-    assert await page.locator("#pf-session-status").inner_text() == "running"
+    assert await page.locator("#pf-session-status").inner_text() == "turn 9 running"
     spent = sum(e["total_tokens"] for e in ninth if e["type"] == "model.finished")
     await go_to(page, "#turn=9", 9, ninth[-1]["seq"])
     assert int(await page.locator("#pf-session-tokens").inner_text()) == had + spent
-    assert await page.locator("#pf-session-status").inner_text() == "finished"
+    assert await page.locator("#pf-session-status").inner_text() == "turn 9 finished"
 
     # What one event changed: the new room type, inside the JSON text ExploreStep keeps.
     write = next(e for e in ninth if e["type"] == "state.replaced" and e["field"] == "json")

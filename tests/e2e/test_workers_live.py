@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.browsing import dashboard, logged_in_page
+from tests.e2e.browsing import dashboard, logged_in_page, shot
 from tests.livedaphne import LiveDaphne, run_manage
 from tests.webhelpers import HttpSession, assert_gap_free, wait_until
 
@@ -207,6 +207,27 @@ async def test_stop_on_a_running_nested_fan_out_ends_it_cancelled(
         assert set(labels) <= {"not-started", "cancelled", "late"} and labels
         # The page draws the run's last event before the worker records how it ended.
         assert (await ended(api, run_id))["status"] == "cancelled"
+    finally:
+        stop_workers(live)
+        live.workers.remove(worker)
+
+
+async def test_a_page_opened_while_the_run_is_queued_names_its_worker_once_it_ran(
+        server: tuple[LiveDaphne, str, str], api: Api, page: Any) -> None:
+    live = server[0]
+    run_id = api.start("ResearchFlow")  # no worker yet: it waits in the queue
+    await page.goto(f"/runs/{run_id}/")
+    assert await page.locator("#pf-origin").inner_text() == "worker (waiting for one)"
+    assert await page.get_attribute("#pf-run", "data-status") == "queued"
+    worker = live.start_worker("latecomer")
+    try:
+        await page.wait_for_selector("#pf-run[data-status=finished]", timeout=60_000)
+        # The header follows the run: the worker that took it, without a reload.
+        await page.wait_for_function(
+            "() => document.getElementById('pf-origin').textContent === 'worker latecomer'",
+            timeout=30_000)
+        assert (await ended(api, run_id))["worker"] == "latecomer"
+        await shot(page, "queued_run_names_its_worker")
     finally:
         stop_workers(live)
         live.workers.remove(worker)

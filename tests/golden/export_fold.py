@@ -123,7 +123,7 @@ def export_run(events: list[ev.Event], stops: list[int] | None = None) -> dict[s
 
     ``stops`` are the seqs to snapshot the fold at (default: after every event of the
     :data:`SNAPSHOT_TYPES` and at the middle event). ``anomalies``, ``overflows``,
-    ``interruption``, ``cancellation`` and ``concurrent`` (and a branch's or barrier's
+    ``interruption``, ``cancellation``, ``unsaved`` and ``concurrent`` (and a branch's or barrier's
     ``interrupted`` flag) are listed only when the fold recorded any, so the exports of
     runs that have none keep their shape.
     """
@@ -141,6 +141,8 @@ def export_run(events: list[ev.Event], stops: list[int] | None = None) -> dict[s
         extra["interruption"] = run.interruption
     if run.cancellation is not None:
         extra["cancellation"] = run.cancellation
+    if run.unsaved:
+        extra["unsaved"] = run.unsaved
     if run.concurrent:
         extra["concurrent"] = export_groups(run.concurrent)
     return {**extra,

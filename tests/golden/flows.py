@@ -15,6 +15,9 @@
 * :class:`ArchiveFlow` (golden ``cancelled``) — a root-join checkpoint saves, then a nested
   fan-out is stopped through the turn's cancel token (the dashboard's Stop button) while
   some scanners run and others are queued; the next turn continues from the checkpoint.
+* :class:`ScoutFlow` (golden ``obeyed_cancel``) — a branch finds the answer and cancels its
+  own barrier: a sibling waiting on the token obeys it at once (fulfilled after the
+  request), a sibling's model call is cut (rejected, cancelled), a queued one never starts.
 * :class:`CoordinatorFlow` (golden ``coordinator``) — coordinator mode: five items sent as
   independent child requests in batches of two to a stand-in of the app's ``/ai/run``;
   children that answer, fail, are refused, and are retried after a 503.
@@ -404,6 +407,65 @@ class ArchiveFlow(GoldenFlow):
 def archive_flow(latency: float) -> tuple[type[GoldenFlow], None]:
     """:class:`ArchiveFlow` (logic steps only: no model)."""
     return _scaled(ArchiveFlow, latency), None
+
+
+# -- a branch cancels its barrier; its siblings obey ----------------------------------------
+
+
+class Searcher(LogicStep, GoldenBranch):
+    """The ``finder`` finds the answer after two units and cancels its barrier (the rest
+    of the search is moot); any other searcher waits for a lead and obeys the token: it
+    stops at once, fulfilled with what it has."""
+
+    def parallel_state_channels(self) -> dict[str, Channel]:
+        return {"found": StepChannels.keyed_by_branch()}
+
+    async def run_logic(self) -> Routable:
+        invocation = self.parallel_invocation()
+        unit = cast(GoldenFlow, self.flow).unit
+        if invocation.key == "finder":
+            await anyio.sleep(2 * unit)
+            self.contribute_state("found", "tide tables at the harbour office")
+            invocation.cancel.cancel("answer found")
+            return {"found": True}
+        with anyio.move_on_after(40 * unit):
+            await invocation.cancel.wait()
+        return {"found": False, "stopped": invocation.cancel.reason}
+
+
+class Reader(GoldenBranch):
+    """Reads the archive through one slow model call; the token stops the call at once."""
+
+    def get_prompt(self) -> str:
+        return "Read the tide archive."
+
+
+class Scout(LogicStep):
+    """Searches four ways at once (three at a time) until one finds the answer."""
+
+    async def run_logic(self) -> Routable:
+        batch = await self.run_steps(
+            [RunStepRequest(Searcher, key="finder"), RunStepRequest(Searcher, key="watcher"),
+             RunStepRequest(Reader, key="reader"), RunStepRequest(Searcher, key="spare")],
+            max_concurrency=3)
+        self.save_state({"cancelled": batch.cancelled,
+                         "fulfilled": [b.key for b in batch.fulfilled],
+                         "rejected": [b.key for b in batch.rejected]})
+        return f"Found it; {len(batch.rejected)} searches stopped."
+
+
+class ScoutFlow(GoldenFlow):
+    """A branch cancels its own barrier; a sibling obeys the token, a model call is cut,
+    a queued search never starts."""
+
+    def define_steps(self) -> list[Step]:
+        return [Scout(self), Searcher(self), Reader(self)]
+
+
+def scout_flow(latency: float) -> tuple[type[GoldenFlow], ScriptedModel]:
+    """:class:`ScoutFlow` with the reader's slow model."""
+    model = ScriptedModel([Rule(step="Reader", latency=40 * latency, text="tides read")])
+    return _scaled(ScoutFlow, latency), model
 
 
 # -- coordinator -----------------------------------------------------------------------------

@@ -67,6 +67,7 @@ from tests.golden.flows import (
     outage_flow,
     outage_store,
     overflow_sinks,
+    scout_flow,
     tally_flow,
 )
 
@@ -192,6 +193,11 @@ GOLDENS: tuple[Golden, ...] = (
            stops={1: Stop(*STOP_AFTER, "Stop pressed in the dashboard", "ada")}),
     Golden("coordinator", coordinator_flow, ("Survey the teams",), {"_concurrent": True},
            engine=coordinator_engine),
+    # The seed's A/B flow stopped as the issue's user did: A's chain done, B1 running.
+    Golden("stopped_turn", timing_flow, ("pipelined",),
+           stops={1: Stop("branch.fulfilled", "0.1:0", 1, "Stop pressed in the dashboard",
+                          "ada")}),
+    Golden("obeyed_cancel", scout_flow, ("Where are the tide tables?",)),
 )
 """Every golden: the demos', then those of ``tests/golden/flows.py``."""
 BY_NAME = {golden.name: golden for golden in GOLDENS}

@@ -7,7 +7,7 @@ import { dirname, join } from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 
-import { changeKind, conflictOf, writerPaths } from "../../static/picoflow_web/js/conflict.js";
+import { PROBLEM_WORDS, changeKind, conflictLine, conflictOf, problemWord, writerPaths } from "../../static/picoflow_web/js/conflict.js";
 import { fold, parseJsonl } from "../../static/picoflow_web/js/fold.js";
 
 const GOLDEN = join(dirname(fileURLToPath(import.meta.url)), "..", "golden");
@@ -184,4 +184,27 @@ test("a conflict whose event carries its own fix (a LangGraph trace) shows that 
   assert.match(c.reason, /north \(0\) and south \(1\), replaced channel pick/);
   assert.equal(c.title, "Conflict on channel pick");
   assert.equal(c.fix, fix);
+});
+
+// The run page's first screen: a card is one line (field, writers, link) until opened, and
+// the header's flag names the kind of problem.
+test("a card's one line names the field and each writer of the problem once", () => {
+  const line = conflictLine(conflictOf(run("conflict"), "b0"));
+  assert.equal(line.field, "VenueScout.venue");
+  assert.deepEqual(line.writers, [{ path: "0", key: "north" }, { path: "1", key: "south" }]);
+  assert.equal(line.more, 0);
+  const short = conflictLine(conflictOf(run("conflict"), "b0"), 1);
+  assert.deepEqual([short.writers.map((w) => w.key), short.more], [["north"], 1]);
+  // A reducer failure's contributors, and the bystander writes left out.
+  const reducer = conflictLine(conflictOf(run("reducer_failure"), "b0"));
+  assert.equal(reducer.field, conflictOf(run("reducer_failure"), "b0").field);
+  assert.deepEqual(reducer.writers.map((w) => w.path), ["0", "1"]);
+});
+
+test("the header's flag says 'reducer failed' for a reducer failure, 'conflict' only for a conflict", () => {
+  assert.equal(problemWord([conflictOf(run("reducer_failure"), "b0")]), "reducer failed");
+  assert.equal(problemWord([conflictOf(run("conflict"), "b0")]), "conflict");
+  assert.equal(problemWord([conflictOf(run("shared_mutation"), "b0")]), PROBLEM_WORDS.mutation);
+  assert.equal(problemWord([conflictOf(run("conflict"), "b0"), conflictOf(run("reducer_failure"), "b0")]), "join invalidated");
+  assert.equal(problemWord([]), null);
 });

@@ -28,7 +28,7 @@ test("nested_fanout: the root join waited on the branch that ended last, and it 
   assert.deepStrictEqual(cp.paths, ["0", "0.1"]);
   assert.deepStrictEqual(cp.steps.map((s) => s.barrier), ["b0", "0/b0"]);
   assert.equal(cp.decided, true);
-  assert.equal(cp.sentence, "The join of b0 waited on 0 (Planner), which waited on 0.1 (news).");
+  assert.equal(cp.sentence, "The join of ResearchDesk › barrier 0 (b0) waited on 0 (Planner), which waited on 0.1 (news).");
   const join0 = list.find((e) => e.type === "join.published" && e.barrier === "b0");
   assert.equal(cp.steps[0].joinedAt, join0.offset);
   assert.ok(cp.steps[0].finished <= join0.offset);
@@ -39,14 +39,14 @@ test("ab_timing: the slow B chain decided the root join", () => {
   const cp = criticalPath(fold(list), "b0");
   assert.equal(cp.paths[0], lastToEnd(list, "b0"));
   assert.deepStrictEqual(cp.paths, ["1", "1.1:0"]);
-  assert.equal(cp.sentence, "The join of b0 waited on 1 (B), which waited on 1.1:0 (B2).");
+  assert.equal(cp.sentence, "The join of Stopwatch › barrier 0 (b0) waited on 1 (B), which waited on 1.1:0 (B2).");
 });
 
 test("cancelled: the join of b1 waited for the last cancelled branch to be settled", () => {
   const list = events("cancelled");
   const cp = criticalPath(fold(list), "b1");
   assert.deepStrictEqual(cp.paths, [lastToEnd(list, "b1"), lastToEnd(list, "1:1/b0")]);
-  assert.equal(cp.sentence, "The join of b1 waited on 1:1 (west), which waited on 1:1.2 (west-3).");
+  assert.equal(cp.sentence, "The join of Archivist › barrier 1 (b1) waited on 1:1 (west), which waited on 1:1.2 (west-3).");
 });
 
 test("a join that has not run has no critical path yet", () => {
@@ -55,7 +55,7 @@ test("a join that has not run has no critical path yet", () => {
   const cp = criticalPath(fold(list, before), "b0");
   assert.equal(cp.decided, false);
   assert.deepStrictEqual(cp.paths, []);
-  assert.equal(cp.sentence, "The join of b0 has not run yet.");
+  assert.equal(cp.sentence, "The join of ResearchDesk › barrier 0 (b0) has not run yet.");
   assert.equal(criticalPath(fold(list), "nope"), null);
 });
 

@@ -136,9 +136,11 @@ test("a nested join publishes into its caller's scope, then canonically via the 
   assert.deepStrictEqual(viewAt(atInner, "0").own.map((c) => [c.seq, c.kind, c.barrier]), [
     [plan, "draft", null], [late, "draft", null], [innerJoin, "join", "0/b0"]]);
   assert.deepStrictEqual(atInner.state, {});
-  // The sibling cannot see any of it.
+  // The sibling cannot see any of it: the caller's drafts, nor what the inner join
+  // published into the caller's scope (the seed's C, which does not see D's and E's results).
   assert.deepStrictEqual(viewAt(atInner, "1").state, {});
-  assert.deepStrictEqual(viewAt(atInner, "1").invisible.map((w) => w.field), ["plan", "note"]);
+  assert.deepStrictEqual(viewAt(atInner, "1").invisible.map((w) => [w.path, w.field, w.kind]), [
+    ["0", "plan", "draft"], ["0", "note", "draft"], ["0", "found", "join"]]);
   // Pending: the inner join published, the outer one has not.
   assert.equal(reachesCanonical(atInner, "0.0"), null);
   assert.deepStrictEqual(published(atInner, "0.0").contributions.map((c) => c.value), ["x"]);

@@ -27,7 +27,7 @@ function branch(run, path, finished) {
     view_at_fulfilled: inv.status === "fulfilled" ? comparable(seen.state) : null,
     view_at_end: comparable(viewAt(run, path).state),
     own: seen.own.map((c) => pick(c, ["seq", "step", "field", "value", "deleted"])),
-    invisible: seen.invisible.map((c) => pick(c, ["path", "step", "field", "value", "deleted"])),
+    invisible: seen.invisible.map((c) => pick(c, ["path", "step", "field", "value", "deleted", "kind"])),
     publication: publicationOf(run, path),
   };
 }
@@ -80,6 +80,7 @@ export function exportModel(run, events, stops) {
   if (run.overflows.length) extra.overflows = run.overflows.map((o) => pick(o, ["seq", "sink", "first", "last"]));
   if (run.interruption) extra.interruption = pick(run.interruption, ["seq", "reason", "silent_for"]);
   if (run.cancellation) extra.cancellation = pick(run.cancellation, ["seq", "reason", "requested_by", "revision"]);
+  if (run.unsaved.length) extra.unsaved = run.unsaved.map((u) => pick(u, ["step", "field", "value", "deleted"]));
   if (run.concurrent.length) extra.concurrent = exportGroups(run.concurrent);
   return {
     ...extra,

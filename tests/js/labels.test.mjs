@@ -7,7 +7,9 @@ import { fileURLToPath } from "node:url";
 
 import { fold, parseJsonl } from "../../static/picoflow_web/js/fold.js";
 import { describeEvent, errorLabel, errorText, requestOrdinal } from "../../static/picoflow_web/js/format.js";
-import { barrierLabelOf, fieldLabelOf, fromLangGraph, labelOf, taskNounOf } from "../../static/picoflow_web/js/labels.js";
+import { barrierLabelOf, barrierNameOf, barrierOrdinal, fieldLabelOf, fromLangGraph, labelOf, taskNounOf } from "../../static/picoflow_web/js/labels.js";
+import { criticalPath } from "../../static/picoflow_web/js/critical_path.js";
+import { cancelTitle, timeMarkers } from "../../static/picoflow_web/js/time_marks.js";
 import { fork, request, trace } from "./trace_builder.mjs";
 
 const GOLDEN = join(dirname(fileURLToPath(import.meta.url)), "..", "golden");
@@ -46,18 +48,18 @@ test("a nested branch reads as its callers' and its own branch keys", () => {
   assert.equal(labelOf(run, "1"), "archive");
 });
 
-test("a barrier reads as who forked it and which of its barriers it is", () => {
+test("a barrier reads as who forked it and the ordinal its id carries", () => {
   const run = goldenRun("nested_fanout");
-  assert.equal(barrierLabelOf(run, "b0"), "ResearchDesk › barrier 1");
-  assert.equal(barrierLabelOf(run, "0/b0"), "Planner › barrier 1");
+  assert.equal(barrierLabelOf(run, "b0"), "ResearchDesk › barrier 0");
+  assert.equal(barrierLabelOf(run, "0/b0"), "Planner › barrier 0");
 });
 
 test("a caller's second barrier and the paths of its branches read by their keys", () => {
   const run = goldenRun("cancelled");
-  assert.equal(barrierLabelOf(run, "b1"), "Archivist › barrier 2");
+  assert.equal(barrierLabelOf(run, "b1"), "Archivist › barrier 1");
   assert.equal(labelOf(run, "1:0"), "east");
   assert.equal(labelOf(run, "1:1.2"), "west › west-3");
-  assert.equal(barrierLabelOf(run, "1:1/b0"), "west › barrier 1");
+  assert.equal(barrierLabelOf(run, "1:1/b0"), "west › barrier 0");
 });
 
 test("what the run does not know yet reads as the path or id itself", () => {
@@ -71,7 +73,7 @@ test("a label is built from keys, not from the path text: a renamed key shows", 
   const run = goldenRun("nested_fanout");
   run.invocations.get("0").key = "Lead";
   assert.equal(labelOf(run, "0.1"), "Lead › news");
-  assert.equal(barrierLabelOf(run, "0/b0"), "Lead › barrier 1");
+  assert.equal(barrierLabelOf(run, "0/b0"), "Lead › barrier 0");
 });
 
 // A run recorded from LangGraph (runtime/integrations/langgraph) reads in LangGraph's words.
@@ -109,8 +111,33 @@ test("a LangGraph task is a node, or a Send when LangGraph pushed it", () => {
 test("our own runs keep our words", () => {
   const run = langGraphRun("LangGraphLike");
   assert.equal(fromLangGraph(run), false);
-  assert.equal(barrierLabelOf(run, "b1"), "state › barrier 2");
+  assert.equal(barrierLabelOf(run, "b1"), "state › barrier 1");
   assert.equal(taskNounOf(run, "1:1"), "worker");
   assert.equal(fieldLabelOf(run, "state", "items"), "state.items");
   assert.equal(fromLangGraph(goldenRun("nested_fanout")), false);
+});
+
+// One barrier, one number: the label, the id beside it and every sentence that names it.
+test("a barrier's label and its id name the same number, however its caller counts", () => {
+  const run = goldenRun("cancelled");
+  for (const id of run.barriers.keys()) {
+    const ordinal = barrierOrdinal(id);
+    assert.notEqual(ordinal, null, id);
+    assert.match(barrierLabelOf(run, id), new RegExp(`barrier ${ordinal}$`), id);
+    assert.equal(barrierNameOf(run, id), `${barrierLabelOf(run, id)} (${id})`);
+  }
+  assert.equal(barrierOrdinal("0.1/b12"), 12);
+  assert.equal(barrierOrdinal("superstep"), null);
+  assert.equal(barrierNameOf(run, "9/b3"), "9/b3");
+});
+
+test("the timing panels name a barrier by its label and id, never by a bare id", () => {
+  const run = goldenRun("nested_fanout");
+  const cp = criticalPath(run, "b0");
+  assert.ok(cp.sentence.startsWith("The join of ResearchDesk › barrier 0 (b0) waited on"), cp.sentence);
+  const cancelled = goldenRun("cancelled");
+  const marks = timeMarkers(cancelled, { start: 0, end: 1e9 }).filter((m) => m.kind === "grace");
+  for (const m of marks) assert.ok(m.title.includes(barrierNameOf(cancelled, m.barrier)), m.title);
+  const id = [...cancelled.barriers.values()].find((b) => b.cancel).id;
+  assert.ok(cancelTitle(cancelled, id, 0).includes(`for ${barrierNameOf(cancelled, id)}:`));
 });

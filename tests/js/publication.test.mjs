@@ -150,6 +150,22 @@ test("the atomic batch with a failure is marked as the discard it is", () => {
   assert.match(car.text, /SoldOutError: SOLD OUT/);
 });
 
+test("a branch that raised says it raised, not that the join rejected it", () => {
+  const run = fold(parseJsonl(readFileSync(join(GOLDEN, "atomic_failure.jsonl"), "utf8")));
+  const car = branchMarks(run, "2");
+  assert.equal(car.badge.label, "discarded: it raised SoldOutError");
+  assert.doesNotMatch(car.badge.label, /rejected by the join/);
+  // Its row's chip stays short: the error has a chip of its own.
+  assert.equal(car.chip.label, "discarded");
+  for (const name of goldens) {
+    const r = fold(parseJsonl(readFileSync(join(GOLDEN, name), "utf8")));
+    for (const path of r.invocations.keys()) {
+      const m = path ? branchMarks(r, path) : null;
+      if (m) assert.doesNotMatch(m.badge.label, /by the join/, `${name} ${path}`);
+    }
+  }
+});
+
 test("each discard reason the events carry is told apart", () => {
   const reasons = (name) => {
     const run = fold(parseJsonl(readFileSync(join(GOLDEN, `${name}.jsonl`), "utf8")));

@@ -14,7 +14,7 @@ import { describeEvent, runStatusKind } from "../../static/picoflow_web/js/forma
 import { treeRows } from "../../static/picoflow_web/js/layout.js";
 import {
   ENDED_STATUSES, LIVE_STATUSES, STOP_LABELS, barrierStopped, cancellationCounts, discardedText, endedExplanation, endingEvent,
-  mergeSummary, revisionKept, revisionText, runStatus, stopControl, stopKind, summaryNote,
+  mergeSummary, originText, revisionKept, revisionText, runStatus, staleSummary, stopControl, stopKind, summaryNote,
 } from "../../static/picoflow_web/js/stopping.js";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
@@ -243,4 +243,36 @@ test("the stop control and the panel are in the run page, the new statuses in th
   for (const cls of ["pf-button-stop", "pf-stop-note", "pf-stop-error", "pf-ended", "pf-ended-interrupted", "pf-badge-cancelled", "pf-badge-queued"]) {
     assert.match(css, new RegExp(`\\.${cls}\\b`), cls);
   }
+});
+
+test("a remote run's Stop waits for its process: the control and the runs list say so", () => {
+  const live = fold(golden("cancellation"), 15);
+  const idle = { pending: false, sent: false, error: "" };
+  const origin = { kind: "remote", host: "laptop", pid: 7, label: "laptop (pid 7)" };
+  const asked = stopControl(live, { status: "running", origin, cancel_requested: { by: "alice", at: "2027-01-01T10:00:00+00:00" } }, idle);
+  assert.equal(asked.label, "Stopping…");
+  assert.match(asked.note, /^Stop requested by alice at .+ — waiting for the process$/);
+  assert.equal(stopControl(live, { status: "running", origin }, { pending: false, sent: true, error: "" }).note,
+    "Stop requested — waiting for the process");
+  // A worker's run: its lease keeper hears the request; nothing to wait for on the page.
+  assert.doesNotMatch(stopControl(live, { status: "running", origin: { kind: "worker", label: "worker w1" }, cancel_requested: { by: "alice" } }, idle).note, /process/);
+  assert.equal(summaryNote({ status: "running", origin, cancel_requested: { by: "alice" } }), "Stopping (asked by alice)… waiting for the process");
+  // Its turn.cancelled ends it: the control goes, the panel says who stopped it.
+  assert.equal(stopControl(fold(stoppedTurn()), { status: "running", origin, cancel_requested: { by: "alice" } }, idle).visible, false);
+});
+
+test("the header's origin follows the summary, and a summary the events made stale is named", () => {
+  assert.equal(originText({ origin: { kind: "worker", worker: null, label: "worker (waiting for one)" } }), "worker (waiting for one)");
+  assert.equal(originText({ origin: { kind: "worker", worker: "w1", label: "worker w1" } }), "worker w1");
+  assert.equal(originText({ origin: { kind: "remote", label: "laptop (pid 7)" } }), "remote · laptop (pid 7)");
+  assert.equal(originText(null), "");
+  const queued = { status: "queued", origin: { kind: "worker", worker: null, label: "worker (waiting for one)" } };
+  assert.equal(staleSummary(fold([]), queued), "");  // still waiting for a worker
+  assert.equal(staleSummary(fold(golden("cancellation"), 15), queued), "started");
+  assert.equal(staleSummary(fold(golden("cancellation"), 15), { ...queued, status: "running" }), "");
+  const ended = fold(stoppedTurn());
+  assert.equal(staleSummary(ended, queued), "ended");
+  assert.equal(staleSummary(ended, { ...queued, status: "running" }), "ended");
+  assert.equal(staleSummary(ended, { ...queued, status: "cancelled" }), "");
+  assert.equal(staleSummary(ended, null), "");
 });

@@ -21,7 +21,7 @@ test("the cancellation golden has one grace-end marker, at its cancel.grace_expi
   const marks = timeMarkers(run, timeBounds(run));
   assert.deepStrictEqual(marks.map((m) => [m.kind, m.barrier, m.t, m.seq]), [["grace", "b0", grace.offset, grace.seq]]);
   const ms = Math.round((grace.offset - asked.offset) * 1000);
-  assert.equal(marks[0].title, `grace ended for b0 ${ms}ms after the cancel request: 1 (legacy) lost publication rights`);
+  assert.equal(marks[0].title, `grace ended for PriceWatch › barrier 0 (b0) ${ms}ms after the cancel request: 1 (legacy) lost publication rights`);
   assert.equal(marks[0].x, grace.offset / run.endOffset);
   // Before the grace period ran out there is nothing to mark.
   assert.deepStrictEqual(timeMarkers(fold(list, grace.seq - 1), timeBounds(run)), []);
@@ -42,10 +42,10 @@ test("goldens without a grace_expired or a branch_timeout get no such marker", (
 test("the cancel mark says who asked only when turn.cancelled names them for that reason", () => {
   const [stopped] = runs("cancelled.jsonl");
   assert.equal(cancelTitle(fold(stopped), "1:0/b0", 0.5),
-    "cancel requested by ada for 1:0/b0: Stop pressed in the dashboard · 1 running, 1 queued · 0.500000s");
+    "cancel requested by ada for east › barrier 0 (1:0/b0): Stop pressed in the dashboard · 1 running, 1 queued · 0.500000s");
   const [deadline] = runs("cancellation.jsonl");
   assert.equal(cancelTitle(fold(deadline), "b0", 0.5),
-    "cancel requested for b0: deadline reached · 2 running, 2 queued · 0.500000s");
+    "cancel requested for PriceWatch › barrier 0 (b0): deadline reached · 2 running, 2 queued · 0.500000s");
 });
 
 function timeoutRun(upto = null) {
@@ -72,7 +72,7 @@ test("a timed-out branch gets its deadline and its rejection; one that ended in 
     ["deadline", "0", 3], ["timeout", "0", 3.25], ["deadline", "2", 4.5],
   ]);
   assert.equal(marks[1].title, "branch 0 (k0) timed out after 2.00s (ran 2.25s)");
-  assert.equal(marks[0].title, "deadline of branch 0 (k0): 2.00s after its start (branch_timeout of b0)");
+  assert.equal(marks[0].title, "deadline of branch 0 (k0): 2.00s after its start (branch_timeout of Top › barrier 0 (b0))");
   assert.ok(marks[2].title.startsWith("deadline of branch 2 (k2)"), "still running: its deadline is ahead");
   // Only what is inside the window, placed on it.
   const zoomed = timeMarkers(run, { start: 3, end: 4 });

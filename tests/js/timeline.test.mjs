@@ -6,7 +6,7 @@ import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 
 import { fold, parseJsonl, runsOf } from "../../static/picoflow_web/js/fold.js";
-import { conversationOf, createTimeline, markKinds, nearestMark, nearestTurn, revisionOf, stateAtPosition } from "../../static/picoflow_web/js/timeline.js";
+import { SESSION_FACT_NOTES, conversationOf, createTimeline, formatMark, markKinds, nearestMark, nearestTurn, parseMark, revisionOf, stateAtPosition } from "../../static/picoflow_web/js/timeline.js";
 
 const GOLDEN = join(dirname(fileURLToPath(import.meta.url)), "..", "golden");
 const golden = (name) => [...runsOf(parseJsonl(readFileSync(join(GOLDEN, `${name}.jsonl`), "utf8"))).values()];
@@ -97,4 +97,28 @@ test("the conversation length is the last model request's message count", () => 
   assert.equal(conversationOf(third), request.messages.length);
   assert.ok(conversationOf(runs[6]) > conversationOf(third));
   assert.equal(conversationOf(third.slice(0, 2)), null);
+});
+
+test("a diff mark survives the address: turn and seq out, the same position back", () => {
+  const runs = golden("hotel");
+  const t = createTimeline(turnsOf(runs));
+  const endOf3 = t.endOf(2);
+  assert.equal(formatMark(t, endOf3), `3.${runs[2].length - 1}`);
+  for (let g = 0; g < t.total; g += 11) assert.equal(parseMark(t, formatMark(t, g)), g);
+  // A turn that grows live moves no earlier mark: the address names seqs, not positions.
+  const grown = createTimeline(turnsOf([...runs.slice(0, 3), [...runs[3], { seq: runs[3].length }]]));
+  assert.equal(parseMark(grown, formatMark(t, endOf3)), endOf3);
+  // Text of another shape, or a turn the session lacks, is no mark; a seq past its end is its end.
+  for (const bad of [null, "", "3", "x.1", "0.1", "99.0", "3.-1"]) assert.equal(parseMark(t, bad), null, String(bad));
+  assert.equal(parseMark(t, "3.99999"), endOf3);
+});
+
+test("the conversation fact says what its count is: the latest request's messages, one step's memory", () => {
+  assert.match(SESSION_FACT_NOTES.conversation, /messages the latest model call/);
+  assert.match(SESSION_FACT_NOTES.conversation, /memory/);
+  // Its count can fall between two positions of one session, which is what the note explains.
+  const runs = golden("hotel");
+  const counts = runs.map((r) => conversationOf(r)).filter((n) => n !== null);
+  const within = runs.flatMap((r) => r.filter((e) => e.type === "model.started").map((e) => e.messages.length));
+  assert.ok(counts.length && within.some((n, i) => i > 0 && n < within[i - 1]), "no model call in the hotel golden sends fewer messages than the one before");
 });

@@ -10,19 +10,20 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+import urllib.parse
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from runtime.events import Event, is_valid_id, parse_event
+from runtime.events import DashboardSink, Event, is_valid_id, parse_event
 
 
 @dataclass
 class Request:
     kind: str
-    """``ingest`` or ``heartbeat``."""
+    """``ingest``, ``heartbeat`` or ``control``."""
     status: int
     lines: list[str] = field(default_factory=list)
     runs: list[str] = field(default_factory=list)
@@ -44,6 +45,13 @@ class IngestServer:
         """What to do with the next ingest requests instead of the contract: an int status
         (``(429, {"Retry-After": "0"})`` with headers), ``"drop"`` (close the connection
         without a reply), or ``("gap", run_id, expected_seq)``."""
+        self.stops: dict[str, dict[str, Any]] = {}
+        """Stop requests by run: answers for a running run carry its ``stop``."""
+        self.control = True
+        """Whether ``GET /api/ingest/control`` exists (else 404, as an older dashboard)."""
+        self.polling: dict[str, int] = {}
+        """Control long-polls waiting right now, by run they name."""
+        self.changed = threading.Condition(self.lock)
         self.release = threading.Event()
         self.release.set()
         self.held = 0
@@ -61,6 +69,9 @@ class IngestServer:
                 length = int(self.headers.get("Content-Length", "0"))
                 body = self.rfile.read(length)
                 server.handle(self, body)
+
+            def do_GET(self) -> None:
+                server.control_poll(self)
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.httpd.daemon_threads = True
@@ -101,6 +112,49 @@ class IngestServer:
     def heartbeats_for(self, run_id: str) -> int:
         return sum(1 for r in self.of("heartbeat") if run_id in r.runs and r.status == 200)
 
+    def request_stop(self, run_id: str, by: str | None) -> None:
+        """Ask ``run_id`` to stop, as the dashboard's Stop does."""
+        with self.changed:
+            self.stops[run_id] = {"by": by, "at": "2026-12-05T01:00:00+00:00",
+                                  "reason": f"stopped from the dashboard by {by}"}
+            self.changed.notify_all()
+
+    def polls_for(self, run_id: str) -> int:
+        with self.lock:
+            return self.polling.get(run_id, 0)
+
+    def _position(self, run_id: str) -> dict[str, Any]:
+        """Under the lock: a run's entry in an answer."""
+        status = self.status.get(run_id, "running")
+        stored = self.stored.get(run_id)
+        out: dict[str, Any] = {"last_seq": stored[-1].seq if stored else -1, "status": status}
+        if run_id in self.stops and status == "running":
+            out["stop"] = self.stops[run_id]
+        return out
+
+    def control_poll(self, handler: BaseHTTPRequestHandler) -> None:
+        """``GET /api/ingest/control?run=…&wait=…``: held until a named run is asked to
+        stop (or ended), at most ``wait`` seconds."""
+        parts = urllib.parse.urlsplit(handler.path)
+        query = urllib.parse.parse_qs(parts.query)
+        runs = query.get("run", [])
+        headers = {k: v for k, v in handler.headers.items()}
+        if parts.path != "/api/ingest/control" or not self.control:
+            return self._reply(handler, Request("control", 404, runs=runs, headers=headers),
+                               404, {"type": "error", "code": "not_found", "message": "no"})
+        wait = float(query.get("wait", ["25"])[0])
+        with self.changed:
+            for run_id in runs:
+                self.polling[run_id] = self.polling.get(run_id, 0) + 1
+            self.changed.wait_for(lambda: any(
+                r in self.stops or self.status.get(r, "running") != "running"
+                for r in runs), timeout=wait)
+            for run_id in runs:
+                self.polling[run_id] -= 1
+            answer = {r: self._position(r) for r in runs if r in self.stored}
+        return self._reply(handler, Request("control", 200, runs=runs, headers=headers),
+                           200, {"runs": answer})
+
     # -- the contract ---------------------------------------------------------------------
 
     def handle(self, handler: BaseHTTPRequestHandler, body: bytes) -> None:
@@ -123,8 +177,7 @@ class IngestServer:
                 for run_id in runs:
                     if run_id in self.interrupted:
                         self.status[run_id] = "interrupted"
-                answer = {r: {"last_seq": len(self.stored.get(r, [])) - 1,
-                              "status": self.status.get(r, "running")} for r in runs}
+                answer = {r: self._position(r) for r in runs}
             return self._reply(handler, Request("heartbeat", 200, runs=runs, headers=headers),
                                200, {"runs": answer})
         lines = body.decode("utf-8").splitlines()
@@ -192,13 +245,13 @@ class IngestServer:
                     return 409, {"type": "error", "code": "seq_gap", "message": "gap",
                                  "run_id": run, "expected_seq": expected, "line": number}
                 stored.append(event)
-                status[run] = {"turn.finished": "finished", "turn.failed": "failed"}.get(
+                status[run] = {"turn.finished": "finished", "turn.failed": "failed",
+                               "turn.cancelled": "cancelled"}.get(
                     event.type, status.get(run, "running"))
             self.stored, self.status = staged, status
+            self.changed.notify_all()
             runs = {e.run_id for e in events}
-            return 200, {"runs": {r: {"last_seq": self.stored[r][-1].seq if self.stored.get(r)
-                                      else -1, "status": self.status.get(r, "running")}
-                                  for r in runs}}
+            return 200, {"runs": {r: self._position(r) for r in runs}}
 
     def _reply(self, handler: BaseHTTPRequestHandler, record: Request, status: int,
                reply: dict[str, Any], headers: dict[str, str] | None = None) -> None:
@@ -212,3 +265,24 @@ class IngestServer:
             handler.send_header(key, value)
         handler.end_headers()
         handler.wfile.write(data)
+
+
+@contextmanager
+def sinks_for(server: IngestServer) -> Iterator[Callable[..., DashboardSink]]:
+    """A maker of ``DashboardSink``s shipping to ``server`` on short timers (options
+    override them; ``token`` replaces the server's), each closed on the way out."""
+    made: list[DashboardSink] = []
+
+    def make(**options: Any) -> DashboardSink:
+        options = {"batch_seconds": 0.01, "backoff": 0.01, "max_backoff": 0.05,
+                   "heartbeat_seconds": 60.0, "timeout": 5.0, **options}
+        token = options.pop("token", server.token)
+        sink = DashboardSink(server.url, token, **options)
+        made.append(sink)
+        return sink
+
+    try:
+        yield make
+    finally:
+        for sink in made:
+            sink.close(timeout=5)

@@ -21,14 +21,18 @@ from runtime import (
     Rule,
     Step,
 )
+from runtime import events as ev
+from runtime.events import MemorySink
 from tests.runtime.barrier_helpers import (
     U,
     branch_step,
+    returning,
     run_body,
     saving,
     swallowing_once,
     wait,
 )
+from tests.runtime.helpers import make_engine
 
 pytestmark = pytest.mark.anyio
 
@@ -389,3 +393,85 @@ def test_a_callback_that_raises_keeps_nobody_else_from_being_told() -> None:
     assert told == ["parent's second", "child"]
     assert parent.cancelled and child.cancelled and child.reason == "stop"
 
+
+
+def _order(events: list[ev.Event], barrier: str) -> list[str]:
+    """``type path`` of one barrier's fork, cancel and branch-end events, in ``seq`` order."""
+    kinds = ("barrier.forked", "cancel.requested", "cancel.propagated", "branch.fulfilled",
+             "branch.rejected")
+    return [f"{e.type} {e.path}" for e in events
+            if e.type in kinds and getattr(e, "barrier", None) == barrier]
+
+
+async def test_a_branch_that_obeys_the_token_ends_after_the_recorded_request() -> None:
+    # The stop and the branch's wake-up land in one turn of the loop, the branch's first:
+    # it reads the token and returns at once. Its end must still follow the request.
+    token = CancelToken()
+    entered, gate = anyio.Event(), anyio.Event()
+
+    async def obeys(step: Step, message: str | None) -> Any:
+        entered.set()
+        await gate.wait()
+        inv = step.parallel_invocation()
+        return "stopped early" if inv.cancel.cancelled else "done"
+
+    async def stop() -> None:
+        await wait(entered)
+        gate.set()
+        token.cancel("user left")
+
+    Obeys = branch_step("Obeys", obeys)
+    sink = MemorySink()
+
+    async def body(coord: Step) -> ParallelBatchResult:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(stop)
+            return await coord.run_steps([{"step": Obeys}], cancel=token)
+
+    engine, _ = make_engine()
+    engine.sinks.append(sink)
+    out = await run_body(body, [Obeys], engine=engine)
+    assert out.value.branches[0].output == "stopped early"
+    assert _order(sink.events, "b0") == [
+        "barrier.forked ", "cancel.requested ", "cancel.propagated ", "branch.fulfilled 0"]
+    (told,) = [e for e in sink.events if isinstance(e, ev.CancelPropagated)]
+    assert (told.running, told.queued) == (["0"], [])
+
+
+async def test_a_barrier_forked_under_a_fired_token_records_the_request_before_its_branches(
+) -> None:
+    token = CancelToken()
+    token.cancel("too late")
+    W = branch_step("W", returning("never"))
+    sink = MemorySink()
+
+    async def body(coord: Step) -> ParallelBatchResult:
+        return await coord.run_steps([{"step": W, "key": "a"}, {"step": W, "key": "b"}],
+                                     cancel=token)
+
+    engine, _ = make_engine()
+    engine.sinks.append(sink)
+    out = await run_body(body, [W], engine=engine)
+    assert [b.status for b in out.value.branches] == ["rejected", "rejected"]
+    assert _order(sink.events, "b0") == [
+        "barrier.forked ", "cancel.requested ", "cancel.propagated ", "branch.rejected 0",
+        "branch.rejected 1"]
+    rejected = [e for e in sink.events if isinstance(e, ev.BranchRejected)]
+    assert all(e.cancelled and not e.started for e in rejected)
+
+
+async def test_a_token_cancelled_after_the_barrier_ended_records_nothing_for_it() -> None:
+    token = CancelToken()
+    W = branch_step("W", returning("ok"))
+    sink = MemorySink()
+
+    async def body(coord: Step) -> ParallelBatchResult:
+        batch = await coord.run_steps([{"step": W}], cancel=token)
+        token.cancel("afterwards")
+        return batch
+
+    engine, _ = make_engine()
+    engine.sinks.append(sink)
+    out = await run_body(body, [W], engine=engine)
+    assert not out.value.cancelled
+    assert not [e for e in sink.events if e.type.startswith("cancel.")]

@@ -40,7 +40,7 @@ from runtime.events import (
 from runtime.events import dashboard as dashboard_module
 from runtime.events.sinks import event_json
 from tests.runtime.helpers import until
-from tests.runtime.ingest_server import IngestServer
+from tests.runtime.ingest_server import IngestServer, sinks_for
 
 pytestmark = pytest.mark.anyio
 
@@ -98,19 +98,8 @@ def server() -> Iterator[IngestServer]:
 
 @pytest.fixture
 def make_sink(server: IngestServer) -> Iterator[Callable[..., DashboardSink]]:
-    made: list[DashboardSink] = []
-
-    def make(**options: Any) -> DashboardSink:
-        options = {"batch_seconds": 0.01, "backoff": 0.01, "max_backoff": 0.05,
-                   "heartbeat_seconds": 60.0, "timeout": 5.0, **options}
-        token = options.pop("token", server.token)
-        sink = DashboardSink(server.url, token, **options)
-        made.append(sink)
-        return sink
-
-    yield make
-    for sink in made:
-        sink.close(timeout=5)
+    with sinks_for(server) as make:
+        yield make
     WAITS.clear()
 
 

@@ -232,12 +232,17 @@ async def test_stopping_a_turn_mid_barrier_ends_it_cancelled_at_its_last_saved_r
     assert {r.name: user_state(r.state) for r in doc.flow.steps} == {
         "Desk": {"greeted": True}, "Indexer": {"indexed": True}}
 
-    # The fold: cancelled, and its state is what was published, beyond what was saved.
+    # The fold: cancelled; its state is what the store holds, and what was published in
+    # memory beyond it is kept apart, unsaved.
     run = ev.fold(events)
     assert (run.status, run.reply, run.error) == ("cancelled", None, None)
     assert run.cancellation == {"seq": cancelled.seq, "reason": "user pressed stop",
                                 "requested_by": "ada", "revision": cancelled.revision}
-    assert run.state["Worker"] == {"a": "partial", "b": "partial"}
+    assert {step: user_state(fields) for step, fields in run.state.items()} == {
+        r.name: user_state(r.state) for r in doc.flow.steps}
+    assert "Worker" not in run.state
+    assert {(u["step"], u["field"]): u["value"] for u in run.unsaved} == {
+        ("Worker", "a"): "partial", ("Worker", "b"): "partial", ("Desk", "swept"): True}
 
     # The session takes its next turn from the saved revision.
     third = await harness.run(sid, run_id="t3")

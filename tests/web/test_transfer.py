@@ -22,8 +22,10 @@ from picoflow_web.demos.hotel.script import CURRENT_DATE, REFERENCE_TURNS
 from picoflow_web.execute import services
 from picoflow_web.http.bodies import ImportReply
 from picoflow_web.models import EventRecord, Run, StoredSession
-from runtime.events import apply_event, new_run, parse_event
-from tests.golden.goldens import GOLDENS
+from picoflow_web.record.ingest import steps_entered
+from runtime.events import apply_event, new_run, parse_event, runs_of
+from tests.golden.goldens import BY_NAME, GOLDENS
+from tests.golden.goldens import record as record_golden
 from tests.webhelpers import amake_user, atoken, bearer, wait_run_done
 
 pytestmark = [
@@ -163,6 +165,9 @@ async def test_a_hotel_session_round_trips_through_the_commands(tmp_path: Path) 
     assert (record.flow, record.revision, record.project_id) == (
         session.flow, session.revision, session.project_id)
     assert record.doc["flow"]["current_step"] == session.doc["flow"]["current_step"]
+    # The steps the cursor went through, as the original lists them (the page's "Cursor
+    # path"): told by the events of every turn, not lost on the way in.
+    assert record.doc["flow"]["sequence"] == session.doc["flow"]["sequence"] != []
     assert record.doc["remote"] is True  # a record to read; the engine never continues it
     assert jsonl(await export(client, f"/api/sessions/{session_id}/export", auth)) == \
         jsonl(by_api)
@@ -188,3 +193,14 @@ async def test_every_golden_trace_imports_and_exports_unchanged(
         assert run.event_count == len(events)
         exported += await export(client, f"/api/runs/{run_id}/export", auth)
     assert jsonl(exported) == sent
+
+
+@pytest.mark.parametrize("name", ["nested_fanout", "ab_timing", "cancelled"])
+async def test_the_trail_told_by_the_events_is_the_one_the_session_saved(name: str) -> None:
+    # Steps, children and branches at their levels; a stopped turn's trail as of its last
+    # save (the scans after the stop were never saved).
+    recorded = await record_golden(BY_NAME[name])
+    trail: list[dict[str, Any]] = []
+    for events, doc in zip(runs_of(recorded.events).values(), recorded.docs, strict=True):
+        trail += steps_entered(events)
+        assert trail == [entry.model_dump() for entry in doc.flow.sequence]

@@ -199,13 +199,14 @@ async def test_cancel_refusals_use_the_json_error_shape() -> None:
     assert_error(await client.post(cancel_path(finished.id), headers=auth), 409, "run_ended")
     assert (await Run.objects.aget(id=finished.id)).status == Run.Status.FINISHED
 
-    remote = await Run.objects.acreate(
-        id="remote-x", flow="HotelFlow", status=Run.Status.RUNNING,
-        origin={"kind": "remote", "host": "laptop", "pid": 7})
-    assert_error(await client.post(cancel_path(remote.id), headers=auth), 409,
+    # A traced process exports spans only: nothing would carry a stop request to it.
+    traced = await Run.objects.acreate(
+        id="traced-x", flow="HotelFlow", status=Run.Status.RUNNING,
+        origin={"kind": "remote", "host": "laptop", "pid": 7, "source": "OpenTelemetry"})
+    assert_error(await client.post(cancel_path(traced.id), headers=auth), 409,
                  "not_cancellable")
-    remote = await Run.objects.aget(id=remote.id)
-    assert (remote.status, remote.cancel_requested) == (Run.Status.RUNNING, None)
+    traced = await Run.objects.aget(id=traced.id)
+    assert (traced.status, traced.cancel_requested) == (Run.Status.RUNNING, None)
 
     queued = await queued_run()
     _, read_only = await sync_to_async(ApiToken.issue)(user, "reader", ("read",))

@@ -419,11 +419,11 @@ async def test_an_ingested_turn_that_was_stopped_ends_the_run_cancelled() -> Non
     after = await Run.objects.aget(id=run.id)
     assert (after.status, after.interruption) == (Run.Status.CANCELLED, None)
     assert await stored_count(run.id) == len(lines)
-    # Stopping it from here is refused: it runs (ran) in its own process.
+    # Stopping it from here is refused: it has ended.
     answer = await AsyncClient().post(f"/api/runs/{run.id}/cancel",
                                       headers=bearer(await _run_token(user)))
     assert answer.status_code == 409
-    assert answer.json()["code"] == "not_cancellable"
+    assert answer.json()["code"] == "run_ended"
 
 
 async def _run_token(user: Any) -> str:

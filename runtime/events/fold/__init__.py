@@ -9,8 +9,8 @@ built-in channels' rules it shares with the join are in :mod:`runtime.events.cha
 ``apply``          :func:`fold` and :func:`apply_event`: the checks every event meets, and
                    the dispatch on its ``type`` to the family that handles it
 ``model``          the run model's dataclasses and what every handler shares
-``turn``           ``turn.*``, ``session.loaded``, ``cursor.moved``, ``run.interrupted``,
-                   ``sink.overflowed``
+``turn``           ``turn.*``, ``session.loaded``, ``session.saved``, ``cursor.moved``,
+                   ``run.interrupted``, ``sink.overflowed``
 ``state``          ``state.replaced``, ``state.removed``, ``state.contributed``
 ``reduce``         a contribution that names its channel, reduced onto the view before it
 ``barrier``        ``barrier.forked`` and ``cancel.*``
@@ -25,9 +25,10 @@ built-in channels' rules it shares with the join are in :mod:`runtime.events.cha
 
 Canonical state starts from ``session.loaded`` and changes by non-draft state events, by
 ``join.published`` with target ``canonical``, and back by ``checkpoint.failed``. The
-``_saveOn`` stamp is not in events and not in the fold. ``turn.cancelled`` ends the run
-with the canonical state the events published, which may be more than the session saved:
-compare it with the state as of the last ``session.saved``.
+``_saveOn`` stamp is not in events and not in the fold. The canonical state is what the
+session store holds, or will hold once the turn saves: ``turn.cancelled`` ends the run
+with the state as of the last ``session.saved`` (a stopped turn saves nothing after the
+stop), and keeps what the events published in memory since then apart, as unsaved.
 
 Note that the package attribute ``fold`` is the function :func:`fold`.
 """

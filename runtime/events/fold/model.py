@@ -191,6 +191,12 @@ class RunModel:
     """``{seq, reason, silent_for}`` of the ``run.interrupted`` that ended the run."""
     cancellation: dict[str, Any] | None = None
     """``{seq, reason, requested_by, revision}`` of the ``turn.cancelled`` that ended it."""
+    saved: State = field(default_factory=dict)
+    """The canonical state as of the last ``session.loaded`` or ``session.saved``: what the
+    session store holds."""
+    unsaved: list[dict[str, Any]] = field(default_factory=list)
+    """Of a stopped turn: the fields published in memory but never saved, ``{step, field,
+    value, deleted}`` with the value memory held (``deleted``: memory had removed it)."""
     concurrent: list[ConcurrentGroup] = field(default_factory=list)
     """A coordinator's ``concurrent_steps()`` calls, their batches and children."""
     drafts: bool = True

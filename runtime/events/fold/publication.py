@@ -50,7 +50,8 @@ class Publication:
 
     ``state`` is ``pending`` (its join has not run), ``scoped`` (applied into the caller's
     private scope, whose own join has not decided yet), ``published`` (``fields`` reached
-    the canonical state), ``nothing`` (kept, but no field of the record came from it) or
+    the canonical state; in memory only when a stopped turn never saved them, as ``text``
+    says), ``nothing`` (kept, but no field of the record came from it) or
     ``discarded``, with ``reason`` one of ``rejected``, ``cancelled``, ``late``, ``atomic``,
     ``invalidated``, ``rollback``, ``caller``, ``not-joined`` or ``discarded`` (a reason
     this fold does not know), and ``text`` the same in words. The browser's fold derives
@@ -74,6 +75,17 @@ class Publication:
 
 _KEPT_NOTHING = "Its join kept it, but it wrote nothing that was published."
 _CANONICAL = "Published into the canonical session state."
+_UNSAVED = "Published in memory, not saved: the turn was stopped."
+
+
+def _canonical(run: RunModel, fields: tuple[Applied, ...]) -> str:
+    """The words for a publication into the canonical state: a stopped turn never saved
+    what it published after its last save (:attr:`~.model.RunModel.unsaved`)."""
+    if run.unsaved:
+        unsaved = {(u["step"], u["field"]) for u in run.unsaved}
+        if any((f.step, f.field) in unsaved for f in fields):
+            return _UNSAVED
+    return _CANONICAL
 
 
 def publication_of(run: RunModel, path: str) -> Publication | None:
@@ -116,10 +128,11 @@ def publication_of(run: RunModel, path: str) -> Publication | None:
         if not reached:
             return Publication("discarded", "caller", "Discarded: its caller's join published "
                                "none of it.", via=barrier.caller)
-        return Publication("published", None, _CANONICAL, reached, barrier.caller)
+        return Publication("published", None, _canonical(run, reached), reached,
+                           barrier.caller)
     if not applied:
         return Publication("nothing", None, _KEPT_NOTHING)
-    return Publication("published", None, _CANONICAL, applied)
+    return Publication("published", None, _canonical(run, applied), applied)
 
 
 def _unprefixed(text: str) -> str:
@@ -234,7 +247,7 @@ def _barrier_publication(run: RunModel, barrier: Barrier) -> Publication:
                                "it.", via=barrier.caller)
         return Publication("published", None, f"{where}, and from there into the canonical "
                            "state.", fields, barrier.caller)
-    return Publication("published", None, _CANONICAL, fields)
+    return Publication("published", None, _canonical(run, fields), fields)
 
 
 def _caller_name(run: RunModel, path: str) -> str:

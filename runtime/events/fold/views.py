@@ -3,7 +3,9 @@
 A branch's view at sequence number N is its barrier's fork-time base — the canonical
 state as of ``barrier.forked``, or the calling branch's own view as of then — overlaid
 with its own drafts up to N and the publications its inner joins made into its scope up
-to N. Siblings' drafts up to N are listed as invisible to it. A base the events do not
+to N. Siblings' drafts and what their inner joins published into their scopes, up to N,
+are listed as invisible to it (``kind`` ``draft`` or ``join``): a sibling's nested results
+reach no one but that sibling until its own join. A base the events do not
 tell (a fork from an unknown invocation, or a cycle of them) reads as empty.
 """
 
@@ -20,7 +22,8 @@ def view_at(run: RunModel, path: str, seq: int | None = None) -> dict[str, Any]:
 
     Returns ``{"state": {step: {field: value}}, "own": [...], "invisible": [...]}``: the
     visible state, the changes that came from the invocation itself or its inner joins,
-    and the drafts its siblings had made by then (which it could not see). Raises
+    and the changes its siblings had by then, their own drafts and their inner joins'
+    publications (which it could not see). Raises
     ``KeyError`` for a path the run never announced. A fork-time base the events do not
     tell (a fork from an unknown invocation, recorded as an anomaly) reads as empty.
     """
@@ -41,9 +44,11 @@ def _view(run: RunModel, path: str, seq: int | None, seen: frozenset[str]) -> di
     for _, step, name, value, deleted in own:
         set_field(state, step, name, value, deleted)
     invisible = [
-        {"path": other, "step": step, "field": name, "value": value, "deleted": deleted}
+        {"path": other, "step": step, "field": name, "value": value, "deleted": deleted,
+         "kind": "draft" if seq_ in drafted else "join"}
         for other in barrier.branches if other != path and other in run.invocations
-        for seq_, step, name, value, deleted in run.invocations[other].drafts if seq_ <= limit
+        for drafted in [{c[0] for c in run.invocations[other].drafts}]
+        for seq_, step, name, value, deleted in run.invocations[other].changes if seq_ <= limit
     ]
     return {
         "state": state,

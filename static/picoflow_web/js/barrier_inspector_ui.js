@@ -89,7 +89,7 @@ export function barrierInspector(parent, view, barrier, ctx) {
   // publishes nothing, so it gets no publication marks and no "branches see".
   const spans = fromSpans(view);
   const what = spans ? "inferred from spans" : fromLangGraph(view) ? "a LangGraph superstep" : `forked by ${barrier.callerStep}`;
-  parent.appendChild(heading(barrierLabelOf(view, barrier.id), `barrier ${barrier.id} · ${what}`));
+  parent.appendChild(heading(barrierLabelOf(view, barrier.id), `id ${barrier.id} · ${what}`));
   const status = h("div", "pf-status-line");
   const marks = spans ? null : barrierMarks(view, barrier.id);
   append(status, marks ? publicationBadge(marks) : null,

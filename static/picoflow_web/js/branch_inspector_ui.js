@@ -2,7 +2,8 @@
 /**
  * The inspector of one branch (DOM): its status and fate, what it could see at the
  * selected moment, its writes, and what its join published of it.
- * Hooks: `.pf-visible-state`, `.pf-invisible` (`.pf-invisible-row`), `.pf-published`.
+ * Hooks: `.pf-visible-state`, `.pf-invisible` (`.pf-invisible-row`, a sibling's draft
+ * `.pf-invisible-draft`, its inner join's result `.pf-invisible-join`), `.pf-published`.
  */
 
 import { PAGE_SIZE, tableState } from "./barrier_inspector_ui.js";
@@ -105,14 +106,17 @@ export function branchInspector(parent, view, inv, ctx) {
   if (seen.invisible.length) {
     const visible = seen.state;
     const list = seen.invisible;
-    invisible.appendChild(pagedTable("pf-invisible-table", ["Sibling", "Field", "Their draft", "It saw"], { count: list.length, at: (i) => {
+    invisible.appendChild(pagedTable("pf-invisible-table", ["Sibling", "Field", "Their write", "It saw"], { count: list.length, at: (i) => {
       const w = list[i];
       const who = h("span", "pf-who");
       append(who, pathLink(w.path, labelOf(view, w.path)), h("span", "pf-muted pf-mono", ` ${w.path} `), badge("not visible", "conflict"));
       const has = Object.prototype.hasOwnProperty.call(visible[w.step] || {}, w.field);
-      return [who, h("code", "pf-mono", fieldLabelOf(view, w.step, w.field)), w.deleted ? h("span", "pf-muted", "removed") : valueCell(w.value),
+      // A sibling's inner join publishes into that sibling's scope only.
+      const how = h("span", `pf-write-kind pf-write-${w.kind === "join" ? "join" : "draft"}`, w.kind === "join" ? "its inner join's result" : "its draft");
+      return [who, h("code", "pf-mono", fieldLabelOf(view, w.step, w.field)),
+        append(h("span", "pf-invisible-write"), how, w.deleted ? h("span", "pf-muted", " removed") : valueCell(w.value)),
         has ? valueCell(visible[w.step][w.field]) : h("span", "pf-muted", "(absent)")];
-    } }, tableState(view, barrier, `invisible:${inv.path}`, "request"), PAGE_SIZE, () => "pf-invisible-row"));
+    } }, tableState(view, barrier, `invisible:${inv.path}`, "request"), PAGE_SIZE, (i) => `pf-invisible-row pf-invisible-${list[i].kind === "join" ? "join" : "draft"}`));
   } else invisible.appendChild(h("p", "pf-muted", "No sibling had written anything yet."));
 
   const pub = published(view, inv.path);

@@ -150,10 +150,11 @@ function cameFrom(run, barrier) {
  * One line for people: "Stop pressed in the dashboard (asked by ada), from b1: 1 running,
  * 1 queued, 1 already finished".
  * @param {Cascade} c
+ * @param {(id: string) => string} [nameOf]  how a barrier is named (its id by default)
  */
-export function cascadeSentence(c) {
+export function cascadeSentence(c, nameOf = (/** @type {string} */ id) => id) {
   const who = c.requestedBy ? ` (asked by ${c.requestedBy})` : "";
-  const from = c.from.length ? `, passed down from ${c.from.join(" → ")}` : "";
+  const from = c.from.length ? `, passed down from ${c.from.map(nameOf).join(" → ")}` : "";
   const counts = [
     `${c.running.length} running`, `${c.queued.length} queued`,
     c.finished.length ? `${c.finished.length} already finished` : "",

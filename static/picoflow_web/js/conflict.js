@@ -327,6 +327,45 @@ export function writerPaths(conflict) {
 }
 
 /**
+ * The short word for each kind of invalidated join, for badges: only two siblings'
+ * replacements of one field are a "conflict".
+ */
+export const PROBLEM_WORDS = Object.freeze({
+  conflict: "conflict", mutation: "invalid write", reducer: "reducer failed", output: "invalid output",
+  configuration: "invalid configuration", checkpoint: "checkpoint failed", other: "join invalidated",
+});
+
+/**
+ * The badge word for a run's invalidated joins: the one kind's word when they are all of a
+ * kind, else "join invalidated". Null when there is none.
+ * @param {(Conflict | null)[]} conflicts
+ * @returns {string | null}
+ */
+export function problemWord(conflicts) {
+  const kinds = new Set(conflicts.map((c) => (c ? c.kind : "other")));
+  if (!kinds.size) return null;
+  return kinds.size === 1 ? PROBLEM_WORDS[/** @type {Conflict["kind"]} */ ([...kinds][0])] : PROBLEM_WORDS.other;
+}
+
+/**
+ * A conflict card's one line: the field at stake and its problem's writers (each once, in
+ * request-path order), then how many more there are beyond `limit`.
+ * @param {Conflict} conflict @param {number} [limit]
+ * @returns {{field: string | null, writers: {path: string, key: string}[], more: number}}
+ */
+export function conflictLine(conflict, limit = 4) {
+  /** @type {{path: string, key: string}[]} */
+  const writers = [];
+  const seen = new Set();
+  for (const w of conflict.writers) {
+    if (!w.part || seen.has(w.path)) continue;
+    seen.add(w.path);
+    writers.push({ path: w.path, key: w.key || w.path });
+  }
+  return { field: conflict.field, writers: writers.slice(0, limit), more: Math.max(0, writers.length - limit) };
+}
+
+/**
  * What one of an invocation's own changes was, from the event that recorded it:
  * replacement, removal, contribution, or a publication of an inner join.
  * @param {Run} run @param {{seq: number, kind: string}} change

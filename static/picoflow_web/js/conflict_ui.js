@@ -5,7 +5,7 @@
  * Hooks: `.pf-conflict[data-barrier][data-kind]`, provenance rows `.pf-conflict-row`.
  */
 
-import { conflictOf } from "./conflict.js";
+import { conflictLine, conflictOf } from "./conflict.js";
 import { differencePlace } from "./diff.js";
 import { append, badge, h, jsonBlock, table } from "./dom.js";
 import { preview } from "./format.js";
@@ -82,24 +82,56 @@ function baseCell(w) {
  * why the join refused, the fix that usually applies, each write at stake with its value,
  * its base at the fork and a link to its event, the proposals side by side with their
  * structural differences, and the branches' other writes, which were not part of it.
+ *
+ * A `collapsible` card (the run page's and the session page's, above the tree) is one line
+ * until it is expanded: the field, its writers and the barrier's link, and a toggle
+ * (`[data-conflict-toggle]`) that opens the rest in place, so the tree and the lanes stay
+ * on the first screen. The inspector draws it whole.
  * @param {Run} view @param {Barrier} barrier
- * @param {{highlight?: string | null, at?: number | null, ahead?: boolean}} [options]
+ * @param {{highlight?: string | null, at?: number | null, ahead?: boolean, collapsible?: boolean, expanded?: boolean}} [options]
  *   `highlight`: a branch path to mark; `at`: the scrubber's seq, to mark the write there;
- *   `ahead`: the scrubber is before this join (the card is drawn from the whole run)
+ *   `ahead`: the scrubber is before this join (the card is drawn from the whole run);
+ *   `collapsible` and `expanded`: see above
  */
 export function conflictCard(view, barrier, options = {}) {
-  const { highlight = null, at = null, ahead = false } = options;
+  const { highlight = null, at = null, ahead = false, collapsible = false, expanded = true } = options;
   const c = conflictOf(view, barrier.id);
-  const card = h("div", `pf-conflict${ahead ? " pf-conflict-ahead" : ""}`);
+  const open = !collapsible || expanded;
+  const card = h("div", `pf-conflict${ahead ? " pf-conflict-ahead" : ""}${collapsible ? " pf-conflict-collapsible" : ""}`);
   card.dataset.barrier = barrier.id;
+  if (collapsible) card.dataset.expanded = open ? "1" : "0";
   if (!c) return card;
   card.dataset.kind = c.kind;
   const title = h("div", "pf-conflict-title");
-  append(title, h("strong", "pf-conflict-heading", c.title), barrierLink(barrier.id, barrierLabelOf(view, barrier.id)), badge(c.code, "conflict"),
-    c.joinSeq !== null ? append(h("span", "pf-muted"), h("span", "", "join "), seqLink(c.joinSeq)) : null);
+  const line = collapsible ? conflictLine(c) : null;
+  /** @type {(Node | null)[]} */
+  const writers = [];
+  if (line) {
+    line.writers.forEach((w, i) => writers.push(i ? h("span", "pf-muted", ", ") : null, pathLink(w.path, w.key)));
+    if (line.more) writers.push(h("span", "pf-muted", ` and ${line.more} more`));
+  }
+  const heading = h("strong", "pf-conflict-heading", c.title);
+  heading.title = c.title;
+  append(title, heading,
+    writers.length ? append(h("span", "pf-conflict-writers"), h("span", "pf-muted", "by "), ...writers) : null,
+    barrierLink(barrier.id, barrierLabelOf(view, barrier.id)), badge(c.code, "conflict"),
+    c.joinSeq !== null ? append(h("span", "pf-muted pf-conflict-join"), h("span", "", "join "), seqLink(c.joinSeq)) : null);
+  if (collapsible) {
+    const toggle = h("button", "pf-button pf-button-small pf-conflict-toggle", open ? "Hide details" : "Details");
+    toggle.setAttribute("type", "button");
+    toggle.setAttribute("aria-expanded", String(open));
+    toggle.dataset.conflictToggle = barrier.id;
+    toggle.title = open ? "Fold the card back to one line" : "Show the writes, their bases, the reason and the fix here";
+    title.appendChild(toggle);
+  }
   card.appendChild(title);
+  const body = collapsible ? h("div", "pf-conflict-details") : card;
+  if (collapsible) {
+    body.hidden = !open;
+    card.appendChild(body);
+  }
   if (ahead && at !== null) {
-    card.appendChild(h("p", "pf-hint pf-conflict-when", `The scrubber is at #${at}, before this join ran (#${c.joinSeq}): the card tells what happens there.`));
+    body.appendChild(h("p", "pf-hint pf-conflict-when", `The scrubber is at #${at}, before this join ran (#${c.joinSeq}): the card tells what happens there.`));
   }
   const facts2 = h("dl", "pf-facts pf-conflict-facts");
   /** @param {string} label @param {string | Node} value @param {string} cls */
@@ -116,15 +148,15 @@ export function conflictCard(view, barrier, options = {}) {
   fact("Why", c.reason, "pf-conflict-reason");
   fact("Fix", c.fix, "pf-conflict-fix");
   if (c.initial !== undefined) fact("Reduced from", valueCell(c.initial), "pf-conflict-initial");
-  card.appendChild(facts2);
+  body.appendChild(facts2);
 
   const problem = c.writers.filter((w) => w.part);
   const others = c.writers.filter((w) => !w.part);
   if (problem.length) {
-    card.appendChild(h("h3", "pf-subtitle", PROBLEM_TITLES[c.kind]));
+    body.appendChild(h("h3", "pf-subtitle", PROBLEM_TITLES[c.kind]));
     const hasResult = problem.some((w) => w.result !== undefined);
     const columns = ["Branch", "Write", "As", "Proposed value", "Base at its fork", ...(hasResult ? ["Its view after"] : []), "Event"];
-    card.appendChild(table("pf-provenance", columns, problem.map((w) => [
+    body.appendChild(table("pf-provenance", columns, problem.map((w) => [
       writerWho(view, w), h("code", "pf-mono", fieldLabelOf(view, w.step, w.field)),
       badge(WRITE_LABELS[w.kind], "conflict"),
       w.hasValue ? valueCell(w.value) : h("span", "pf-muted", w.kind === "removal" ? "(removed)" : "—"),
@@ -136,7 +168,7 @@ export function conflictCard(view, barrier, options = {}) {
       return `pf-conflict-row${highlight !== null && w.path === highlight ? " pf-highlight" : ""}${at !== null && w.seq === at ? " pf-at-scrubber" : ""}`;
     }));
     if (problem.some((w) => w.kind === "mutation")) {
-      card.appendChild(h("p", "pf-hint", "The runtime refuses such a write before it becomes a draft, so no write event exists: its link goes to the event where the error surfaced."));
+      body.appendChild(h("p", "pf-hint", "The runtime refuses such a write before it becomes a draft, so no write event exists: its link goes to the event where the error surfaced."));
     }
     // Side by side: what each proposed, against what it saw at its fork, and the
     // proposals against each other; a long list of writers stays a table only.
@@ -157,7 +189,7 @@ export function conflictCard(view, barrier, options = {}) {
         else if (w.result !== undefined) side.appendChild(h("p", "pf-muted pf-small", `alone in its own view it reduced ${w.hasBase ? preview(w.base, 60) : "the empty value"} to ${preview(w.result, 60)}`));
         sides.appendChild(side);
       }
-      card.appendChild(sides);
+      body.appendChild(sides);
     }
     for (const pair of c.between) {
       const a = problem[pair.a];
@@ -165,20 +197,20 @@ export function conflictCard(view, barrier, options = {}) {
       const box = h("div", "pf-conflict-between");
       box.appendChild(h("div", "pf-small", `${b.key}'s proposal against ${a.key}'s (${pair.changes.length} difference${pair.changes.length === 1 ? "" : "s"}):`));
       box.appendChild(differenceList(a.field, pair.changes, "the same value: still a conflict, because a join does not compare replacements"));
-      card.appendChild(box);
+      body.appendChild(box);
     }
   }
   if (others.length) {
     const noun = c.kind === "conflict" ? "conflict" : c.kind === "mutation" ? "mutation" : c.kind === "reducer" ? "reducer failure" : "problem";
-    card.appendChild(h("h3", "pf-subtitle", `Other writes of these branches: not part of the ${noun}`));
-    card.appendChild(h("p", "pf-hint", `Nothing was wrong with these, but a join that is invalidated publishes nothing, so they were discarded with the rest.`));
-    card.appendChild(table("pf-bystanders", ["Branch", "Write", "As", "Value", "Event"], others.map((w) => [
+    body.appendChild(h("h3", "pf-subtitle", `Other writes of these branches: not part of the ${noun}`));
+    body.appendChild(h("p", "pf-hint", `Nothing was wrong with these, but a join that is invalidated publishes nothing, so they were discarded with the rest.`));
+    body.appendChild(table("pf-bystanders", ["Branch", "Write", "As", "Value", "Event"], others.map((w) => [
       writerWho(view, w), h("code", "pf-mono", fieldLabelOf(view, w.step, w.field)),
       append(h("span"), badge(WRITE_LABELS[w.kind], "muted"), h("span", "pf-muted pf-small", ` not part of the ${noun}`)),
       w.hasValue ? valueCell(w.value) : h("span", "pf-muted", "(removed)"),
       writeEventLink(w),
     ]), (i) => `pf-bystander-row${at !== null && others[i].seq === at ? " pf-at-scrubber" : ""}`));
   }
-  if (c.message) card.appendChild(h("p", "pf-conflict-message pf-muted pf-small", `The runtime said: ${c.message}`));
+  if (c.message) body.appendChild(h("p", "pf-conflict-message pf-muted pf-small", `The runtime said: ${c.message}`));
   return card;
 }

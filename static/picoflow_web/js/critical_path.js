@@ -13,6 +13,8 @@
  * branches whose end events carry the same time, the one reported second finished last.
  */
 
+import { barrierNameOf } from "./labels.js";
+
 /** @typedef {import("./fold.js").Run} Run */
 /** @typedef {import("./fold.js").Barrier} Barrier */
 /** @typedef {import("./fold.js").Invocation} Invocation */
@@ -65,7 +67,7 @@ export function criticalPath(run, barrierId) {
     });
     barrier = lastJoined(run, last);
   }
-  return { barrier: barrierId, decided, steps, paths: steps.map((s) => s.path), sentence: sentence(first, steps, decided) };
+  return { barrier: barrierId, decided, steps, paths: steps.map((s) => s.path), sentence: sentence(run, first, steps, decided) };
 }
 
 /**
@@ -106,14 +108,15 @@ function label(inv) {
 }
 
 /**
- * @param {Barrier} barrier @param {CriticalStep[]} steps @param {boolean} decided
+ * @param {Run} run @param {Barrier} barrier @param {CriticalStep[]} steps @param {boolean} decided
  */
-function sentence(barrier, steps, decided) {
+function sentence(run, barrier, steps, decided) {
+  const name = barrierNameOf(run, barrier.id);
   if (!steps.length) {
-    if (barrier.joinedAt === null) return `The join of ${barrier.id} has not run yet.`;
-    return `The join of ${barrier.id} waited on no branch: none reported an end.`;
+    if (barrier.joinedAt === null) return `The join of ${name} has not run yet.`;
+    return `The join of ${name} waited on no branch: none reported an end.`;
   }
-  let text = `The join of ${barrier.id} waited on ${steps[0].label}`;
+  let text = `The join of ${name} waited on ${steps[0].label}`;
   for (const step of steps.slice(1)) text += `, which waited on ${step.label}`;
   if (!decided) text += "; the join below it has not run yet";
   return `${text}.`;

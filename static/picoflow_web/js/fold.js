@@ -12,12 +12,14 @@
  *
  * - Canonical state starts from `session.loaded` and changes by non-draft
  *   `state.replaced` / `state.removed` / `state.contributed`, by `join.published` with
- *   target `canonical`, and back by `checkpoint.failed` (that join is rolled back).
+ *   target `canonical`, and back by `checkpoint.failed` (that join is rolled back);
+ *   `turn.cancelled` puts it back to the state as of the last `session.saved` (nothing is
+ *   saved after a stop) and keeps what memory had apart, in `run.unsaved`.
  * - A branch's view at sequence number N is its barrier's fork-time base (the canonical
  *   state as of `barrier.forked`, or the calling branch's own view as of then) overlaid
  *   with its own drafts up to N (a contribution's event carries the resulting value) and
- *   the publications its inner joins made into its scope up to N. Siblings' drafts up to
- *   N are listed as invisible to it.
+ *   the publications its inner joins made into its scope up to N. Siblings' drafts and
+ *   their inner joins' publications up to N are listed as invisible to it.
  *
  * Bad input never throws: what the fold cannot place (a gap in seq, a draft or fork on an
  * unannounced invocation, a fork that reuses a barrier id or a path or whose base is not

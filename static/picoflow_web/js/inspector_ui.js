@@ -121,6 +121,11 @@ function rootInspector(parent, view, inv, ctx) {
   if (!spans) {
     sectionIn(parent, ctx, "canonical", ctx.pinned ? `Canonical state at seq ${view.lastSeq}` : "Canonical state", true, "pf-visibility")
       .appendChild(canonicalState(view));
+    // What the session store holds is above; what the stopped turn only had in memory, here.
+    if (view.unsaved.length) {
+      sectionIn(parent, ctx, "unsaved", `Published in memory, not saved: the turn was stopped (${view.unsaved.length})`, true, "pf-unsaved")
+        .appendChild(unsavedState(view));
+    }
   }
   if (view.trail.length) {
     const trail = sectionIn(parent, ctx, "trail", `Steps entered (${view.trail.length})`, false);
@@ -134,6 +139,18 @@ function rootInspector(parent, view, inv, ctx) {
     for (const a of view.anomalies.slice(0, 50)) warn.appendChild(h("p", "pf-error-message", `#${a.seq}: ${a.message}`));
   }
   callsAndEvents(parent, view, inv, ctx);
+}
+
+/** A stopped turn's fields published in memory but never saved. @param {Run} view */
+function unsavedState(view) {
+  const wrap = h("div", "pf-unsaved-state");
+  const revision = view.cancellation && view.cancellation.revision !== null ? ` at revision ${view.cancellation.revision}` : "";
+  wrap.appendChild(h("p", "pf-hint", `The session stays${revision}: these values were published in memory after its last save, and were never saved.`));
+  wrap.appendChild(table("pf-state-table", ["Field", "Value in memory"], lazy(view.unsaved, (u) => [
+    h("code", "pf-mono pf-unsaved-row", fieldLabelOf(view, u.step, u.field)),
+    u.deleted ? h("span", "pf-muted", "removed in memory") : valueCell(u.value),
+  ])));
+  return wrap;
 }
 
 /** The canonical state as a table of fields. @param {Run} view */

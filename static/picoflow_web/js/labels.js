@@ -28,9 +28,10 @@ export function labelOf(run, path) {
 }
 
 /**
- * The label of barrier `id`: who forked it, and which of its caller's barriers it is,
- * counted from 1. A root barrier names the step that called it (the turn itself is no
- * step); an unknown id reads as itself.
+ * The label of barrier `id`: who forked it, and which of its caller's barriers it is, by
+ * the ordinal the schema's id carries (`0/b2` is "Planner › barrier 2"), so the label and
+ * the id shown beside it never name two different numbers. A root barrier names the step
+ * that called it (the turn itself is no step); an unknown id reads as itself.
  * @param {Run} run @param {string} id @returns {string}
  */
 export function barrierLabelOf(run, id) {
@@ -47,7 +48,27 @@ export function barrierLabelOf(run, id) {
     return barrier.caller === "" ? name : `${labelOf(run, barrier.caller)}${SEPARATOR}${name}`;
   }
   const who = barrier.caller === "" ? barrier.callerStep || "turn" : labelOf(run, barrier.caller);
-  return `${who}${SEPARATOR}barrier ${place >= 0 ? place + 1 : id}`;
+  const ordinal = barrierOrdinal(id);
+  return `${who}${SEPARATOR}barrier ${ordinal ?? (place >= 0 ? place : id)}`;
+}
+
+/**
+ * The ordinal a barrier id carries: `b2` and `0.1/b2` are 2; null for an id of another shape.
+ * @param {string} id @returns {number | null}
+ */
+export function barrierOrdinal(id) {
+  const found = /(?:^|\/)b(\d+)$/.exec(id);
+  return found ? Number(found[1]) : null;
+}
+
+/**
+ * A barrier named in a sentence: its label with the schema's id beside it,
+ * "Planner › barrier 2 (0/b2)"; a LangGraph superstep or a span group likewise.
+ * @param {Run} run @param {string} id @returns {string}
+ */
+export function barrierNameOf(run, id) {
+  const label = barrierLabelOf(run, id);
+  return label === id ? id : `${label} (${id})`;
 }
 
 /**

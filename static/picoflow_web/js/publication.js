@@ -8,6 +8,7 @@
  */
 
 import { barrierPublicationOf, publicationOf } from "./fold.js";
+import { errorLabel } from "./format.js";
 
 /** @typedef {import("./fold.js").Run} Run */
 /** @typedef {import("./fold.js").Publication} Publication */
@@ -23,7 +24,7 @@ export const STATE_LABELS = {
 
 /** Short words for why a branch or barrier was discarded, for chips and badges. */
 export const REASONS = {
-  rejected: "rejected by the join",
+  rejected: "it failed",
   cancelled: "cancelled",
   late: "past the grace period",
   atomic: "atomic batch failed",
@@ -64,7 +65,9 @@ export function branchMarks(run, path) {
   const inv = run.invocations.get(path);
   const p = publicationOf(run, path);
   if (!inv || !p) return null;
-  const m = mark(p);
+  let m = mark(p);
+  // A branch the join dropped because it raised: the join did not reject it, it failed.
+  if (p.reason === "rejected" && inv.error) m = { ...m, label: `discarded: it raised ${errorLabel(inv.error)}` };
   const dot = inv.interrupted ? "interrupted"
     : inv.status === "fulfilled" && p.state === "discarded" ? "discarded" : inv.status;
   let chip = p.state === "discarded" || p.state === "nothing" || p.state === "scoped" ? m : null;

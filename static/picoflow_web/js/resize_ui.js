@@ -3,8 +3,9 @@
  * The workspace's splitters (DOM): one between the barrier tree column and the lanes, one
  * between the tree panel and the inspector. Each is a focusable `role=separator`: drag it,
  * or focus it and use the arrow keys (Shift for bigger steps, Home and End for the limits).
- * The sizes a reader chose are kept in localStorage, for the run page and the session page
- * alike; `panel_sizes.js` holds the limits.
+ * The sizes a reader chose are kept in localStorage per signed-in user (two people sharing
+ * a browser keep their own), for the run page and the session page alike;
+ * `panel_sizes.js` holds the limits.
  *
  * Markup: `.pf-workspace` with `[data-resize=tree]` and `[data-resize=inspector]` splitters
  * (templates/picoflow_web/_workspace.html). The sizes are the CSS variables
@@ -43,7 +44,10 @@ export function mountSplitters(workspace) {
   const treeColumn = /** @type {HTMLElement | null} */ (workspace.querySelector(".pf-col-tree"));
   const inspector = /** @type {HTMLElement | null} */ (workspace.querySelector(".pf-inspector"));
   if (!treeSplitter || !inspectorSplitter || !treeColumn || !inspector) return;
-  let chosen = parseSizes(readStored(STORAGE_KEY));
+  // The header names who is signed in; a page without one keeps the shared key.
+  const user = document.querySelector(".pf-user")?.textContent?.trim() ?? "";
+  const storageKey = user ? `${STORAGE_KEY}:${user}` : STORAGE_KEY;
+  let chosen = parseSizes(readStored(storageKey) ?? readStored(STORAGE_KEY));
 
   const stacked = () => getComputedStyle(inspectorSplitter).display === "none";
   const measure = () => {
@@ -83,7 +87,7 @@ export function mountSplitters(workspace) {
     const { width, drawn } = measure();
     // Store what fits now: a drag past a limit should not leave a size the reader cannot see.
     chosen = { ...chosen, [which]: moveTo(which, size, drawn, width, stacked()) };
-    writeStored(STORAGE_KEY, formatSizes(chosen));
+    writeStored(storageKey, formatSizes(chosen));
     apply();
     // The run view redraws its lanes and axis on a window resize; to it, a moved splitter
     // is the same change.

@@ -17,7 +17,7 @@
 
 import { append, h } from "./dom.js";
 import { errorLabel, errorText, preview } from "./format.js";
-import { barrierLabelOf, fromLangGraph, fromSpans } from "./labels.js";
+import { barrierLabelOf, barrierNameOf, fromLangGraph, fromSpans } from "./labels.js";
 import { ROW_HEIGHT, formatSeconds, lane, windowRange } from "./layout.js";
 import { barrierMarks, branchMarks, spanCounts } from "./publication.js";
 import { STOP_LABELS, barrierStopped, stopKind } from "./stopping.js";
@@ -186,8 +186,9 @@ function fillRow(slot, row, selected, run) {
       el.className = `pf-row pf-root pf-status-${row.status}${selected ? " pf-selected" : ""}`;
       // A trace's turn is its root span: no cursor, no canonical state.
       const spans = fromSpans(run);
-      el.title = spans ? "The turn: the trace's root span, its model and tool calls (inferred from spans)"
-        : "The turn: canonical state, top-level model and tool calls";
+      el.title = `${row.flow || "turn"}${row.step ? ` · ${spans ? "root span" : "cursor"} ${row.step}` : ""} · ${spans
+        ? "the turn: the trace's root span, its model and tool calls (inferred from spans)"
+        : "the turn: canonical state, top-level model and tool calls"}`;
       append(tree,
         h("span", "pf-twisty-space"),
         h("span", `pf-dot pf-dot-${row.status}`),
@@ -223,10 +224,10 @@ function fillRow(slot, row, selected, run) {
       // Every LangGraph superstep is atomic: its chip would only crowd out the label.
       const superstep = fromLangGraph(run);
       el.title = spans
-        ? `barrier ${row.id}: ${barrierLabelOf(run, row.id)}, ${b.branches.length} ${b.branches.length === 1 ? "span" : "spans"}, inferred from span times`
+        ? `${barrierNameOf(run, row.id)}, ${b.branches.length} ${b.branches.length === 1 ? "span" : "spans"}, inferred from span times`
         : superstep
-        ? `barrier ${row.id}: ${barrierLabelOf(run, row.id)}, ${b.branches.length} ${b.branches.length === 1 ? "task" : "tasks"}, atomic`
-        : `barrier ${row.id}: ${b.branches.length} ${b.branches.length === 1 ? "branch" : "branches"}, ${b.policy}, forked by ${b.callerStep}`;
+        ? `${barrierNameOf(run, row.id)}, ${b.branches.length} ${b.branches.length === 1 ? "task" : "tasks"}, atomic`
+        : `${barrierNameOf(run, row.id)}, ${b.branches.length} ${b.branches.length === 1 ? "branch" : "branches"}, ${b.policy}, forked by ${b.callerStep}`;
       append(tree,
         twisty,
         h("span", "pf-fork-icon"),

@@ -36,10 +36,11 @@ import { eventsUrl, requestJson, runApiUrl, runSocketUrl, sessionPageUrl, stream
 import { readJsonScript, setAttr, setText } from "./dom.js";
 import { describeEvent, formatDuration, formatHash, interruptionText, parseHash, runStatusKind } from "./format.js";
 import { bindKeys } from "./keys_ui.js";
+import { conflictOf, problemWord } from "./conflict.js";
 import { branchLine, createRunView } from "./run_view_ui.js";
 import { createFeed } from "./socket.js";
 import { createStopControl } from "./stop_ui.js";
-import { ENDING_EVENTS, isEnded, mergeSummary, runStatus } from "./stopping.js";
+import { ENDING_EVENTS, isEnded, mergeSummary, originText, runStatus, staleSummary } from "./stopping.js";
 import { createRunStore } from "./store.js";
 import { mountComparePicker } from "./compare_ui.js";
 import { hashWithView, viewOfHash } from "./whatif.js";
@@ -65,9 +66,27 @@ export function mountRunPage(root) {
     session: /** @type {HTMLAnchorElement} */ (byId("pf-run-session")), replayFlag: byId("pf-replay-flag"),
     seq: /** @type {HTMLInputElement} */ (byId("pf-seq")), seqLabel: byId("pf-seq-label"),
     seqLive: byId("pf-seq-live"), seqPrev: byId("pf-seq-prev"), seqNext: byId("pf-seq-next"),
-    scrubber: byId("pf-scrubber"),
+    scrubber: byId("pf-scrubber"), origin: byId("pf-origin"),
   };
   const stop = createStopControl({ runId, store });
+  // The socket sends the run's summary once, when it connects: one the events have made
+  // stale (a worker took the queued run, the run ended) is asked for again, a few times
+  // while the server has not caught up with the events.
+  let staleAsked = "";
+  let staleTries = 0;
+  const refreshStaleSummary = () => {
+    const s = store.get();
+    const why = staleSummary(s.run, s.summary);
+    if (!why || why === staleAsked || staleTries >= 10) return;
+    staleAsked = why;
+    staleTries += 1;
+    requestJson(runApiUrl(runId)).then((data) => {
+      if (data && data.run) store.set({ summary: mergeSummary(store.get().summary, data.run) });
+    }).catch(() => {}).finally(() => {
+      // Still stale (its end is recorded a moment after its last event): ask again soon.
+      window.setTimeout(() => { staleAsked = ""; store.touch(); }, 500 * staleTries);
+    });
+  };
   const children = createCoordinatorPanel(byId("pf-children"));
   /** @param {number | null} seq */
   const pin = (seq) => {
@@ -190,6 +209,7 @@ export function mountRunPage(root) {
 
   // -- render -----------------------------------------------------------------------------
   let ticker = 0;
+  let conflictFlagKey = "";
 
   const render = () => {
     const s = store.get();
@@ -206,6 +226,14 @@ export function mountRunPage(root) {
     setText(els.runStatus, status);
     els.runStatus.className = `pf-badge pf-badge-${runStatusKind(status)}`;
     els.conflictFlag.hidden = !(view.conflicts.length || (!pinned && s.summary?.has_conflicts));
+    // The flag names the kind: a reducer that failed is no conflict between writers.
+    const flagKey = `${view.conflicts.join("|")}#${view.version}`;
+    if (flagKey !== conflictFlagKey) {
+      conflictFlagKey = flagKey;
+      const word = problemWord([...new Set(view.conflicts)].map((id) => conflictOf(view, id))) ?? "conflict";
+      setText(els.conflictFlag, word);
+      els.conflictFlag.title = view.conflicts.length ? `Invalidated join${view.conflicts.length > 1 ? "s" : ""}: ${word} (see the card below)` : "A join was invalidated";
+    }
     setAttr(els.status, "data-state", s.conn.state);
     setAttr(els.status, "data-mode", s.conn.mode);
     setText(els.status, connText(s.conn));
@@ -226,6 +254,12 @@ export function mountRunPage(root) {
     els.reply.classList.toggle("pf-reply-interrupted", status === "interrupted");
     els.reply.classList.toggle("pf-reply-cancelled", status === "cancelled");
     stop.render();
+    refreshStaleSummary();
+    const origin = originText(s.summary);
+    if (origin && els.origin) {
+      setText(els.origin, origin);
+      setAttr(els.origin, "data-kind", s.summary.origin.kind);
+    }
     children.render(view);
     whatIf.sync({ ended: isEnded(liveStatus), lastSeq: live.lastSeq });
     const sessionId = live.sessionId || s.summary?.session_id || "";

@@ -13,6 +13,7 @@ import { h, on } from "./dom.js";
 import { barrierPublicationOf, publicationOf } from "./fold.js";
 import { conflictCard, renderInspector } from "./inspector_ui.js";
 import { ROW_HEIGHT, axisMarkers, panWindow, revealPath, scrollToRow, ticks, timeBounds, treeRows, zoomWindow } from "./layout.js";
+import { barrierNameOf } from "./labels.js";
 import { mountSplitters } from "./resize_ui.js";
 import { createRowsView } from "./rows_ui.js";
 import { cancelTitle, timeMarkers } from "./time_marks.js";
@@ -127,10 +128,32 @@ export function createRunView(options) {
     current().set({ collapsed, shown, status });
     pendingReveal = `barrier:${id}`;
   });
+  /** @type {WeakMap<RunStore, Set<string>>} the cards a reader opened, per turn (ids repeat across turns) */
+  const openCardsOf = new WeakMap();
+  const openCards = () => {
+    const store = current();
+    let open = openCardsOf.get(store);
+    if (!open) openCardsOf.set(store, (open = new Set()));
+    return open;
+  };
+  /** @param {string} id @param {boolean} open */
+  const setCardOpen = (id, open) => {
+    const cards = openCards();
+    if (cards.has(id) === open) return;
+    if (open) cards.add(id);
+    else cards.delete(id);
+    conflictsKey = "";
+    current().touch();
+  };
   on(els.conflicts, "click", ".pf-conflict", (event, card) => {
     const target = /** @type {HTMLElement} */ (event.target);
-    const el = /** @type {HTMLElement | null} */ (target.closest("[data-select-path],[data-select-barrier],[data-pin-seq]"));
     const id = /** @type {string} */ (card.dataset.barrier);
+    const toggle = /** @type {HTMLElement | null} */ (target.closest("[data-conflict-toggle]"));
+    if (toggle) {
+      setCardOpen(id, !openCards().has(id));
+      return;
+    }
+    const el = /** @type {HTMLElement | null} */ (target.closest("[data-select-path],[data-select-barrier],[data-pin-seq]"));
     if (el && el.dataset.selectPath !== undefined) selectPath(el.dataset.selectPath);
     else if (el && el.dataset.pinSeq !== undefined) {
       // The barrier stays selected, so its card and its writers' marks stay while the
@@ -138,7 +161,11 @@ export function createRunView(options) {
       if (current().get().selectedBarrier !== id) selectBarrier(id);
       onPin(Number(el.dataset.pinSeq));
     } else if (el && el.dataset.selectBarrier !== undefined) selectBarrier(el.dataset.selectBarrier);
-    else if (!target.closest("button, a, summary, pre")) selectBarrier(id);
+    else if (!target.closest("button, a, summary, pre")) {
+      // A click on the card's line selects its barrier and opens the card where it is.
+      selectBarrier(id);
+      setCardOpen(id, true);
+    }
   });
 
   // -- zooming the time axis ----------------------------------------------------------------
@@ -295,8 +322,9 @@ export function createRunView(options) {
     if (cKey !== conflictsKey) {
       conflictsKey = cKey;
       const at = pinned ? view.lastSeq : null;
-      const cards = [...new Set(view.conflicts)].map((id) => conflictCard(view, /** @type {any} */ (view.barriers.get(id)), { at }));
-      if (held !== null) cards.push(conflictCard(live, /** @type {any} */ (live.barriers.get(held)), { at, ahead: true }));
+      const open = openCards();
+      const cards = [...new Set(view.conflicts)].map((id) => conflictCard(view, /** @type {any} */ (view.barriers.get(id)), { at, collapsible: true, expanded: open.has(id) }));
+      if (held !== null) cards.push(conflictCard(live, /** @type {any} */ (live.barriers.get(held)), { at, ahead: true, collapsible: true, expanded: open.has(held) }));
       for (const card of cards) card.classList.toggle("pf-conflict-selected", card.dataset.barrier === focus);
       els.conflicts.replaceChildren(...cards);
     }
@@ -358,7 +386,7 @@ export function createRunView(options) {
         const mark = h("i", `pf-axis-mark pf-axis-mark-${m.kind}`);
         mark.dataset.kind = m.kind;
         mark.dataset.barrier = m.barrier;
-        mark.title = m.kind === "cancel" ? cancelTitle(view, m.barrier, m.t) : `${m.kind} · barrier ${m.barrier} · ${m.t.toFixed(6)}s`;
+        mark.title = m.kind === "cancel" ? cancelTitle(view, m.barrier, m.t) : `${m.kind} · ${barrierNameOf(view, m.barrier)} · ${m.t.toFixed(6)}s`;
         mark.style.left = `${(m.x * 100).toFixed(3)}%`;
         return mark;
       }), ...(clockMarks <= 400 ? timeMarkElements(view, bounds) : []));

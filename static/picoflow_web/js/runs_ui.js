@@ -434,7 +434,9 @@ function runRow(run, pickedRow) {
     a.appendChild(badge(text, kind));
     return a;
   };
-  if (run.has_conflicts) statusCell.appendChild(problem("conflict", "conflict", "A join was invalidated: see its conflict card"));
+  // The list knows only that a join was invalidated, not how (a conflict, a reducer that
+  // failed, a refused write): the run page's flag and card name the kind.
+  if (run.has_conflicts) statusCell.appendChild(problem("join invalidated", "conflict", "A join was invalidated (a conflict, a failed reducer or a refused write): see its card"));
   if (run.rejected_count > 0) {
     statusCell.appendChild(problem(`${run.rejected_count} rejected`, "rejected",
       `${run.rejected_count} branch${run.rejected_count === 1 ? " was" : "es were"} rejected (failed, timed out or cancelled)`));

@@ -12,10 +12,12 @@
  *   #pf-session-turn, -message, -cursor, -revision, -events, -tokens, #pf-run-branches
  *   .pf-run-row[data-turn][data-current]                one row per turn
  *   #pf-diff-step, #pf-diff-marks: .pf-diff-row[data-kind][data-place]
- *   #pf-mark-a, #pf-mark-b, #pf-state (.pf-state-step[data-step])
+ *   #pf-mark-a, #pf-mark-b, #pf-state (.pf-state-step[data-step]; a stopped turn's
+ *   fields published in memory but never saved: .pf-unsaved .pf-unsaved-row[data-step][data-field])
  *   .pf-run-row[data-live]                              a turn followed live
  *   #pf-session-new-turn                                a later turn started (reload)
- * Deep links: #turn=<n>&seq=<s>&inv=<path> (no seq: the end of turn n).
+ * Deep links: #turn=<n>&seq=<s>&inv=<path> (no seq: the end of turn n); the diff marks as
+ * &a=<turn>.<seq>&b=<turn>.<seq>, so a reload keeps them.
  *
  * Live: a turn still queued or running is followed over its run socket (its events join
  * the axis as they come; a page at the end stays at the end), and a new turn of the
@@ -25,13 +27,14 @@
 
 import { runSocketUrl, streamStoredEvents, wsUrl } from "./api.js";
 import { append, badge, h, jsonBlock, on, setAttr, setText } from "./dom.js";
+import { conflictOf, problemWord } from "./conflict.js";
 import { diffCounts, diffState, differencePlace } from "./diff.js";
 import { describeEvent, preview, runStatusKind } from "./format.js";
 import { bindKeys } from "./keys_ui.js";
 import { createFeed } from "./socket.js";
 import { branchLine, createRunView } from "./run_view_ui.js";
 import { createRunStore } from "./store.js";
-import { conversationOf, createTimeline, nearestMark, nearestTurn, revisionOf, stateAtPosition } from "./timeline.js";
+import { SESSION_FACT_NOTES, conversationOf, createTimeline, formatMark, nearestMark, nearestTurn, parseMark, revisionOf, stateAtPosition } from "./timeline.js";
 
 const DIFF_ROWS = 300;
 
@@ -135,6 +138,8 @@ export async function mountSessionPage(root) {
       conversation: conversationOf(view.events) ?? (turn > 0 ? factsAt(timeline.endOf(turn - 1)).conversation : null),
       message: view.message,
       reply: view.reply ? view.reply.message : null,
+      unsaved: [...view.unsaved],
+      revisionKept: view.cancellation ? view.cancellation.revision : null,
     };
   };
 
@@ -148,11 +153,21 @@ export async function mountSessionPage(root) {
     timeline = createTimeline(stores.map((s, i) => ({ runId: runIds[i], events: s.get().run.events })));
     els.seq.max = String(Math.max(0, timeline.total - 1));
     drawTurnTicks();
+    nameTurnProblems();
     loaded = true;
     root.dataset.loaded = "1";
     applyHash();
   };
 
+  // The server only knows a turn had an invalidated join; its events say which kind.
+  const nameTurnProblems = () => {
+    rowsEls.forEach((row, t) => {
+      const flag = /** @type {HTMLElement | null} */ (row.querySelector(".pf-badge-conflict"));
+      const run = stores[t].get().run;
+      const word = flag ? problemWord([...new Set(run.conflicts)].map((id) => conflictOf(run, id))) : null;
+      if (flag && word) setText(flag, word);
+    });
+  };
   const drawTurnTicks = () => {
     const span = Math.max(1, timeline.total - 1);
     els.ticks.replaceChildren(...timeline.starts.map((start, i) => {
@@ -172,6 +187,9 @@ export async function mountSessionPage(root) {
     const turn = turnText && /^\d+$/.test(turnText) ? Math.max(0, Number(turnText) - 1) : runIds.length - 1;
     const seq = seqText && /^\d+$/.test(seqText) ? Number(seqText) : Infinity;
     go(timeline.globalOf(turn, seq));
+    // A link without marks (the turn list's, a hand-typed one) keeps the marks set here.
+    if (params.has("a")) markA = parseMark(timeline, params.get("a"));
+    if (params.has("b")) markB = parseMark(timeline, params.get("b"));
     const inv = params.get("inv");
     if (inv !== null) {
       current().set({ selected: inv, selectedBarrier: null });
@@ -271,7 +289,8 @@ export async function mountSessionPage(root) {
     setText(els.events, `${view.events.length} of ${s.run.events.length}`);
     setText(els.tokens, String(facts.tokens.total_tokens ?? 0));
     setText(els.branches, branchLine(view));
-    setText(els.status, view.status);
+    // The turn's status, named as the turn's: the session goes on after a turn finishes.
+    setText(els.status, `turn ${turn + 1} ${view.status}`);
     els.status.className = `pf-badge pf-badge-${runStatusKind(view.status)}`;
     els.replayFlag.hidden = atEnd;
     if (!atEnd) setText(els.replayFlag, `replay at ${positionName(g)}`);
@@ -316,9 +335,12 @@ export async function mountSessionPage(root) {
         append(d, summary, jsonBlock(state[step]));
         return d;
       }) : [h("p", "pf-empty", "No step state at this point.")]));
+      const { unsaved, revisionKept } = factsAt(g);
+      if (unsaved && unsaved.length) els.state.appendChild(unsavedBlock(unsaved, revisionKept));
     }
 
-    const hash = `#turn=${turn + 1}${atEnd || seq >= s.run.lastSeq ? "" : `&seq=${seq}`}${s.selected ? `&inv=${encodeURIComponent(s.selected)}` : ""}`;
+    const marks = `${markA !== null ? `&a=${formatMark(timeline, markA)}` : ""}${markB !== null ? `&b=${formatMark(timeline, markB)}` : ""}`;
+    const hash = `#turn=${turn + 1}${atEnd || seq >= s.run.lastSeq ? "" : `&seq=${seq}`}${s.selected ? `&inv=${encodeURIComponent(s.selected)}` : ""}${marks}`;
     if (hash !== writtenHash) {
       writtenHash = hash;
       history.replaceState(null, "", hash);
@@ -426,7 +448,8 @@ function renderDiff(container, before, after, empty) {
   const rows = [];
   for (const d of session) {
     const place = `session.${d.path.join(".")}`;
-    rows.push(diffRow(d.kind, place, d.before, d.after));
+    const note = SESSION_FACT_NOTES[/** @type {keyof typeof SESSION_FACT_NOTES} */ (String(d.path[0]))];
+    rows.push(diffRow(d.kind, place, d.before, d.after, note));
   }
   for (const d of diffs.slice(0, DIFF_ROWS)) {
     rows.push(diffRow(d.kind, differencePlace(d), d.before, d.after));
@@ -440,8 +463,11 @@ function renderDiff(container, before, after, empty) {
   container.replaceChildren(summary, ...rows);
 }
 
-/** @param {string} kind @param {string} place @param {any} before @param {any} after */
-function diffRow(kind, place, before, after) {
+/**
+ * @param {string} kind @param {string} place @param {any} before @param {any} after
+ * @param {string} [note]  what the place means, when its name alone misleads
+ */
+function diffRow(kind, place, before, after, note) {
   const row = h("div", `pf-diff-row pf-diff-${kind}`);
   row.dataset.kind = kind;
   row.dataset.place = place;
@@ -449,8 +475,33 @@ function diffRow(kind, place, before, after) {
   append(row, h("span", `pf-diff-kind pf-diff-kind-${kind}`, kind), h("span", "pf-diff-place pf-mono", place),
     kind === "added" ? h("span") : value(before, "pf-diff-before"),
     kind === "removed" ? h("span") : value(after, "pf-diff-after"));
+  if (note) {
+    row.title = `${place}: ${note}`;
+    row.appendChild(h("span", "pf-diff-note pf-muted pf-small", note));
+  }
   return row;
 }
 
 const root = typeof document === "undefined" ? null : document.getElementById("pf-session");
 if (root) mountSessionPage(root);
+
+/**
+ * A stopped turn's fields published in memory but never saved: shown beside the state the
+ * session holds, never as part of it.
+ * @param {{step: string, field: string, value: any, deleted: boolean}[]} unsaved
+ * @param {number | null} revision  the revision the session stays at
+ */
+function unsavedBlock(unsaved, revision) {
+  const box = h("div", "pf-section pf-unsaved");
+  append(box,
+    append(h("p", "pf-unsaved-title"), h("strong", "", "Published in memory, not saved: the turn was stopped")),
+    h("p", "pf-hint", `The session stays${revision !== null ? ` at revision ${revision}` : ""}; these values never reached it.`));
+  for (const u of unsaved) {
+    const row = h("div", "pf-unsaved-row");
+    row.dataset.step = u.step;
+    row.dataset.field = u.field;
+    append(row, h("code", "pf-mono", `${u.step}.${u.field}`), u.deleted ? h("span", "pf-muted", " removed in memory") : jsonBlock(u.value));
+    box.appendChild(row);
+  }
+  return box;
+}

@@ -64,6 +64,36 @@ export function mergeSummary(previous, next) {
   return next;
 }
 
+/** Whether the summary's run executes in another process (shipped through ingest). @param {any} summary */
+export function isRemote(summary) {
+  return !!(summary && summary.origin && summary.origin.kind === "remote");
+}
+
+/**
+ * The run header's origin, as the page's template writes it: "remote · <label>" for a
+ * remote run, else the label ("worker w1", "worker (waiting for one)"); "" without one.
+ * @param {any} summary
+ */
+export function originText(summary) {
+  const origin = summary && summary.origin;
+  if (!origin || typeof origin.label !== "string") return "";
+  return origin.kind === "remote" ? `remote · ${origin.label}` : origin.label;
+}
+
+/**
+ * Why the page's run summary is out of date, from what the events say ("" when it is
+ * not): events arrived while it says "queued" (a worker took the run: it names the
+ * worker), or the events ended the run while it says the run goes on. The run socket
+ * sends a summary only when it connects, so the page asks for a fresh one.
+ * @param {Run} run @param {any} summary
+ */
+export function staleSummary(run, summary) {
+  if (!summary || typeof summary.status !== "string") return "";
+  if (isEnded(run.status) && !isEnded(summary.status)) return "ended";
+  if (run.lastSeq >= 0 && summary.status === "queued") return "started";
+  return "";
+}
+
 /**
  * Who asked the run to stop, and when, as the summary says ("" when it does not).
  * @param {any} summary
@@ -94,7 +124,10 @@ export function stopControl(run, summary, request = { pending: false, sent: fals
   if (!LIVE_STATUSES.includes(status)) return { visible: false, disabled: true, label: "Stop", note: "", error: "" };
   const asked = !!(summary && summary.cancel_requested);
   if (asked || request.sent) {
-    return { visible: true, disabled: true, label: "Stopping…", note: stopRequestText(summary) || "Stop requested", error: "" };
+    const note = stopRequestText(summary) || "Stop requested";
+    // A remote run's process hears the request with its next answer and stops its turn
+    // itself; until its turn.cancelled arrives the page only knows it was asked.
+    return { visible: true, disabled: true, label: "Stopping…", note: isRemote(summary) ? `${note} — waiting for the process` : note, error: "" };
   }
   if (request.pending) return { visible: true, disabled: true, label: "Stopping…", note: "Asking the run to stop…", error: "" };
   return { visible: true, disabled: false, label: "Stop", note: "", error: request.error };
@@ -272,7 +305,10 @@ export function summaryNote(summary) {
   if (!summary) return "";
   const by = summary.cancel_requested && summary.cancel_requested.by;
   if (summary.status === "cancelled") return by ? `Stopped by ${by}` : "Stopped";
-  if (LIVE_STATUSES.includes(summary.status) && summary.cancel_requested) return by ? `Stopping (asked by ${by})…` : "Stopping…";
+  if (LIVE_STATUSES.includes(summary.status) && summary.cancel_requested) {
+    const stopping = by ? `Stopping (asked by ${by})…` : "Stopping…";
+    return isRemote(summary) ? `${stopping} waiting for the process` : stopping;
+  }
   if (summary.status === "queued") return "Waiting for a worker…";
   return "";
 }

@@ -16,6 +16,7 @@
  */
 
 import { formatDuration } from "./format.js";
+import { barrierNameOf } from "./labels.js";
 import { timeScale } from "./layout.js";
 
 /** @typedef {import("./fold.js").Run} Run */
@@ -74,7 +75,7 @@ function graceMark(run, b, out) {
   const after = asked && typeof asked.offset === "number" ? ` ${formatDuration(e.offset - asked.offset)} after the cancel request` : "";
   const closed = (e.closed || []).map((/** @type {string} */ p) => who(run, p)).join(", ");
   out.push({ kind: "grace", barrier: b.id, path: null, t: e.offset, seq: e.seq,
-    title: `grace ended for ${b.id}${after}: ${closed} lost publication rights` });
+    title: `grace ended for ${barrierNameOf(run, b.id)}${after}: ${closed} lost publication rights` });
 }
 
 /**
@@ -105,7 +106,7 @@ function timeoutMarks(run, b, out) {
     }
     if (timedOut || inv.status === "running") {
       out.push({ kind: "deadline", barrier: b.id, path, t: inv.started + limit, seq: null,
-        title: `deadline of branch ${who(run, path)}: ${formatDuration(limit)} after its start (branch_timeout of ${b.id})` });
+        title: `deadline of branch ${who(run, path)}: ${formatDuration(limit)} after its start (branch_timeout of ${barrierNameOf(run, b.id)})` });
     }
   }
 }
@@ -128,8 +129,8 @@ function who(run, path) {
  */
 export function cancelTitle(run, barrierId, t) {
   const b = run.barriers.get(barrierId);
-  if (!b || !b.cancel) return `cancel requested · barrier ${barrierId} · ${t.toFixed(6)}s`;
+  if (!b || !b.cancel) return `cancel requested · ${barrierNameOf(run, barrierId)} · ${t.toFixed(6)}s`;
   const ending = run.cancellation;
   const by = ending && ending.reason === b.cancelReason && ending.requested_by ? ` by ${ending.requested_by}` : "";
-  return `cancel requested${by} for ${barrierId}: ${b.cancelReason ?? ""} · ${b.cancel.running.length} running, ${b.cancel.queued.length} queued · ${t.toFixed(6)}s`;
+  return `cancel requested${by} for ${barrierNameOf(run, barrierId)}: ${b.cancelReason ?? ""} · ${b.cancel.running.length} running, ${b.cancel.queued.length} queued · ${t.toFixed(6)}s`;
 }

@@ -144,6 +144,42 @@ export function revisionOf(events) {
 }
 
 /**
+ * A diff mark (A or B) in the page's address: `<turn>.<seq>`, the turn counted from 1, so a
+ * reload or a shared link keeps the marks. Seqs, not positions: a turn still growing live
+ * moves no earlier position.
+ * @param {{positionAt: (g: number) => Position}} timeline @param {number} g @returns {string}
+ */
+export function formatMark(timeline, g) {
+  const p = timeline.positionAt(g);
+  return `${p.turn + 1}.${p.seq}`;
+}
+
+/**
+ * A diff mark back from the address; null for text of another shape or a turn the session
+ * does not have (a seq past its turn's end reads as that end).
+ * @param {{globalOf: (turn: number, seq: number) => number, lengths: number[]}} timeline
+ * @param {string | null} text @returns {number | null}
+ */
+export function parseMark(timeline, text) {
+  const found = text ? /^(\d+)\.(\d+)$/.exec(text) : null;
+  if (!found) return null;
+  const turn = Number(found[1]) - 1;
+  if (turn < 0 || turn >= timeline.lengths.length || !timeline.lengths[turn]) return null;
+  return timeline.globalOf(turn, Math.min(Number(found[2]), timeline.lengths[turn] - 1));
+}
+
+/**
+ * What the session facts of "What changed" mean where their name alone misleads.
+ * `conversation` is no stored conversation: the events carry none, only each model call's
+ * request, which is one step's memory (runtime/runner.py `build_request`).
+ */
+export const SESSION_FACT_NOTES = Object.freeze({
+  conversation: "messages the latest model call up to here was sent: the history of that step's memory namespace "
+    + "(each step keeps its own; a branch calls with a private copy), not one session-wide conversation, "
+    + "so the count falls when a step with a shorter history calls the model",
+});
+
+/**
  * How long the conversation was that the last model call up to a position was sent (its
  * request's message count), or null before any call. A chat turn that changes no step
  * field still grows this, so a diff between two turns has something true to say.

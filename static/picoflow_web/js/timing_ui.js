@@ -19,6 +19,7 @@ import { cascadeOf, cascadeSentence } from "./cascade.js";
 import { criticalPath } from "./critical_path.js";
 import { append, badge, h, section, table } from "./dom.js";
 import { formatDuration } from "./format.js";
+import { barrierNameOf } from "./labels.js";
 import { timeMarkers } from "./time_marks.js";
 
 /** @typedef {import("./fold.js").Run} Run */
@@ -61,7 +62,7 @@ export function timingSections(parent, view, barrier, open) {
   const cascade = cascadeOf(view, barrier.id);
   if (cascade) {
     const body = remembered(parent, open, "cascade", "Cancellation cascade", "pf-cascade");
-    body.appendChild(h("p", "pf-cascade-sentence", cascadeSentence(cascade)));
+    body.appendChild(h("p", "pf-cascade-sentence", cascadeSentence(cascade, (id) => barrierNameOf(view, id))));
     const when = h("p", "pf-hint");
     append(when, h("span", "", `Requested at ${formatDuration(cascade.requested.t)} (`), seqLink(cascade.requested.seq), h("span", "", ")"),
       cascade.graceEnded ? h("span", "", `; the grace period ended at ${formatDuration(cascade.graceEnded.t)} (`) : null,
@@ -93,7 +94,7 @@ export function timingSections(parent, view, barrier, open) {
         const li = h("li", "pf-critical-step");
         li.dataset.path = step.path;
         append(li, pathButton(step.path, step.label),
-          h("span", "pf-muted", ` ended at ${formatDuration(step.finished)}; the join of ${step.barrier} ran ${formatDuration(Math.max(0, step.joinedAt - step.finished))} later`));
+          h("span", "pf-muted", ` ended at ${formatDuration(step.finished)}; the join of ${barrierNameOf(view, step.barrier)} ran ${formatDuration(Math.max(0, step.joinedAt - step.finished))} later`));
         list.appendChild(li);
       }
       body.appendChild(list);

@@ -129,6 +129,10 @@ export function createRun() {
     interruption: null,
     /** @type {{seq: number, reason: string, requested_by: string | null, revision: number | null} | null} the turn.cancelled that ended it */
     cancellation: null,
+    /** @type {State} the canonical state as of the last session.loaded or session.saved: what the session store holds */
+    saved: {},
+    /** @type {{step: string, field: string, value: any, deleted: boolean}[]} of a stopped turn: what was published in memory but never saved */
+    unsaved: [],
     branchCount: 0,
     /** @type {import("./concurrent.js").ConcurrentGroup[]} a coordinator's concurrent_steps() calls */
     concurrent: [],

@@ -33,6 +33,19 @@ import { pathDepth, undoKey } from "./model.js";
  */
 
 /**
+ * The words for a publication into the canonical state: a stopped turn never saved what it
+ * published after its last save (`run.unsaved`). Mirrors `_canonical` in the Python fold.
+ * @param {Run} run @param {Applied[]} fields
+ */
+function canonicalText(run, fields) {
+  if (run.unsaved.length) {
+    const unsaved = new Set(run.unsaved.map((u) => JSON.stringify([u.step, u.field])));
+    if (fields.some((f) => unsaved.has(JSON.stringify([f.step, f.field])))) return "Published in memory, not saved: the turn was stopped.";
+  }
+  return "Published into the canonical session state.";
+}
+
+/**
  * @param {Publication["state"]} state @param {string | null} reason @param {string} text
  * @param {Applied[]} [fields] @param {string | null} [via]  the caller whose fate decided it
  * @returns {Publication}
@@ -105,10 +118,10 @@ function derivePublication(run, path) {
     if (!reached.length) {
       return pub("discarded", "caller", `Discarded: its caller's join published none of it.`, [], barrier.caller);
     }
-    return pub("published", null, "Published into the canonical session state.", reached, barrier.caller);
+    return pub("published", null, canonicalText(run, reached), reached, barrier.caller);
   }
   if (!applied.length) return pub("nothing", null, "Its join kept it, but it wrote nothing that was published.");
-  return pub("published", null, "Published into the canonical session state.", applied);
+  return pub("published", null, canonicalText(run, applied), applied);
 }
 
 /**
@@ -237,7 +250,7 @@ function deriveBarrierPublication(run, id) {
     }
     return { ...pub("published", null, `Published into the scope of ${callerName(run, barrier.caller)}, and from there into the canonical state.`, fields, barrier.caller), counts };
   }
-  return { ...pub("published", null, "Published into the canonical session state.", fields), counts };
+  return { ...pub("published", null, canonicalText(run, fields), fields), counts };
 }
 
 /**

@@ -38,7 +38,8 @@ function baseState(run, barrier, seen) {
  * What invocation `path` could read at `seq` (default: the end of the fold), exactly like
  * `view_at` in `runtime/events/fold/views.py`: `{state, own, invisible}` - the visible state, the
  * changes that came from the invocation itself or its inner joins (`kind` says which),
- * and the drafts its siblings had made by then (which it could not see).
+ * and the changes its siblings had by then, their drafts and their inner joins'
+ * publications (`kind` again), which it could not see.
  * @param {Run} run @param {string} path @param {number | null} [seq]
  */
 export function viewAt(run, path, seq = null) {
@@ -63,9 +64,11 @@ function viewAtSeen(run, path, seq, seen) {
     if (other === path) continue;
     const sibling = run.invocations.get(other);
     if (!sibling) continue;
-    for (const d of sibling.drafts) {
+    // Its own drafts and what its inner joins published into its scope: neither reaches a
+    // sibling before the sibling's own join.
+    for (const d of sibling.changes) {
       if (d.seq <= limit) {
-        invisible.push({ path: other, key: sibling.key, seq: d.seq, step: d.step, field: d.field, get value() { return d.value; }, deleted: d.deleted });
+        invisible.push({ path: other, key: sibling.key, seq: d.seq, step: d.step, field: d.field, get value() { return d.value; }, deleted: d.deleted, kind: d.kind });
       }
     }
   }
