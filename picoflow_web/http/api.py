@@ -484,8 +484,10 @@ async def ingest_control(request: HttpRequest) -> HttpResponse:
     (default 25, at most 60), in the ingest answer's shape; at once when it knows none of
     them (their first events are still on the way). It is no sign of life: only events
     and heartbeats keep a run from being declared interrupted."""
-    ids = list(dict.fromkeys(request.GET.getlist("run")))
-    if not ids or len(ids) > bodies.MAX_CONTROL_RUNS:
+    named = request.GET.getlist("run")
+    ids = list(dict.fromkeys(named))
+    # Counted as named, repeats included: the limit the OpenAPI document states (maxItems).
+    if not ids or len(named) > bodies.MAX_CONTROL_RUNS:
         raise InputError(f"Name 1 to {bodies.MAX_CONTROL_RUNS} runs (?run=<id>).",
                          error_code="bad_parameter")
     for run_id in ids:

@@ -147,7 +147,9 @@ async def test_the_control_long_poll_answers_when_the_run_ends_and_after_its_wai
 
 @pytest.mark.parametrize(("query", "code"), [
     ("", "bad_parameter"), ("run=a%20b", "bad_run_id"), ("run=r&wait=61", "bad_parameter"),
-    ("run=r&wait=soon", "bad_parameter")])
+    ("run=r&wait=soon", "bad_parameter"),
+    # one run named 501 times is over the limit the document states (maxItems), repeats or not
+    ("&".join(["run=r"] * 501), "bad_parameter")])
 async def test_the_control_long_poll_refuses_bad_queries(query: str, code: str) -> None:
     answer = await _control(AsyncClient(), await ingest_token(), query)
     assert (answer.status_code, answer.json()["error_code"]) == (400, code)
