@@ -3,8 +3,9 @@ read-only (they are written by turns and ingest only).
 
 Staff who are not superusers see (and, with the model permissions Django grants them,
 manage) only the projects they are ``admin`` of, and those projects' memberships and
-tokens. Tokens are created with ``manage.py create_api_token`` (its value is shown once,
-which the admin cannot do safely); here they are listed and revoked.
+tokens. Tokens are created with ``manage.py create_api_token`` or on the Tokens page
+(:mod:`picoflow_web.http.tokens_page`), which show the value once (the admin cannot do that
+safely); here they are listed and revoked.
 """
 
 from __future__ import annotations

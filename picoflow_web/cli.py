@@ -1,7 +1,7 @@
 """The ``picoflow-web`` command: the dashboard anywhere it is installed, in one command.
 
     picoflow-web serve [--host H] [--port P] [--data-dir DIR] [--workers N]
-    picoflow-web manage <management command> [args...]
+    picoflow-web manage [--data-dir DIR] <management command> [args...]
 
 ``serve`` applies the migrations, collects the static files (only what changed), creates
 the first user once (printing how to log in) and runs ``manage.py serve``: Daphne and the
@@ -13,7 +13,8 @@ readable by its owner only. It runs as in production: Django's debug page is off
 ``PICOFLOW_DEBUG=1`` is set (``make run`` sets it); with the default hosts (loopback only)
 it serves plain HTTP on ``http://127.0.0.1:8000`` (see :mod:`picoflow_web.config.settings`).
 
-``manage`` is ``manage.py`` for an installed wheel, on the same settings.
+``manage`` is ``manage.py`` for an installed wheel, on the same settings and the same data
+folder rule: ``--data-dir``, else ``PICOFLOW_DATA_DIR``, else the default above.
 """
 
 from __future__ import annotations
@@ -32,19 +33,46 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="picoflow-web", description="PicoFlow Web: the dashboard and its run workers.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                     help="serve or manage")
     serve = commands.add_parser(
         "serve", help="migrate, collect static files, create the first user, start Daphne "
                       "and the workers")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--host", default="127.0.0.1",
+                       help="address to listen on (default: 127.0.0.1, this machine only; "
+                            "another address also needs PICOFLOW_ALLOWED_HOSTS)")
+    serve.add_argument("--port", type=int, default=8000,
+                       help="port to listen on (default: 8000)")
     serve.add_argument("--data-dir", help="data folder (default: PICOFLOW_DATA_DIR, else "
                                            "the per-user data folder)")
     serve.add_argument("--workers", type=int, default=None,
                        help="worker processes (default: PICOFLOW_WORKERS, 4)")
-    commands.add_parser("manage", help="a Django management command, as manage.py runs it",
+    commands.add_parser("manage", help="a Django management command, as manage.py runs it "
+                                        "([--data-dir DIR] COMMAND [ARGS...])",
                         add_help=False)
     return parser
+
+
+def _use_data_dir(path: str) -> None:
+    # Before Django reads its settings: the database and secret key live there.
+    os.environ["PICOFLOW_DATA_DIR"] = os.path.abspath(os.path.expanduser(path))
+
+
+def _take_data_dir(args: list[str]) -> list[str]:
+    """``args`` without ``--data-dir DIR`` (or ``--data-dir=DIR``), which it applies: a
+    management command then reads the database ``serve --data-dir DIR`` made."""
+    for i, arg in enumerate(args):
+        if arg == "--":
+            break
+        if arg.startswith("--data-dir="):
+            _use_data_dir(arg.split("=", 1)[1])
+            return args[:i] + args[i + 1:]
+        if arg == "--data-dir":
+            if i + 1 >= len(args):
+                raise SystemExit("picoflow-web manage: --data-dir needs a folder")
+            _use_data_dir(args[i + 1])
+            return args[:i] + args[i + 2:]
+    return args
 
 
 def _web_missing() -> bool:
@@ -66,17 +94,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args_in[:1] == ["manage"]:
         if _web_missing():
             return 2
+        rest = _take_data_dir(args_in[1:])
         os.environ.setdefault("DJANGO_SETTINGS_MODULE", SETTINGS)
         from django.core.management import execute_from_command_line
 
-        execute_from_command_line(["picoflow-web manage", *args_in[1:]])
+        execute_from_command_line(["picoflow-web manage", *rest])
         return 0
     args = _parser().parse_args(args_in)
     if _web_missing():
         return 2
     if args.data_dir:
-        # Before Django reads its settings: the database and secret key live there.
-        os.environ["PICOFLOW_DATA_DIR"] = os.path.abspath(os.path.expanduser(args.data_dir))
+        _use_data_dir(args.data_dir)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", SETTINGS)
     serve(args.host, args.port, args.workers)
     return 0

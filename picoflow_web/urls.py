@@ -8,7 +8,15 @@ there): ``path("", include("picoflow_web.urls"))``. The standalone site
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from picoflow_web.http import analysis, api, openapi, otlp_receiver, transfer, views
+from picoflow_web.http import (
+    analysis,
+    api,
+    openapi,
+    otlp_receiver,
+    tokens_page,
+    transfer,
+    views,
+)
 
 urlpatterns = [
     path("", views.index, name="index"),
@@ -16,10 +24,14 @@ urlpatterns = [
     path("runs/<str:run_a>/compare/<str:run_b>/", views.compare_page, name="compare"),
     path("sessions/<str:session_id>/", views.session_page, name="session"),
     path("healthz", views.healthz, name="healthz"),
-    path("login/", auth_views.LoginView.as_view(template_name="picoflow_web/login.html"),
-         name="login"),
+    path("tokens/", tokens_page.tokens_index, name="tokens-index"),
+    path("projects/<str:project>/tokens/", tokens_page.project_tokens, name="tokens"),
+    path("projects/<str:project>/tokens/<int:token_id>/revoke", tokens_page.revoke_token,
+         name="token-revoke"),
+    path("login/", views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/openapi.json", openapi.openapi_json, name="api-openapi"),
+    path("api/docs", views.api_docs, name="api-docs"),
     path("api/flows", api.flows, name="api-flows"),
     path("api/runs", api.runs, name="api-runs"),
     path("api/runs/<str:run_id>", api.run_detail, name="api-run"),

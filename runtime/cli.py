@@ -28,6 +28,7 @@ import importlib.util
 import json
 import os
 import sys
+import traceback
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
@@ -72,15 +73,39 @@ def load_flow(spec: str) -> tuple[type[Flow], ModuleType]:
         module = importlib.util.module_from_spec(loader)
         sys.modules[unique] = module
         sys.path.insert(0, str(path.parent))  # its own sibling imports
-        loader.loader.exec_module(module)
+        try:
+            loader.loader.exec_module(module)
+        except Exception as exc:
+            raise UsageError(f"cannot import {module_name}: {_why(exc)}") from None
     else:
         if "" not in sys.path and os.getcwd() not in sys.path:
             sys.path.insert(0, os.getcwd())
-        module = importlib.import_module(module_name)
-    flow = getattr(module, class_name, None)
+        try:
+            module = importlib.import_module(module_name)
+        except Exception as exc:
+            raise UsageError(f"cannot import {module_name}: {_why(exc)}") from None
+    if not hasattr(module, class_name):
+        raise UsageError(f"{module_name} has no {class_name!r}")
+    flow = getattr(module, class_name)
     if not (isinstance(flow, type) and issubclass(flow, Flow)):
-        raise UsageError(f"{class_name!r} in {module_name} is not a Flow subclass")
+        raise UsageError(f"{class_name!r} in {module_name} is not a Flow subclass "
+                         f"(it is {type(flow).__name__!r})")
     return flow, module
+
+
+def _why(exc: Exception) -> str:
+    """One line on why an import failed, with the file and line it failed at when that is
+    the user's code (a raw traceback of the import machinery says less)."""
+    where = ""
+    if isinstance(exc, SyntaxError) and exc.filename:
+        where = f" ({exc.filename}, line {exc.lineno})"
+    else:
+        frames = [f for f in traceback.extract_tb(exc.__traceback__)
+                  if "importlib" not in f.filename and f.filename != __file__]
+        if frames:
+            where = f" ({frames[-1].filename}, line {frames[-1].lineno})"
+    text = " ".join(str(exc).split()) if not isinstance(exc, SyntaxError) else exc.msg
+    return f"{type(exc).__name__}: {text}{where}"
 
 
 def providers_for(module: ModuleType, environ: Mapping[str, str]) -> dict[str, Model]:

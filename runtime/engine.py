@@ -44,6 +44,7 @@ from .errors import (
     TurnCancelledError,
 )
 from .events import DashboardSink, EventBus, EventSink, error_info
+from .events.dashboard import close_timeout_from_env
 from .flow import Flow
 from .jsonutil import lone_surrogate_in
 from .llm import Model, ModelSelection
@@ -460,13 +461,27 @@ class FlowEngine:
 def dashboard_from_env(environ: Mapping[str, str] = os.environ, *,
                        source: str | None = None) -> DashboardSink | None:
     """A :class:`DashboardSink` for ``PICOFLOW_DASHBOARD_URL`` and
-    ``PICOFLOW_DASHBOARD_TOKEN``, or None unless both are set (empty counts as unset).
-    ``source`` names what records the runs in the dashboard's origin label."""
+    ``PICOFLOW_DASHBOARD_TOKEN`` (closing within ``PICOFLOW_DASHBOARD_CLOSE_TIMEOUT``
+    seconds), or None unless both are set (empty counts as unset); a URL without a token
+    is warned about, once per URL. ``source`` names what records the runs in the
+    dashboard's origin label."""
     url = environ.get("PICOFLOW_DASHBOARD_URL", "").strip()
     token = environ.get("PICOFLOW_DASHBOARD_TOKEN", "").strip()
+    if url and not token and url not in _TOKENLESS_URLS:
+        _TOKENLESS_URLS.add(url)
+        logger.warning(
+            "PICOFLOW_DASHBOARD_URL is set (%s) but PICOFLOW_DASHBOARD_TOKEN is not: no "
+            "events are shipped to the dashboard. Create a token with the ingest scope "
+            "(the dashboard's Tokens page, or picoflow-web manage create_api_token <user> "
+            "<name> --scope ingest) and set it as PICOFLOW_DASHBOARD_TOKEN.", url)
     if not (url and token):
         return None
-    return DashboardSink(url, token, source=source)
+    return DashboardSink(url, token, source=source,
+                         close_timeout=close_timeout_from_env(environ))
+
+
+_TOKENLESS_URLS: set[str] = set()
+"""Dashboard URLs already warned about for want of a token (engines are made often)."""
 
 
 def otel_from_env(environ: Mapping[str, str] = os.environ) -> EventSink | None:

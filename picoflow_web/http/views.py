@@ -1,4 +1,5 @@
-"""Server-rendered pages: runs list, run page, compare page, session page. All need login.
+"""Server-rendered pages: runs list, run page, compare page, session page, API docs. All
+need login.
 
 Pages carry their initial data in ``data-*`` attributes and ``json_script`` blocks; the ES
 modules under ``static/picoflow_web/js/`` take it from there (live updates over
@@ -15,9 +16,11 @@ import json
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.conf import global_settings, settings
+from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import render
+from django.shortcuts import render, resolve_url
 from django.views.decorators.http import require_safe
 
 from picoflow_web import __version__
@@ -104,6 +107,26 @@ def _pretty(value: Any) -> str:
 
 
 @require_safe
+@login_required
+async def api_docs(request: HttpRequest) -> HttpResponse:
+    """The HTTP API's documentation: the vendored Swagger UI reading ``/api/openapi.json``."""
+    return await _render(request, "picoflow_web/api_docs.html", {"version": __version__})
+
+
+@require_safe
 def healthz(request: HttpRequest) -> JsonResponse:
     """Liveness probe (no login: it reveals nothing)."""
     return JsonResponse({"status": "ok"})
+
+
+class LoginView(auth_views.LoginView):
+    """Django's login page. Without a ``next`` it goes where the project's
+    ``LOGIN_REDIRECT_URL`` says, or to the runs list when the project left that at Django's
+    default (``/accounts/profile/``, which nothing serves)."""
+
+    template_name = "picoflow_web/login.html"
+
+    def get_default_redirect_url(self) -> str:
+        if settings.LOGIN_REDIRECT_URL == global_settings.LOGIN_REDIRECT_URL:
+            return resolve_url("index")
+        return super().get_default_redirect_url()

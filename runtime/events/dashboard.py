@@ -29,6 +29,9 @@ The ingest contract, client side:
 * 409 ``run_interrupted`` (or a reply saying the run is ``interrupted``): the server gave up
   on the run; its events are dropped and nothing more is sent for it.
 * 401/403: logged once (logger ``picoflow``); the sink stops sending and drops everything.
+* A dashboard that cannot be reached (two attempts in a row without an answer, or with a
+  5xx) is logged once at WARNING, and again only after it answered in between; so is the
+  first event the sink loses (:attr:`DashboardSink.dropped` counts them all).
 * 400/413: logged; the offending line (the reply's ``line``, 1-based) or else the whole batch
   is dropped, and reported as lost.
 * A run whose run or session id is not a valid id (:mod:`runtime.events.ids`; the engine
@@ -57,8 +60,10 @@ delivery resumes when it answers again. A loss the sink learns of after
 the run's last event is reported by a ``sink.overflowed`` event of its own, stamped with the
 run's next seq.
 
-``flush()`` sends what is buffered; ``close()`` flushes and stops the thread. Every open sink
-is flushed at interpreter exit (``atexit``), so a script that ends normally loses nothing.
+``flush()`` sends what is buffered; ``close()`` flushes and stops the thread, giving up after
+``close_timeout`` seconds (``PICOFLOW_DASHBOARD_CLOSE_TIMEOUT``, default 5) with a warning
+that says how many events were not shipped. Every open sink is closed at interpreter exit
+(``atexit``), so a script that ends normally loses nothing while the dashboard answers.
 """
 
 from __future__ import annotations
@@ -68,6 +73,7 @@ import email.utils
 import http.client
 import json
 import logging
+import math
 import os
 import socket
 import threading
@@ -75,7 +81,7 @@ import time
 import urllib.parse
 import weakref
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -91,6 +97,26 @@ StopHook = Callable[[str, "str | None"], None]
 _TERMINAL = frozenset({"turn.finished", "turn.failed"})
 _SPECIAL = frozenset({"turn.started", "turn.finished", "turn.failed", "sink.overflowed"})
 _LIVE: weakref.WeakSet[DashboardSink] = weakref.WeakSet()
+
+CLOSE_TIMEOUT_ENV = "PICOFLOW_DASHBOARD_CLOSE_TIMEOUT"
+DEFAULT_CLOSE_TIMEOUT = 5.0
+
+
+def close_timeout_from_env(environ: Mapping[str, str] = os.environ) -> float:
+    """Seconds :meth:`DashboardSink.close` waits for the dashboard:
+    ``PICOFLOW_DASHBOARD_CLOSE_TIMEOUT``, else :data:`DEFAULT_CLOSE_TIMEOUT`."""
+    raw = environ.get(CLOSE_TIMEOUT_ENV, "").strip()
+    if not raw:
+        return DEFAULT_CLOSE_TIMEOUT
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{CLOSE_TIMEOUT_ENV} must be a number of seconds (0 or more), "
+                         f"not {raw!r}.")
+    return value
+
 
 MAX_SOURCE_CHARS = 40
 """The longest ``PicoFlow-Origin-Source`` the dashboard keeps (it cuts a longer one)."""
@@ -176,6 +202,8 @@ class DashboardSink:
             at most :data:`MAX_SOURCE_CHARS` printable ASCII characters.
         control_seconds: how long the dashboard holds the stop long-poll open (0: no
             long-poll; a stop request then arrives with the next answer).
+        close_timeout: seconds :meth:`close` waits for the dashboard before it gives up
+            (None: ``PICOFLOW_DASHBOARD_CLOSE_TIMEOUT``, default 5).
     """
 
     def __init__(
@@ -196,6 +224,7 @@ class DashboardSink:
         name: str = "dashboard",
         source: str | None = None,
         control_seconds: float = 25.0,
+        close_timeout: float | None = None,
     ) -> None:
         parts = urllib.parse.urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -223,7 +252,15 @@ class DashboardSink:
         self.timeout = timeout
         self.backoff, self.max_backoff = backoff, max_backoff
         self.outage_seconds = outage_seconds
+        self.close_timeout = close_timeout_from_env() if close_timeout is None \
+            else close_timeout
         self._failing_since: float | None = None
+        self.failures = 0
+        """Requests that got no answer (refused, reset, timed out) or a 5xx."""
+        self._failing = 0
+        """Failures since the last answer (or since the sink started)."""
+        self._said_down = False
+        self._said_dropped = False
         self.requests = 0
         """Ingest requests answered 200 (batches delivered)."""
         self.heartbeats = 0
@@ -346,6 +383,7 @@ class DashboardSink:
         run.last_seq = max(run.last_seq, event.seq)
         run.last_offset = event.offset
         self.dropped += 1
+        self._say_dropped("its buffer is full")
         if run.dropping is None:
             run.dropping = [event.seq, event.seq, 1]
             run.covers.append(_Cover(event.seq))
@@ -504,18 +542,30 @@ class DashboardSink:
             finally:
                 self._flushing -= 1
 
-    def close(self, timeout: float | None = 10.0) -> bool:
-        """Flush, then stop the sending thread; True when nothing was left unsent."""
+    def close(self, timeout: float | None = None) -> bool:
+        """Flush, then stop the sending thread; True when nothing was left unsent.
+
+        Gives up after ``timeout`` seconds (None: :attr:`close_timeout`) and then says, at
+        WARNING, how many events were not shipped; they are lost."""
+        limit = self.close_timeout if timeout is None else timeout
+        deadline = time.monotonic() + limit
         with self._cv:
             self._closing = True  # from now on nothing is taken, so every run has ended
-        done = self.flush(timeout)
+        done = self.flush(limit)
         with self._cv:
             self._closed = True
+            unsent = 0 if done else len(self._queue) + self._inflight
             self._cv.notify_all()
         if not done or self._control is not None:  # a long-poll's retries end too
             self._abort.set()
-        self._thread.join(timeout if done else 1.0)
+        # A request blocked on the network is not waited for: the thread is a daemon.
+        self._thread.join(max(0.0, deadline - time.monotonic()))
         _LIVE.discard(self)
+        if unsent:
+            logger.warning(
+                "Dashboard sink %s gave up closing after %gs: %d events were not shipped "
+                "and are lost. Check that the dashboard runs and answers, or set "
+                "PICOFLOW_DASHBOARD_CLOSE_TIMEOUT to wait longer.", self.url, limit, unsent)
         return done
 
     def _pending_reports(self) -> bool:
@@ -637,6 +687,7 @@ class DashboardSink:
             return
         run = self._runs.setdefault(run_id, _Run())
         self.dropped += count
+        self._say_dropped("the dashboard refused them or no longer had room for them")
         if run.dropping is None:
             run.dropping = [first, last, count]
             run.covers.append(_Cover(first))
@@ -691,17 +742,21 @@ class DashboardSink:
                                                      "application/x-ndjson")
             except OSError as exc:  # refused, reset, timeout: resend the same events
                 logger.debug("Dashboard ingest failed (%r); retrying", exc)
+                self._no_answer(repr(exc))
                 if not self._wait_retry(attempt, None):
                     return self._give_up(batch)
                 attempt += 1
                 continue
             if status == 429 or status >= 500:
                 logger.debug("Dashboard ingest answered %s; retrying", status)
+                if status >= 500:
+                    self._no_answer(f"HTTP {status}")
                 if not self._wait_retry(attempt, headers.get("Retry-After")):
                     return self._give_up(batch)
                 attempt += 1
                 continue
             self._failing_since = None  # a real answer: the dashboard is up
+            self._answered()
             if status == 200:
                 self._accepted(batch, reply)
                 return
@@ -791,11 +846,43 @@ class DashboardSink:
         for run_id, (first, last, count) in ranges.items():
             self._lose(run_id, first, last, count)
 
+    def _no_answer(self, problem: str) -> None:
+        """A request failed for want of a working dashboard: said once per outage, from
+        the second failure in a row (a kept-alive connection the server closed fails once,
+        and the retry on a new one succeeds)."""
+        self.failures += 1
+        self._failing += 1
+        if self._failing >= 2 and not self._said_down:
+            self._said_down = True
+            logger.warning(
+                "Dashboard %s cannot be reached (%s); its events are kept and retried. "
+                "Check that the dashboard runs at that address (PICOFLOW_DASHBOARD_URL) "
+                "and that this machine can reach it.", self.url, problem)
+
+    def _answered(self) -> None:
+        self._failing = 0
+        if self._said_down:
+            self._said_down = False
+            logger.info("Dashboard %s answers again; sending resumes", self.url)
+
+    def _say_dropped(self, why: str) -> None:
+        """The sink lost events for the first time: say so, once."""
+        if not self._said_dropped:
+            self._said_dropped = True
+            logger.warning(
+                "Dashboard sink %s dropped events (%s); each run concerned records the "
+                "lost range as a sink.overflowed event, and DashboardSink.dropped counts "
+                "them. %s", self.url, why, _DROP_ADVICE.get(why, ""))
+
     def _refused_auth(self, status: int, reply: dict[str, Any]) -> None:
         if not self._warned:
             self._warned = True
-            logger.warning("Dashboard %s refused the token (%s: %s); events are not sent",
-                           self.url, status, reply.get("message", ""))
+            logger.warning(
+                "Dashboard %s refused the token (%s: %s); no events are sent. Create a "
+                "token with the ingest scope (the dashboard's Tokens page, or picoflow-web "
+                "manage create_api_token <user> <name> --scope ingest) and set it as "
+                "PICOFLOW_DASHBOARD_TOKEN.",
+                self.url, status, reply.get("message", ""))
         with self._cv:
             self._disabled = f"HTTP {status}"
             self.dropped += len(self._queue)
@@ -832,7 +919,12 @@ class DashboardSink:
             status, _, reply = self._post("/api/ingest/heartbeat", body, "application/json")
         except OSError as exc:
             logger.debug("Dashboard heartbeat failed: %r", exc)
+            self._no_answer(repr(exc))
             return
+        if status >= 500:
+            self._no_answer(f"HTTP {status}")
+        elif status != 429:
+            self._answered()
         if status in (401, 403):
             self._refused_auth(status, reply)
             return
@@ -889,6 +981,15 @@ class DashboardSink:
             self._conn = None
 
 
+_DROP_ADVICE = {
+    "its buffer is full": "The run emitted faster than the dashboard took events in, "
+                          "for longer than the buffer holds: check that the dashboard is "
+                          "up and keeps pace, or give the sink a larger hard_cap.",
+    "the dashboard refused them or no longer had room for them":
+        "The warnings before this one say what the dashboard answered.",
+}
+
+
 def _cover_of(run: _Run, seq: int) -> _Cover | None:
     """The last gap at or before ``seq``: the report the event must travel with."""
     found = None
@@ -913,4 +1014,4 @@ def _retry_after_seconds(value: str) -> float:
 @atexit.register
 def _flush_at_exit() -> None:
     for sink in list(_LIVE):
-        sink.close(timeout=10.0)
+        sink.close()

@@ -60,3 +60,25 @@ def test_the_command_names_its_version_and_forwards_to_management_commands(
     listed = run([sys.executable, "-m", "picoflow_web", "manage", "help"], env=env,
                  cwd=tmp_path).stdout
     assert "[picoflow_web]" in listed and "ensure_admin" in listed and "serve" in listed
+
+
+def test_manage_uses_the_data_folder_serve_was_given(tmp_path: Path) -> None:
+    """``manage --data-dir DIR`` (anywhere on its line, or ``PICOFLOW_DATA_DIR``) works on
+    the database ``serve --data-dir DIR`` made, and writes no database anywhere else."""
+    data, elsewhere = tmp_path / "data", tmp_path / "cwd"
+    elsewhere.mkdir()
+    env = checkout_env(tmp_path)
+    manage = [sys.executable, "-m", "picoflow_web", "manage"]
+    # What serve does to its folder before it starts.
+    run([*manage, "--data-dir", data, "migrate", "--noinput"], env=env, cwd=elsewhere)
+    run([*manage, f"--data-dir={data}", "ensure_admin"], env=env, cwd=elsewhere)
+    made = run([*manage, "create_api_token", "admin", "laptop", "--data-dir", data],
+               env=env, cwd=elsewhere)
+    raw = made.stdout.strip().splitlines()[-1]
+    assert raw.startswith("pf_") and "laptop" in made.stderr
+    listed = run([*manage, "api_tokens", "list"], env=env | {"PICOFLOW_DATA_DIR": str(data)},
+                 cwd=elsewhere).stdout
+    assert "\tadmin\tdefault\tlaptop\tread,run\tactive\t" in listed
+    databases = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*.sqlite3*"))
+    assert databases == ["data/picoflow.sqlite3"]
+    assert not (tmp_path / "xdg-data").exists()

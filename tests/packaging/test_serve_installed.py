@@ -53,9 +53,12 @@ def test_the_wheel_carries_templates_static_files_migrations_and_demo_data(
             if path.is_file():
                 assert f"picoflow_web/{path.relative_to(REPO_ROOT)}" in names, path
     assert not any(n.startswith(("tests/", "static/", "templates/")) for n in names)
+    assert {"runtime/py.typed", "picoflow_web/py.typed"} <= names  # PEP 561: typed packages
     assert metadata["Version"] == __version__
     assert metadata["License-Expression"] == "MIT"
     assert "Framework :: Django" in metadata.get_all("Classifier", [])
+    assert {f"Programming Language :: Python :: 3.{minor}" for minor in (11, 12, 13)} <= set(
+        metadata.get_all("Classifier", []))
     assert any(u.startswith("Changelog, ") for u in metadata.get_all("Project-URL", []))
     # The base requirements are the runtime's; the dashboard's come with the web extra.
     plain = [r for r in metadata.get_all("Requires-Dist", []) if "extra ==" not in r]

@@ -127,3 +127,25 @@ def test_a_script_that_never_closes_its_engine_loses_nothing(
     assert result.returncode == 0, result.stderr
     assert len(server.stored) == 3  # the last turn is still buffered at exit: flushed then
     assert all(events[-1].type == "turn.finished" for events in server.stored.values())
+
+
+@pytest.mark.parametrize(("spec", "source", "said"), [
+    ("nosuchmodule_x:Counter", None, "cannot import nosuchmodule_x: ModuleNotFoundError"),
+    ("broken:Counter", "import nosuchdependency_x\n", "No module named 'nosuchdependency_x'"),
+    ("broken.py:Counter", "x = 1 +\n", "cannot import broken.py: SyntaxError"),
+    ("broken.py:Counter", "raise RuntimeError('bad\\nsetup')\n", "RuntimeError: bad setup"),
+    ("counter:Nope", FLOW, "counter has no 'Nope'"),
+    ("counter.py:Count", FLOW, "'Count' in counter.py is not a Flow subclass"),
+    ("counter:ModelSelection", FLOW, "is not a Flow subclass"),
+])
+def test_a_bad_flow_is_one_line_on_stderr_and_exit_2(
+        tmp_path: Path, spec: str, source: str | None, said: str) -> None:
+    (tmp_path / "counter.py").write_text(FLOW, encoding="utf-8")
+    if source is not None:
+        (tmp_path / f"{spec.split('.')[0].split(':')[0]}.py").write_text(source,
+                                                                        encoding="utf-8")
+    result = run(spec, "x", cwd=tmp_path, server=None)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("error: ") and said in line, line

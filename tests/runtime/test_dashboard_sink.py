@@ -582,3 +582,108 @@ async def test_the_engine_attaches_a_sink_from_the_environment(
     (run_id,) = server.stored
     assert [e.type for e in server.stored[run_id]][-1] == "turn.finished"
     assert server.seqs(run_id) == list(range(len(server.stored[run_id])))
+
+
+# -- what the sink tells the user ------------------------------------------------------------
+
+
+def _said(caplog: pytest.LogCaptureFixture, words: str) -> list[str]:
+    return [r.getMessage() for r in caplog.records
+            if r.name == "picoflow" and r.levelno == logging.WARNING and words in r.getMessage()]
+
+
+def _unreachable_url() -> tuple[socket.socket, str]:
+    """A bound port that does not listen (kept bound: nobody else takes it meanwhile)."""
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    return probe, f"http://127.0.0.1:{probe.getsockname()[1]}"
+
+
+async def test_a_url_without_a_token_is_warned_about_once(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    from runtime import engine as engine_module
+    monkeypatch.setattr(engine_module, "_TOKENLESS_URLS", set())
+    monkeypatch.setenv("PICOFLOW_DASHBOARD_URL", "http://127.0.0.1:9")
+    monkeypatch.delenv("PICOFLOW_DASHBOARD_TOKEN", raising=False)
+    with caplog.at_level(logging.WARNING, logger="picoflow"):
+        assert FlowEngine().dashboard is None
+        assert FlowEngine().dashboard is None
+    (said,) = _said(caplog, "PICOFLOW_DASHBOARD_TOKEN is not")
+    assert "http://127.0.0.1:9" in said and "--scope ingest" in said
+
+
+async def test_a_refused_token_says_what_to_do(
+        server: IngestServer, make_sink: Callable[..., DashboardSink],
+        caplog: pytest.LogCaptureFixture) -> None:
+    sink = make_sink(token="wrong")
+    with caplog.at_level(logging.WARNING, logger="picoflow"):
+        await fan_turn(sink, n=3)
+        await flush(sink)
+        await fan_turn(sink, n=3)
+        await flush(sink)
+    (said,) = _said(caplog, "refused the token")
+    assert "401" in said and "PICOFLOW_DASHBOARD_TOKEN" in said and "--scope ingest" in said
+
+
+async def test_an_unreachable_dashboard_is_warned_about_once_and_close_gives_up(
+        caplog: pytest.LogCaptureFixture) -> None:
+    probe, url = _unreachable_url()
+    with probe, caplog.at_level(logging.WARNING, logger="picoflow"):
+        sink = DashboardSink(url, "secret", batch_seconds=0.01, backoff=0.01,
+                             max_backoff=0.02, close_timeout=0.2)
+        memory = MemorySink()
+        engine = FlowEngine(flows=[FanFlow], sinks=[sink, memory])
+        assert (await engine.run("FanFlow", "go", config={"n": 5})).success
+        await until(lambda: sink.failures >= 6, "several failed attempts")
+        closed = await anyio.to_thread.run_sync(sink.close)
+    assert closed is False
+    (down,) = _said(caplog, "cannot be reached")
+    assert url in down and "PICOFLOW_DASHBOARD_URL" in down
+    (gave_up,) = _said(caplog, "gave up closing")
+    assert f"after 0.2s: {len(memory.events)} events were not shipped" in gave_up
+    assert "PICOFLOW_DASHBOARD_CLOSE_TIMEOUT" in gave_up
+    assert not _said(caplog, "dropped events")  # the close warning is the one that counts
+
+
+async def test_close_gives_up_after_the_timeout_the_environment_sets(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setenv("PICOFLOW_DASHBOARD_CLOSE_TIMEOUT", "0.1")
+    probe, url = _unreachable_url()
+    with probe:
+        sink = dashboard_from_env({"PICOFLOW_DASHBOARD_URL": url,
+                                   "PICOFLOW_DASHBOARD_TOKEN": "secret",
+                                   "PICOFLOW_DASHBOARD_CLOSE_TIMEOUT": "0.1"})
+        assert sink is not None and sink.close_timeout == 0.1
+        idle = DashboardSink(url, "secret")
+        assert idle.close_timeout == 0.1
+        assert idle.close()  # nothing buffered: nothing to give up on
+        bus = EventBus([sink], run_id="run-1", session_id="session-1")
+        bus.emit(TurnStarted, path="", flow="f", message=None)
+        with caplog.at_level(logging.WARNING, logger="picoflow"):
+            assert sink.close() is False
+    (gave_up,) = _said(caplog, "gave up closing")
+    assert "after 0.1s: 1 events were not shipped" in gave_up
+
+
+def test_the_close_timeout_defaults_to_5_seconds_and_refuses_nonsense() -> None:
+    assert dashboard_module.close_timeout_from_env({}) == 5.0
+    assert dashboard_module.close_timeout_from_env(
+        {"PICOFLOW_DASHBOARD_CLOSE_TIMEOUT": " 2.5 "}) == 2.5
+    for bad in ("soon", "-1", "nan", "inf"):
+        with pytest.raises(ValueError, match="PICOFLOW_DASHBOARD_CLOSE_TIMEOUT"):
+            dashboard_module.close_timeout_from_env({"PICOFLOW_DASHBOARD_CLOSE_TIMEOUT": bad})
+
+
+async def test_dropped_events_are_warned_about_once(
+        server: IngestServer, make_sink: Callable[..., DashboardSink],
+        caplog: pytest.LogCaptureFixture) -> None:
+    sink = make_sink(batch_events=5, max_buffer=5, hard_cap=20)
+    engine = FlowEngine(flows=[FanFlow], sinks=[sink])
+    with caplog.at_level(logging.WARNING, logger="picoflow"), server.holding():
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(engine.run, "FanFlow", "go", None, {"n": 3, "saves": 60})
+            await until(lambda: sink.dropped > 1, "dropped events")
+            server.release.set()
+    await flush(sink)
+    (said,) = _said(caplog, "dropped events")
+    assert "buffer is full" in said and "hard_cap" in said and "sink.overflowed" in said

@@ -101,8 +101,9 @@ class LangGraphTracer(BaseCallbackHandler):
         """Send what the dashboard sink holds; True when all of it was answered in time."""
         return self.dashboard.flush(timeout) if self.dashboard is not None else True
 
-    def close(self, timeout: float | None = 10.0) -> bool:
-        """Flush and close the dashboard sink (``sinks=None``)."""
+    def close(self, timeout: float | None = None) -> bool:
+        """Flush and close the dashboard sink (``sinks=None``), giving up after ``timeout``
+        seconds (None: ``PICOFLOW_DASHBOARD_CLOSE_TIMEOUT``, default 5)."""
         return self.dashboard.close(timeout) if self.dashboard is not None else True
 
     # -- LangChain callbacks ---------------------------------------------------------------
