@@ -212,6 +212,47 @@ async def test_stop_on_a_running_nested_fan_out_ends_it_cancelled(
         live.workers.remove(worker)
 
 
+async def test_stop_after_a_s_chain_shows_only_the_saved_state_as_canonical(
+        server: tuple[LiveDaphne, str, str], api: Api, page: Any) -> None:
+    """The seed's A/B flow stopped once worker A's chain is done and B1 still runs: what A
+    published lives in memory only; the session stays at the revision its turn began
+    with, and the page says both, each where it belongs."""
+    live = server[0]
+    worker = live.start_worker("timing-stopper")
+    try:
+        status, body = api.call("POST", "/api/runs", {"flow": "TimingFlow",
+                                                      "message": "pipelined"})
+        assert status == 201, body
+        run_id = str(body["run"]["id"])
+        await page.goto(f"/runs/{run_id}/")
+        # A2 (A's second stage, path 0.1:0) fulfilled; B1 (ten units) still running.
+        await page.wait_for_selector('.pf-branch[data-path="0.1:0"][data-status=fulfilled]',
+                                     timeout=60_000)
+        await page.click("#pf-stop")
+        await page.wait_for_selector("#pf-run[data-status=cancelled]", timeout=60_000)
+        events = api.events(run_id)
+        assert events[-1]["type"] == "turn.cancelled"
+        a2_done = next(e["seq"] for e in events
+                       if e["type"] == "branch.fulfilled" and e["path"] == "0.1:0")
+        assert a2_done < next(e["seq"] for e in events if e["type"] == "cancel.requested")
+
+        panel = await page.locator("#pf-ended").inner_text()
+        assert "Stopped by admin." in panel and "stopped by admin" not in panel  # said once
+
+        await page.goto(f"/runs/{run_id}/#inv=")
+        inspector = page.locator('#pf-inspector[data-path=""]')
+        canonical = inspector.locator('[data-section="canonical"]')
+        await canonical.wait_for()
+        assert "A1 done" not in await canonical.inner_text()
+        unsaved = await inspector.locator(".pf-unsaved").inner_text()
+        assert "Published in memory, not saved: the turn was stopped" in unsaved
+        assert "A1 done" in unsaved and "A2 done" in unsaved
+        await shot(page, "truth_stopped_live")
+    finally:
+        stop_workers(live)
+        live.workers.remove(worker)
+
+
 async def test_a_page_opened_while_the_run_is_queued_names_its_worker_once_it_ran(
         server: tuple[LiveDaphne, str, str], api: Api, page: Any) -> None:
     live = server[0]

@@ -15,6 +15,7 @@ import { treeRows } from "../../static/picoflow_web/js/layout.js";
 import {
   ENDED_STATUSES, LIVE_STATUSES, STOP_LABELS, barrierStopped, cancellationCounts, discardedText, endedExplanation, endingEvent,
   mergeSummary, originText, revisionKept, revisionText, runStatus, staleSummary, stopControl, stopKind, summaryNote,
+  reasonBesides,
 } from "../../static/picoflow_web/js/stopping.js";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
@@ -87,7 +88,7 @@ test("the stopped turn's panel: who stopped it and why, what was discarded, wher
   assert.deepStrictEqual(cancellationCounts(run), { notStarted: 2, cancelled: 1, late: 1, barriers: ["b0"] });
   assert.deepStrictEqual(endedExplanation(run, { status: "cancelled", cancel_requested: { by: "alice", at: "2027-01-01T10:00:00+00:00" } }), {
     status: "cancelled",
-    headline: "Stopped by alice: stop requested by alice",
+    headline: "Stopped by alice: stop requested",
     lines: [
       "Discarded: 2 queued branches never started, 1 running branch cancelled, 1 late branch lost publication rights (its writes dropped).",
       "The session stays at revision 4: the save at the step crossing of #3.",
@@ -275,4 +276,11 @@ test("the header's origin follows the summary, and a summary the events made sta
   assert.equal(staleSummary(ended, { ...queued, status: "running" }), "ended");
   assert.equal(staleSummary(ended, { ...queued, status: "cancelled" }), "");
   assert.equal(staleSummary(ended, null), "");
+});
+
+test("a stop's reason does not repeat who stopped it", () => {
+  assert.equal(reasonBesides("stopped by admin", "admin"), "");
+  assert.equal(reasonBesides("stopped from the dashboard by admin", "admin"), "stopped from the dashboard");
+  assert.equal(reasonBesides("Stop pressed in the dashboard", "ada"), "Stop pressed in the dashboard");
+  assert.equal(reasonBesides("stopped by admin", null), "stopped by admin");
 });

@@ -280,7 +280,8 @@ export function endedExplanation(run, summary) {
       const by = summary && summary.cancel_requested && summary.cancel_requested.by;
       return { status, headline: by ? `Stopped by ${by}.` : "Stopped.", lines: [] };
     }
-    const reason = typeof end.reason === "string" ? end.reason.trim() : "";
+    const reason = reasonBesides(typeof end.reason === "string" ? end.reason.trim() : "",
+      end.requested_by);
     const who = end.requested_by ? `Stopped by ${end.requested_by}` : "Stopped";
     const lines = [discardedText(cancellationCounts(run))];
     const kept = revisionText(run, end.revision, end.seq);
@@ -294,6 +295,18 @@ export function endedExplanation(run, summary) {
   if (kept) lines.push(kept);
   // Without these the reply already says all there is: the executor stopped reporting.
   return lines.length ? { status, headline: "", lines } : null;
+}
+
+/**
+ * A stop's reason as the headline adds it after "Stopped by <who>": without the "by <who>"
+ * that headline already says, and nothing when that was all of it ("stopped by admin").
+ * @param {string} reason @param {string | null | undefined} who
+ */
+export function reasonBesides(reason, who) {
+  if (!who) return reason;
+  const suffix = ` by ${who}`;
+  const bare = reason.endsWith(suffix) ? reason.slice(0, -suffix.length).trim() : reason;
+  return /^stopped$/i.test(bare) ? "" : bare;
 }
 
 /**
