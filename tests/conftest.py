@@ -107,3 +107,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     items.sort(key=lambda item: not any(item.get_closest_marker(name) is not None
                                         for name in ("browser", "slow")))
+
+
+@pytest.fixture(autouse=True)
+def _lease_keepers_end_with_their_test() -> Iterator[None]:
+    """Stop the lease keepers a test leaves behind. An in-process run (the inline task
+    backend) that its test did not wait for dies with the test's event loop, but its keeper
+    is a thread: left alone it would go on renewing, and fighting the next tests' database
+    flushes for SQLite's write lock."""
+    import threading
+
+    before = set(threading.enumerate())
+    yield
+    for thread in threading.enumerate():
+        if thread not in before and thread.name.startswith("lease-") and thread.is_alive():
+            stop = getattr(thread, "stop", None)
+            if callable(stop):
+                stop()
