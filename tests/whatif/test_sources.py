@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -57,35 +58,35 @@ def test_an_otel_run_s_sequential_chat_spans_are_each_a_superstep_s_node() -> No
             "waits 900 ms for worker B at superstep 2.") in report["summary"]
 
 
+def golden_runs() -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """Every run of every golden trace, as the dicts its lines parse to."""
+    for path in sorted(GOLDEN.glob("*.jsonl")):
+        runs: dict[str, list[dict[str, Any]]] = {}
+        for line in path.read_text().splitlines():
+            event = json.loads(line)
+            runs.setdefault(event["run_id"], []).append(event)
+        yield from runs.items()
+
+
 def test_the_events_of_the_types_it_reads_are_all_it_needs() -> None:
     from runtime.whatif import READ
 
-    for path in sorted(GOLDEN.glob("*.jsonl")):
-        runs: dict[str, list[dict[str, Any]]] = {}
-        for line in path.read_text().splitlines():
-            event = json.loads(line)
-            runs.setdefault(event["run_id"], []).append(event)
-        for run_id, events in runs.items():
-            some = [event for event in events if event["type"] in READ]
-            assert what_if(some).as_dict() == what_if(events).as_dict(), run_id
+    for run_id, events in golden_runs():
+        some = [event for event in events if event["type"] in READ]
+        assert what_if(some).as_dict() == what_if(events).as_dict(), run_id
 
 
 def test_every_golden_run_gets_three_schedules_that_keep_its_operations() -> None:
-    for path in sorted(GOLDEN.glob("*.jsonl")):
-        runs: dict[str, list[dict[str, Any]]] = {}
-        for line in path.read_text().splitlines():
-            event = json.loads(line)
-            runs.setdefault(event["run_id"], []).append(event)
-        for run_id, events in runs.items():
-            s = what_if(events).as_dict()["schedules"]
-            ids = {name: sorted(op["id"] for op in s[name]["operations"]) for name in s}
-            assert ids["recorded"] == ids["supersteps"] == ids["local_barriers"], run_id
-            for name in ("supersteps", "local_barriers"):
-                for op in s[name]["operations"]:
-                    assert 0 <= op["start"] <= op["end"] <= s[name]["total"] + 1e-6, run_id
-                # a leaf runs as long in every model (a caller's union of children may not)
-                callers = {op["parent"] for op in s[name]["operations"]}
-                recorded = {op["id"]: op["busy"] for op in s["recorded"]["operations"]}
-                for op in s[name]["operations"]:
-                    if op["path"] not in callers:
-                        assert abs(op["busy"] - recorded[op["id"]]) < 1e-5, (run_id, name, op)
+    for run_id, events in golden_runs():
+        s = what_if(events).as_dict()["schedules"]
+        ids = {name: sorted(op["id"] for op in s[name]["operations"]) for name in s}
+        assert ids["recorded"] == ids["supersteps"] == ids["local_barriers"], run_id
+        for name in ("supersteps", "local_barriers"):
+            for op in s[name]["operations"]:
+                assert 0 <= op["start"] <= op["end"] <= s[name]["total"] + 1e-6, run_id
+            # a leaf runs as long in every model (a caller's union of children may not)
+            callers = {op["parent"] for op in s[name]["operations"]}
+            recorded = {op["id"]: op["busy"] for op in s["recorded"]["operations"]}
+            for op in s[name]["operations"]:
+                if op["path"] not in callers:
+                    assert abs(op["busy"] - recorded[op["id"]]) < 1e-5, (run_id, name, op)
