@@ -22,7 +22,8 @@ import logging
 import re
 from typing import Any
 
-from django.http import HttpRequest
+from django.core.exceptions import SuspiciousOperation
+from django.http import HttpRequest, QueryDict
 from django.template.defaultfilters import pprint
 from django.utils.safestring import SafeString, mark_safe
 from django.views import debug
@@ -109,6 +110,16 @@ class SafeExceptionReporterFilter(debug.SafeExceptionReporterFilter):
 class ExceptionReporter(debug.ExceptionReporter):
     """Django's reporter, its page and text masked as a whole: the exception's message and
     anything else a filter does not reach show no URL password or bearer token."""
+
+    def get_traceback_data(self) -> dict[str, Any]:
+        # The report lists the request's query: a query Django refused to parse (too many
+        # fields) would raise again here, and the refusal would escape as Daphne's 500.
+        if self.request is not None:
+            try:
+                self.request.GET  # noqa: B018 (parsed here, or refused)
+            except SuspiciousOperation:
+                self.request.GET = QueryDict()
+        return super().get_traceback_data()
 
     # Still Django's rendered page and text: masking only swaps credentials for ``*``.
     def get_traceback_html(self) -> SafeString:

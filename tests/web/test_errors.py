@@ -248,6 +248,18 @@ async def test_a_method_a_plain_view_refuses_is_a_json_405(debug: bool) -> None:
 
 
 @DEBUG_MODES
+async def test_a_query_with_more_fields_than_django_parses_is_a_json_400(debug: bool) -> None:
+    # With the debug page on, its report lists the query again, which raised once more and
+    # escaped as Daphne's HTML 500 (found by the fuzzer on the control long-poll).
+    user = await amake_user("poller")
+    query = "&".join(f"run=r{i}" for i in range(1200))
+    with override_settings(DEBUG=debug):
+        response = await AsyncClient().get(f"/api/ingest/control?{query}", headers=bearer(
+            await atoken(user, scopes=("ingest",))))
+    assert_shape(response, 400, "bad_request")
+
+
+@DEBUG_MODES
 async def test_a_failing_api_view_is_a_json_500(debug: bool) -> None:
     with override_settings(DEBUG=debug, ROOT_URLCONF="tests.web.faulty_urls"):
         response = await AsyncClient(raise_request_exception=False).get("/api/fail")
