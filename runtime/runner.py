@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import time
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -42,10 +43,12 @@ from .errors import (
 from .events import safe_value
 from .llm import Model, ModelRequest, ModelResponse, describe_model
 from .messages import Message, ai_message, human_message, system_message
+from .streaming import DeltaCoalescer, listen
 
 if TYPE_CHECKING:
     from .flow import Flow
     from .step import Routable, Step
+    from .turn import Turn
 
 BLANK_RESPONSE_NUDGE = "Follow the system prompt and respond properly."
 
@@ -165,7 +168,11 @@ async def call_model(flow: Flow, step: Step) -> ModelResponse | str:
         started = time.monotonic()
         attempt_of = (flow, step, call, attempt, started)
         try:
-            response = await _invoke(flow, model, request, step.call_timeout())
+            if observed:  # a streaming adapter's chunks become this attempt's model.delta
+                with listen(DeltaCoalescer(partial(_delta, turn, step.name, call, attempt))):
+                    response = await _invoke(flow, model, request, step.call_timeout())
+            else:
+                response = await _invoke(flow, model, request, step.call_timeout())
         except ModelBlockedError as exc:
             _model_failed(*attempt_of, exc, retrying=False)
             recovered = await step.on_model_blocked(exc) or await flow.on_model_blocked(exc)
@@ -217,6 +224,12 @@ async def call_model(flow: Flow, step: Step) -> ModelResponse | str:
         f"LLM call failed. Reason:{reason}. Error:{last_error}",
         extra={"step": step.name, "attempts": attempts, "reason": reason},
     ) from last_error
+
+
+def _delta(turn: Turn, step: str, call: int, attempt: int, text: str,
+           tool_calls: list[dict[str, Any]], chunks: int) -> None:
+    turn.emit(ev.ModelDelta, step=step, call=call, attempt=attempt, text=text,
+              tool_calls=tool_calls, chunks=chunks)
 
 
 async def _invoke(

@@ -10,6 +10,7 @@ and token accounting has real numbers to add up.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ import anyio
 from .errors import FlowDefinitionError, ScriptedModelError
 from .llm import ModelRequest, ModelResponse, ModelSelection, TokenUsage
 from .messages import MessageType, ToolCall
+from .streaming import stream_delta
 
 Responder = Callable[[ModelRequest], "ModelResponse | str"]
 
@@ -85,6 +87,9 @@ class ScriptedModel:
         name: when set, events of the calls it answers name it (provider ``scripted``,
             this name, and the selection it was ``requested`` for) instead of the
             selection, which a scripted model only plays.
+        stream: stream each answer in this many chunks spread over its latency, as a
+            streaming provider writes (``model.delta`` events); 0, or no latency, answers
+            in one piece.
     """
 
     def __init__(
@@ -95,8 +100,12 @@ class ScriptedModel:
         chars_per_token: int = 4,
         keep_requests: bool = True,
         name: str | None = None,
+        stream: int = 0,
     ) -> None:
+        if stream < 0:
+            raise FlowDefinitionError(f"stream must be 0 or more chunks, got {stream!r}.")
         self.rules = list(rules)
+        self.stream = stream
         self.name = name
         """How events name this model; None: they name the selection it answers."""
         self.latency = latency
@@ -126,9 +135,13 @@ class ScriptedModel:
             raise ScriptedModelError(describe_unmatched(request))
         rule.used += 1
         latency = self.latency if rule.latency is None else rule.latency
-        if latency > 0:
-            await anyio.sleep(latency)
-        response = self._answer(rule, request)
+        if self.stream and latency > 0:
+            response = self._answer(rule, request)
+            await _write(response, self.stream, latency)
+        else:
+            if latency > 0:
+                await anyio.sleep(latency)
+            response = self._answer(rule, request)
         if self.keep_requests:
             self.requests.append(request)
         return response
@@ -164,6 +177,21 @@ class ScriptedModel:
         tokens_out = max(1, size_out // self.chars_per_token)
         return TokenUsage(input_tokens=tokens_in, output_tokens=tokens_out,
                           total_tokens=tokens_in + tokens_out)
+
+
+async def _write(response: ModelResponse, chunks: int, latency: float) -> None:
+    """Report ``response`` in ``chunks`` pieces, one every ``latency / chunks`` seconds."""
+    text = response.content
+    calls = [(i, c.id, c.name, json.dumps(c.args, ensure_ascii=False))
+             for i, c in enumerate(response.tool_calls)]
+    for piece in range(chunks):
+        await anyio.sleep(latency / chunks)
+        cut = slice(len(text) * piece // chunks, len(text) * (piece + 1) // chunks)
+        parts = [{"index": i, "arguments": args[len(args) * piece // chunks:
+                                                len(args) * (piece + 1) // chunks],
+                  **({"id": call_id, "name": name} if piece == 0 else {})}
+                 for i, call_id, name, args in calls]
+        stream_delta(text[cut], parts)
 
 
 def describe_unmatched(request: ModelRequest) -> str:

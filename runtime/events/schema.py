@@ -29,6 +29,8 @@ Event types, ``<subject>.<past verb>``:
 ``step.exited``            it stopped being current
 ``cursor.moved``           the durable cursor moved (from, to)
 ``model.started``          a model attempt: selection, attempt, request messages, tools
+``model.delta``            part of the answer as the model writes it (streamed text and
+                           tool-call argument chunks, coalesced)
 ``model.finished``         its answer: text, tool calls, usage, latency
 ``model.failed``           the attempt failed: error, and whether it is retried
 ``tool.started``           a tool handler was called with these arguments
@@ -226,6 +228,29 @@ class ModelStarted(EventBase):
     says of itself (``describe``; a named scripted model adds the ``requested`` selection)."""
     messages: list[dict[str, Any]]
     tools: list[str]
+
+
+class ModelDelta(EventBase):
+    """Part of an attempt's answer as the model writes it (a streaming adapter).
+
+    What arrived since the attempt's previous ``model.delta``: chunks are coalesced so an
+    attempt emits at most about twenty a second, and its last text is emitted before its
+    ``model.finished`` or ``model.failed``. Appending every delta's ``text`` gives the
+    text so far; ``model.finished`` still carries the whole answer, which is what counts.
+    """
+
+    type: Literal["model.delta"] = "model.delta"
+    step: str
+    call: int
+    attempt: int
+    text: str
+    """Text written since the previous delta of this attempt."""
+    tool_calls: list[dict[str, Any]]
+    """Tool-call chunks since the previous delta, one per call written to, by ``index``
+    (the call's place in the answer): ``{"index", "arguments"}`` (the arguments' JSON text
+    written since), plus ``id`` and ``name`` once known."""
+    chunks: int
+    """How many chunks the model streamed into this delta."""
 
 
 class ModelFinished(EventBase):
@@ -633,8 +658,8 @@ class RunInterrupted(EventBase):
 
 Event = Annotated[
     TurnStarted | TurnFinished | TurnFailed | TurnCancelled | SessionLoaded | SessionSaved
-    | StepEntered | StepExited | CursorMoved | ModelStarted | ModelFinished | ModelFailed
-    | ToolStarted
+    | StepEntered | StepExited | CursorMoved | ModelStarted | ModelDelta | ModelFinished
+    | ModelFailed | ToolStarted
     | ToolFinished | StateReplaced | StateRemoved | StateContributed | BarrierForked
     | BranchStarted | BranchFulfilled | BranchRejected | BranchDirectResult | JoinReduced
     | JoinPublished | JoinInvalidated | CancelRequested | CancelPropagated

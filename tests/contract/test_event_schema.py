@@ -207,6 +207,8 @@ async def extra_runs() -> dict[str, list[ev.Event]]:
                                         "overflow", sinks=_overflow_sinks())
         _EXTRA["secret"] = await _run(SecretFlow, ScriptedModel([Rule(text="echo")]), "secret")
         _EXTRA["big"] = await _run(HoarderFlow, ScriptedModel(), "big")
+        _EXTRA["streamed"] = await _run(EchoFlow, ScriptedModel(
+            [Rule(text="echo, streamed")], latency=0.002, stream=2), "streamed")
     return _EXTRA
 
 
@@ -300,7 +302,7 @@ async def test_a_finished_turn_starts_with_turn_started_and_ends_with_turn_finis
         assert [e.type for e in events].count("turn.finished") == 1, run_id
         checked += 1
     assert checked == sum(len(g.turns) - len(g.fails) - len(g.interrupted) - len(g.stops)
-                          for g in GOLDENS) + 5
+                          for g in GOLDENS) + len(await extra_runs()) - 1  # one refused
 
 
 async def test_turn_cancelled_is_the_last_event_of_its_run_and_nothing_else_ended_it() -> None:
