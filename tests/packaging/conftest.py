@@ -9,6 +9,9 @@ their working folder is elsewhere).
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -43,10 +46,30 @@ def web_venv(dists: Dists, tmp_path_factory: pytest.TempPathFactory) -> Venv:
     return venv
 
 
+def _python(version: str) -> str | None:
+    """An interpreter of ``version`` that runs: on the PATH, or one pyenv installed (its
+    shim on the PATH fails unless that version is selected)."""
+    candidates = [shutil.which(f"python{version}"),
+                  *sorted(map(str, (Path.home() / ".pyenv/versions").glob(
+                      f"{version}*/bin/python{version}")), reverse=True)]
+    for candidate in filter(None, candidates):
+        probe = subprocess.run([candidate, "-c", "import venv, ensurepip"],
+                               capture_output=True, check=False)
+        if probe.returncode == 0:
+            return candidate
+    return None
+
+
+NEWEST_PYTHON = _python("3.13")
+"""The newest Python the classifiers name, when this machine has it: the runtime alone is
+installed there (the dashboard it ships to runs on the suite's own Python)."""
+
+
 @pytest.fixture(scope="session")
 def runtime_venv(dists: Dists, tmp_path_factory: pytest.TempPathFactory) -> Venv:
     """A fresh virtualenv with the wheel installed without extras: the runtime alone."""
-    return make_venv(tmp_path_factory.mktemp("runtime-venv") / "venv", str(dists.wheel))
+    return make_venv(tmp_path_factory.mktemp("runtime-venv") / "venv", str(dists.wheel),
+                     python=NEWEST_PYTHON or sys.executable)
 
 
 @pytest.fixture(scope="session")

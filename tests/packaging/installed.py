@@ -92,9 +92,9 @@ class Venv:
         return self.root / "bin" / name
 
 
-def make_venv(root: Path, *requirements: str) -> Venv:
-    """A fresh virtualenv at ``root`` with ``requirements`` pip-installed."""
-    run([sys.executable, "-m", "venv", root], env=outside_env(root.parent), cwd=root.parent)
+def make_venv(root: Path, *requirements: str, python: str = sys.executable) -> Venv:
+    """A fresh virtualenv of ``python`` at ``root`` with ``requirements`` pip-installed."""
+    run([python, "-m", "venv", root], env=outside_env(root.parent), cwd=root.parent)
     venv = Venv(root)
     run([venv.python, "-m", "pip", "install", "--disable-pip-version-check", "-q",
          *requirements], env=outside_env(root.parent), cwd=root.parent)

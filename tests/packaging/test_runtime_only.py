@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tests.packaging.conftest import NEWEST_PYTHON
 from tests.packaging.installed import REPO_ROOT, Served, Venv, outside_env, run
 from tests.webhelpers import wait_for
 
@@ -45,6 +46,17 @@ def test_the_runtime_alone_has_no_django(runtime_venv: Venv, tmp_path: Path) -> 
     serve = subprocess.run([runtime_venv.bin("picoflow-web"), "serve"], env=env,
                            cwd=tmp_path, capture_output=True, text=True, check=False)
     assert serve.returncode == 2 and "pip install 'picoflow-web[web]'" in serve.stderr
+
+
+@pytest.mark.skipif(NEWEST_PYTHON is None, reason="python3.13 is not on this machine")
+def test_the_runtime_alone_is_installed_on_python_3_13(runtime_venv: Venv,
+                                                       tmp_path: Path) -> None:
+    version = run([runtime_venv.python, "-c", "import sys, runtime; "
+                   "print('%d.%d' % sys.version_info[:2])"],
+                  env=outside_env(tmp_path), cwd=tmp_path).stdout.strip()
+    assert version == "3.13"
+    classifiers = (REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    assert f'"Programming Language :: Python :: {version}"' in classifiers
 
 
 def test_the_readme_example_ships_its_run_to_a_live_dashboard(
