@@ -6,7 +6,8 @@
 #   make test   install with the dev extra, then ruff, mypy, pytest, node tests
 #   make lint   ruff, mypy, and tsc over the browser's data modules (npm installs TypeScript)
 #   make bench  benchmarks against their baselines (installs LangGraph)
-#   make clean  remove caches and collected static files (keeps .venv and the rest of var/)
+#   make docs   the docs site (mkdocs.yml, docs/) into site/, warnings are errors
+#   make clean  remove caches, collected static files and site/ (keeps .venv and var/)
 
 PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
 VENV   ?= .venv
@@ -34,7 +35,7 @@ define pip_install
 		|| { echo "pip install $(1) failed; last lines of $(PIP_LOG):"; tail -n 40 $(PIP_LOG); exit 1; }
 endef
 
-.PHONY: run test lint check clean distclean venv bench dist
+.PHONY: run test lint check clean distclean venv bench dist docs docs-serve
 
 $(PY):
 	@test -n "$(PYTHON)" || { echo "python3 not found; install python3.11 and python3.11-venv"; exit 1; }
@@ -105,8 +106,17 @@ dist: $(VENV)/.installed-dev
 check: $(VENV)/.installed-base
 	$(PY) manage.py check
 
+# The docs site (the "docs" extra comes with "dev"). tests/docs/test_site.py runs the same
+# strict build inside make test; the event catalogue and the OpenAPI pages are generated
+# (scripts/gen_event_catalogue.py, scripts/gen_openapi.py; tests/docs/test_generated.py).
+docs: $(VENV)/.installed-dev
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
+docs-serve: $(VENV)/.installed-dev
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr 127.0.0.1:8001
+
 clean:
-	rm -rf staticfiles var/staticfiles test-artifacts .pytest_cache .mypy_cache .ruff_cache .hypothesis build dist *.egg-info
+	rm -rf staticfiles var/staticfiles test-artifacts site .pytest_cache .mypy_cache .ruff_cache .hypothesis build dist *.egg-info
 	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
 
 distclean: clean

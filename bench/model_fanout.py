@@ -1,16 +1,20 @@
 """Model fan-out benchmark: N model-calling branches against a server that answers late.
 
 One ``run_steps()`` barrier over N branches (``max_concurrency`` C), each one Chat
-Completions call through :class:`~runtime.openai_compat.OpenAICompatibleModel`, against a
-local OpenAI-compatible server (asyncio, in a process of its own) that answers every
-request after L ms. The ideal wall time is ``ceil(N / C) * L``; printed for each
-transport, measured in the same run:
+Completions call through :class:`~runtime.adapters.openai.OpenAICompatibleModel` (the
+official ``openai`` SDK), against a local OpenAI-compatible server (asyncio, in a process
+of its own) that answers every request after L ms. The ideal wall time is
+``ceil(N / C) * L``; printed for each variant, measured in the same run:
 
-  * ``pooled``: the async transport on keep-alive connections;
-  * ``thread``: the blocking ``urllib`` call in a worker thread (the adapter's former
-    path), capped by anyio's 40 worker threads and opening a connection per call;
+  * ``stream``: the adapter as configured by default: a streamed answer (server-sent
+    events, usage in the last chunk), assembled from its chunks;
+  * ``whole``: the adapter with ``stream=False``: one JSON answer per call;
   * ``no-http``: an in-process model that sleeps L ms and answers, no HTTP at all: the
-    engine's own cost for N model-calling branches, the floor of the other two.
+    engine's own cost for N model-calling branches, the floor of the other two;
+  * ``httpx2``: no runtime and no SDK: N streamed POSTs of the same body, C at a time, on
+    one bare ``httpx2.AsyncClient`` (the client library the SDK is built on), each answer
+    read to its end: what the HTTP client alone costs, the floor of ``stream`` on this
+    machine.
 
 The server reports what it saw per run: TCP connections accepted and the most requests it
 held at once.
@@ -55,7 +59,7 @@ from runtime import (
     Step,
     TokenUsage,
 )
-from runtime.openai_compat import OpenAICompatibleModel
+from runtime.adapters.openai import OpenAICompatibleModel
 from runtime.provider_limits import ProviderLimiter
 
 TIMINGS: list[float] = []
@@ -71,6 +75,24 @@ ANSWER = json.dumps({
                  "finish_reason": "stop"}],
     "usage": {"prompt_tokens": 12, "completion_tokens": 1, "total_tokens": 13},
 }).encode()
+
+
+def _sse(*chunks: dict[str, Any]) -> bytes:
+    return b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks
+                    ) + b"data: [DONE]\n\n"
+
+
+_CHUNK = {"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 0,
+          "model": "bench"}
+STREAMED = _sse(
+    {**_CHUNK, "choices": [{"index": 0, "delta": {"role": "assistant", "content": "o"},
+                            "finish_reason": None}]},
+    {**_CHUNK, "choices": [{"index": 0, "delta": {"content": "k"}, "finish_reason": None}]},
+    {**_CHUNK, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+    {**_CHUNK, "choices": [],
+     "usage": {"prompt_tokens": 12, "completion_tokens": 1, "total_tokens": 13}},
+)
+"""The same answer streamed: three chunks, then the usage (stream_options.include_usage)."""
 
 
 def serve(latency: float) -> None:
@@ -98,6 +120,7 @@ def serve(latency: float) -> None:
                 length = int(lower[at + 15:].split("\r\n", 1)[0]) if at >= 0 else 0
                 if len(self.buffer) < end + 4 + length:
                     return
+                body = self.buffer[end + 4:end + 4 + length]
                 self.buffer = self.buffer[end + 4 + length:]
                 if head.startswith("GET /stats"):
                     self.reply(json.dumps(stats).encode(), counted=False)
@@ -108,13 +131,16 @@ def serve(latency: float) -> None:
                 stats["requests"] += 1
                 stats["current"] += 1
                 stats["max_concurrent"] = max(stats["max_concurrent"], stats["current"])
-                asyncio.get_running_loop().call_later(latency, self.reply, ANSWER, True)
+                streamed = b'"stream":true' in body or b'"stream": true' in body
+                asyncio.get_running_loop().call_later(
+                    latency, self.reply, STREAMED if streamed else ANSWER, True,
+                    b"text/event-stream" if streamed else b"application/json")
 
-        def reply(self, body: bytes, counted: bool) -> None:
+        def reply(self, body: bytes, counted: bool, kind: bytes = b"application/json") -> None:
             if counted:
                 stats["current"] -= 1
             if not self.transport.is_closing():
-                self.transport.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                self.transport.write(b"HTTP/1.1 200 OK\r\nContent-Type: " + kind + b"\r\n"
                                      + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
 
     async def main() -> None:
@@ -192,14 +218,39 @@ class Sleeper:
                                               total_tokens=13))
 
 
+async def bare_client(url: str, n: int, concurrency: int) -> float:
+    """N streamed POSTs, ``concurrency`` at a time, on one bare httpx2 client."""
+    import httpx2
+
+    body = json.dumps({"model": "bench", "messages": [{"role": "user", "content": "hi"}],
+                       "stream": True, "stream_options": {"include_usage": True}}).encode()
+    headers = {"Authorization": "Bearer sk-bench", "Content-Type": "application/json"}
+    slots = anyio.Semaphore(concurrency)
+    limits = httpx2.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx2.AsyncClient(limits=limits, timeout=60) as client:
+        async def one() -> None:
+            async with slots, client.stream("POST", f"{url}/chat/completions", content=body,
+                                            headers=headers) as answer:
+                async for _ in answer.aiter_bytes():
+                    pass
+
+        start = time.perf_counter()
+        async with anyio.create_task_group() as group:
+            for _ in range(n):
+                group.start_soon(one)
+        return time.perf_counter() - start
+
+
 async def fan_out(url: str, variant: str, n: int, concurrency: int, latency: float) -> float:
+    if variant == "httpx2":
+        return await bare_client(url, n, concurrency)
     TIMINGS.clear()
     model: OpenAICompatibleModel | Sleeper
     if variant == "no-http":
         model = Sleeper(latency)
     else:
         model = OpenAICompatibleModel(url, "sk-bench", limiter=ProviderLimiter(),
-                                      transport="pooled" if variant == "pooled" else "thread")
+                                      stream=variant == "stream")
     engine = FlowEngine(flows=[FanFlow], providers={"openai": model})
     reply = await engine.run("FanFlow", "go", config={"n": n, "concurrency": concurrency})
     assert reply.success, reply.message
@@ -221,7 +272,7 @@ def main() -> None:
         return
     n, concurrency, latency = args.n, args.concurrency, args.latency_ms / 1000
     ideal = math.ceil(n / concurrency) * latency
-    variants = ("pooled", "thread", "no-http")
+    variants = ("stream", "whole", "no-http", "httpx2")
     samples: dict[str, list[float]] = {v: [] for v in variants}
     seen: dict[str, list[dict[str, int]]] = {v: [] for v in variants}
     with chat_server(latency) as url:
@@ -243,13 +294,13 @@ def main() -> None:
     for variant in variants:
         wall = statistics.median(samples[variant])
         stats = seen[variant][-1]
-        verdict = f" (target <= {TARGET}x)" if variant == "pooled" else ""
+        verdict = f" (target <= {TARGET}x)" if variant == "stream" else ""
         seen_by = "" if variant == "no-http" else (
             f"   server: {stats['connections']} connections for {stats['requests']} "
             f"requests, at most {stats['max_concurrent']} at once")
         print(f"  {variant:<7} wall {wall:.3f} s   ideal {ideal:.3f} s   ratio "
               f"{wall / ideal:.2f}x {spread(samples, variant, 'ideal')}{verdict}{seen_by}")
-    for top, bottom in (("thread", "pooled"), ("pooled", "no-http")):
+    for top, bottom in (("stream", "whole"), ("stream", "no-http"), ("stream", "httpx2")):
         print(f"  {top} / {bottom} (median of per-round ratios): "
               f"{ratio(samples, top, bottom):.2f}x {spread(samples, top, bottom)}")
 

@@ -113,6 +113,43 @@ class StoredSession(models.Model):
         return f"{self.flow} session {self.id}"
 
 
+class LedgerTurn(models.Model):
+    """The ledgered turn of a session (at most one): what ``FlowEngine.resume`` runs again
+    (see :mod:`runtime.barrier.ledger` and :mod:`picoflow_web.data.documents`)."""
+
+    session_id = models.CharField(primary_key=True, max_length=64)
+    turn_id = models.CharField(max_length=64)
+    record = models.TextField()
+    """The runtime's ``LedgerTurn`` as JSON text (redacted like the session document)."""
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, default=default_project_id,
+                                related_name="ledger_turns")
+    created = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"ledger of session {self.session_id} (turn {self.turn_id})"
+
+
+class LedgerEntry(models.Model):
+    """One fulfilled branch of a ledgered barrier (a ``runtime.barrier.LedgerEntry``)."""
+
+    session_id = models.CharField(max_length=64)
+    turn_id = models.CharField(max_length=64)
+    barrier = models.TextField()
+    key = models.TextField()
+    entry = models.TextField()
+    """The entry as JSON text (redacted like the session document)."""
+
+    class Meta:
+        constraints = (
+            models.UniqueConstraint(fields=("session_id", "turn_id", "barrier", "key"),
+                                    name="one_ledger_entry_per_branch"),
+        )
+        indexes = (models.Index(fields=("session_id", "turn_id"), name="ledger_entry_turn"),)
+
+    def __str__(self) -> str:
+        return f"ledger entry {self.barrier}/{self.key} of session {self.session_id}"
+
+
 class Run(models.Model):
     """The recorded events of one turn."""
 
@@ -233,6 +270,8 @@ class Run(models.Model):
             if isinstance(self.origin.get("coordinator"), dict):
                 # A concurrent_steps() child: which coordinator run, batch and item sent it.
                 info["coordinator"] = self.origin["coordinator"]
+            if isinstance(self.origin.get("resumes"), str):
+                info["resumes"] = self.origin["resumes"]  # POST /api/runs/<id>/resume
             return info
         if not self.is_remote:
             return {"kind": "server", "label": "server"}

@@ -37,6 +37,7 @@ urlpatterns = [
     path("api/runs/<str:run_id>", api.run_detail, name="api-run"),
     path("api/runs/<str:run_id>/events", api.run_events, name="api-run-events"),
     path("api/runs/<str:run_id>/cancel", api.run_cancel, name="api-run-cancel"),
+    path("api/runs/<str:run_id>/resume", api.run_resume, name="api-run-resume"),
     path("api/runs/<str:run_id>/otlp", api.run_otlp, name="api-run-otlp"),
     path("api/runs/<str:run_id>/whatif", analysis.run_whatif, name="api-run-whatif"),
     path("api/runs/<str:run_id>/compare/<str:other_id>", analysis.run_compare,

@@ -6,6 +6,8 @@ web app, a script or a test — on asyncio or trio.
 
 from __future__ import annotations
 
+from typing import Any
+
 # Provides the model/tool loop a Step runs (runtime.current): a Step may run before
 # anything else imports the runner.
 from . import runner as runner
@@ -16,6 +18,7 @@ from .barrier import (
     Channel,
     ContributionMeta,
     DirectResult,
+    LedgerEntry,
     ParallelBatchResult,
     ParallelConfig,
     ParallelInvocation,
@@ -25,7 +28,7 @@ from .barrier import (
     direct_result,
 )
 from .concurrent import ChildReply, ConcurrentResult
-from .engine import FlowEngine, FlowInfo, RunReply
+from .engine import FlowEngine, FlowInfo, Resumable, RunReply
 from .errors import (
     BadRunIdError,
     BadSessionIdError,
@@ -47,6 +50,7 @@ from .errors import (
     ModelCallError,
     ModelError,
     ModelTransportError,
+    NothingToResumeError,
     ParallelCheckpointError,
     ParallelConfigurationError,
     ParallelDuplicateKeyError,
@@ -71,11 +75,16 @@ from .errors import (
 from .flow import Flow
 from .llm import Model, ModelRequest, ModelResponse, ModelSelection, TokenUsage, ToolSchema
 from .messages import Message, ToolCall, human_message, now_iso
-from .openai_compat import OpenAICompatibleModel
 from .scripted import Rule, ScriptedModel
 from .session import SessionDocument
 from .step import TERMINATE_SESSION_TOOL, LogicStep, Routable, Step, TerminateSessionStep
-from .stores import MemorySessionStore, SessionStore, SQLiteSessionStore
+from .stores import (
+    BranchLedgerStore,
+    LedgerTurn,
+    MemorySessionStore,
+    SessionStore,
+    SQLiteSessionStore,
+)
 from .tools import ToolSpec, define_tool, tool
 from .transitions import Transition, direct, go, stay
 
@@ -88,6 +97,7 @@ __all__ = [
     "BranchBudgetError",
     "BranchCancelledError",
     "BranchError",
+    "BranchLedgerStore",
     "BranchResult",
     "BranchTimeoutError",
     "CancelToken",
@@ -107,6 +117,8 @@ __all__ = [
     "FlowInfo",
     "FlowInputError",
     "FlowNotRegisteredError",
+    "LedgerEntry",
+    "LedgerTurn",
     "LogicStep",
     "MemorySessionStore",
     "Message",
@@ -119,6 +131,7 @@ __all__ = [
     "ModelResponse",
     "ModelSelection",
     "ModelTransportError",
+    "NothingToResumeError",
     "OpenAICompatibleModel",
     "ParallelBatchResult",
     "ParallelCheckpointError",
@@ -134,6 +147,7 @@ __all__ = [
     "ParallelStateConflictError",
     "PicoFlowError",
     "Publication",
+    "Resumable",
     "Routable",
     "Rule",
     "RunReply",
@@ -169,3 +183,13 @@ __all__ = [
     "stay",
     "tool",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # OpenAICompatibleModel lives on the openai SDK (an extra): loaded when first asked
+    # for, so importing the runtime needs neither; without the extra this names it.
+    if name == "OpenAICompatibleModel":
+        from .openai_compat import load_openai_model
+
+        return load_openai_model()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -14,10 +14,10 @@ SQLite file, which is what lets ``--session`` continue a session across invocati
 
 Models: the ``providers`` the flow's module defines (a mapping of provider name to model,
 or a function returning one), plus an ``openai`` provider
-(:meth:`~runtime.openai_compat.OpenAICompatibleModel.from_env`) when ``OPENAI_BASE_URL`` or
-``OPENAI_API_KEY`` is set. Flows made only of logic steps need none. With
-``PICOFLOW_DASHBOARD_URL`` and ``PICOFLOW_DASHBOARD_TOKEN`` set, the turn's events go to
-that dashboard, flushed before the command exits.
+(:meth:`~runtime.adapters.openai.OpenAICompatibleModel.from_env`, the ``openai`` extra)
+when ``OPENAI_BASE_URL`` or ``OPENAI_API_KEY`` is set. Flows made only of logic steps
+need none. With ``PICOFLOW_DASHBOARD_URL`` and ``PICOFLOW_DASHBOARD_TOKEN`` set, the turn's
+events go to that dashboard, flushed before the command exits.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from .events.trace import USAGE as TRACE_USAGE
 from .events.trace import main as trace_main
 from .flow import Flow
 from .llm import Model
-from .openai_compat import OpenAICompatibleModel
+from .openai_compat import OpenAIExtraMissing, load_openai_model
 from .stores import MemorySessionStore, SessionStore, SQLiteSessionStore
 from .whatif.cli import USAGE as WHATIF_USAGE
 from .whatif.cli import main as whatif_main
@@ -112,7 +112,10 @@ def providers_for(module: ModuleType, environ: Mapping[str, str]) -> dict[str, M
     """The module's own ``providers`` and, when configured, the ``openai`` provider."""
     providers: dict[str, Model] = {}
     if environ.get("OPENAI_BASE_URL") or environ.get("OPENAI_API_KEY"):
-        providers["openai"] = OpenAICompatibleModel.from_env(environ)
+        try:
+            providers["openai"] = load_openai_model().from_env(environ)
+        except OpenAIExtraMissing as exc:
+            raise UsageError(f"OPENAI_BASE_URL or OPENAI_API_KEY is set: {exc}") from None
     own: Any = getattr(module, "providers", None)
     if callable(own):
         own = own()

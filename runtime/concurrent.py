@@ -27,10 +27,16 @@ in a session of its own; the coordinator gets every child's reply back as data.
 Events: ``concurrent.batch_started``, ``concurrent.child_started`` (per attempt, with the
 child's ids), ``concurrent.child_finished`` and ``concurrent.batch_finished``, on the
 coordinator's run.
+
+The requests go out on httpx2 (:mod:`runtime.transport.clients`, the ``http`` extra), loaded
+by name at the first call, so the core imports without it; without httpx2 a call raises
+:class:`~runtime.errors.ConcurrentConfigError` naming the extra. No redirect is followed,
+and the environment's proxies (``HTTP_PROXY``, ``HTTPS_PROXY``, ``NO_PROXY``) apply.
 """
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import json
 import math
@@ -40,13 +46,12 @@ import urllib.parse
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 import anyio
 
 from . import events as ev
 from .errors import ConcurrentConfigError, ConcurrentDepthError
-from .http_pool import ConnectionPool, HTTPConnectError, HTTPTimeout, HTTPTransportError
 from .jsonutil import json_copy
 
 if TYPE_CHECKING:
@@ -64,7 +69,44 @@ RESERVED_KEYS = (COORDINATOR_KEY, DEPTH_KEY)
 """Config keys of the framework, kept out of a flow's config schema validation."""
 
 _RETRY_STATUSES = frozenset({429, 503})
-_POOL = ConnectionPool()
+HTTP_EXTRA = "pip install 'picoflow-web[http]'"
+
+
+class ChildSendError(Exception):
+    """No reply was had to a child's request, which may have been processed. The message
+    is safe to show (it never holds the request)."""
+
+
+class ChildNotSent(ChildSendError):
+    """No connection could be opened (refused, unreachable, bad name): nothing was sent, so
+    the request is safe to send again."""
+
+
+class ChildTimeout(ChildSendError):
+    """Connecting, or a wait for the reply, took longer than the call's timeout."""
+
+
+class _Poster(Protocol):
+    """What sends a call's requests (:class:`runtime.transport.clients.ChildPoster`)."""
+
+    async def post(self, url: str, *, headers: Mapping[str, str], body: bytes,
+                   timeout: float) -> tuple[int, Mapping[str, str], bytes]: ...
+
+    async def aclose(self) -> None: ...
+
+
+def _new_poster(url: str) -> _Poster:
+    """httpx2's client, loaded by name: the core does not depend on it (LAYERS.toml)."""
+    try:
+        module = importlib.import_module("runtime.transport.clients")
+    except ModuleNotFoundError as exc:
+        if exc.name is None or exc.name.partition(".")[0] != "httpx2":
+            raise
+        raise ConcurrentConfigError(
+            f"concurrent_steps() sends its requests with httpx2, which is not installed: "
+            f"{HTTP_EXTRA}") from None
+    poster: _Poster = module.ChildPoster(url)
+    return poster
 
 
 @dataclass(frozen=True)
@@ -173,16 +215,19 @@ async def run_concurrent(
         child_flow=flow_name or flow.id, target=_target(flow, token is not None), depth=depth,
         max_depth=max_depth, token=token)
     replies: list[ChildReply | None] = [None] * len(call.items)
+    poster = _new_poster(call.target.url)
     try:
-        await _batches(call, turn, replies)
+        await _batches(call, turn, replies, poster)
     finally:
         # Keep-alive connections serve the call's batches; none outlives it (a socket
         # belongs to this event loop, which may end with the turn).
-        await _POOL.aclose()
+        with anyio.move_on_after(5.0, shield=True):
+            await poster.aclose()
     return ConcurrentResult([r for r in replies if r is not None])
 
 
-async def _batches(call: _Call[T], turn: Any, replies: list[ChildReply | None]) -> None:
+async def _batches(call: _Call[T], turn: Any, replies: list[ChildReply | None],
+                   poster: _Poster) -> None:
     batch_size, retries = call.batch_size, call.retries
     batches = math.ceil(len(call.items) / batch_size)
     for batch in range(batches):
@@ -194,7 +239,7 @@ async def _batches(call: _Call[T], turn: Any, replies: list[ChildReply | None]) 
         configs = {index: _child_config(call, index) for index in indices}
         async with anyio.create_task_group() as tg:
             for index in indices:
-                tg.start_soon(_child, call, batch, index, configs[index], replies)
+                tg.start_soon(_child, call, batch, index, configs[index], replies, poster)
         done = [replies[i] for i in indices]
         fulfilled = sum(1 for r in done if r is not None and r.ok)
         turn.emit(ev.ConcurrentBatchFinished, group=call.group, batch=batch,
@@ -252,8 +297,8 @@ def _child_config(call: _Call[T], index: int) -> dict[str, Any] | BaseException:
 
 
 async def _child(call: _Call[T], batch: int, index: int,
-                 config: dict[str, Any] | BaseException, replies: list[ChildReply | None]
-                 ) -> None:
+                 config: dict[str, Any] | BaseException, replies: list[ChildReply | None],
+                 poster: _Poster) -> None:
     from .current import turn_of
 
     turn = turn_of(call.flow)
@@ -266,7 +311,8 @@ async def _child(call: _Call[T], batch: int, index: int,
                            error_code=getattr(config, "code", "internal"),
                            error=f"on_config raised {type(config).__name__}: {config}")
     else:
-        reply = await _send(call, turn, batch, index, config, run_id, session_id, started)
+        reply = await _send(call, turn, batch, index, config, run_id, session_id, started,
+                            poster)
     replies[index] = reply
     turn.emit(ev.ConcurrentChildFinished, group=call.group, batch=batch, item=index,
               child_run_id=run_id, child_session_id=session_id, status=reply.status,
@@ -283,7 +329,7 @@ async def _child(call: _Call[T], batch: int, index: int,
 
 
 async def _send(call: _Call[T], turn: Any, batch: int, index: int, config: dict[str, Any],
-                run_id: str, session_id: str, started: float) -> ChildReply:
+                run_id: str, session_id: str, started: float, poster: _Poster) -> ChildReply:
     body = json.dumps({"flowName": call.child_flow, "config": config,
                        "session": session_id}).encode()
     coordinator = turn.bus.run_id if turn.bus is not None else ""
@@ -309,22 +355,22 @@ async def _send(call: _Call[T], turn: Any, batch: int, index: int, config: dict[
         retry = attempt <= call.retries
         try:
             with anyio.fail_after(call.timeout):
-                answer = await _POOL.request("POST", call.target.url, headers=headers,
-                                             body=body, timeout=call.timeout)
-        except (TimeoutError, HTTPTimeout):
+                status, reply_headers, reply_body = await poster.post(
+                    call.target.url, headers=headers, body=body, timeout=call.timeout)
+        except (TimeoutError, ChildTimeout):
             return ended("timed_out", attempt,
                          error=f"no reply within {call.timeout:g} s (the child may have run)")
-        except HTTPConnectError as exc:
+        except ChildNotSent as exc:
             if retry:
                 await anyio.sleep(call.backoff * 2 ** (attempt - 1))
                 continue
             return ended("unreachable", attempt, error=str(exc))
-        except HTTPTransportError as exc:
+        except ChildSendError as exc:
             return ended("error", attempt, error=f"{exc} (the child may have run)")
-        if answer.status in _RETRY_STATUSES and retry:
-            await anyio.sleep(_retry_after(answer.headers, call.backoff * 2 ** (attempt - 1)))
+        if status in _RETRY_STATUSES and retry:
+            await anyio.sleep(_retry_after(reply_headers, call.backoff * 2 ** (attempt - 1)))
             continue
-        return _read_reply(answer.status, answer.headers, answer.body, ended, attempt)
+        return _read_reply(status, reply_headers, reply_body, ended, attempt)
 
 
 def _retry_after(headers: Mapping[str, str], default: float) -> float:

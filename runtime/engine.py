@@ -26,6 +26,7 @@ from pydantic import BaseModel, ValidationError
 
 from . import events as ev
 from .barrier import CancelToken
+from .barrier.ledger import LedgerEntry, TurnLedger
 from .concurrent import COORDINATOR_KEY, RESERVED_KEYS
 from .current import turn_of
 from .errors import (
@@ -36,6 +37,7 @@ from .errors import (
     FlowInputError,
     FlowNotRegisteredError,
     MessageRequiredError,
+    NothingToResumeError,
     ParallelConfigurationError,
     PicoFlowError,
     SessionConflictError,
@@ -48,10 +50,10 @@ from .events.dashboard import close_timeout_from_env
 from .flow import Flow
 from .jsonutil import lone_surrogate_in
 from .llm import Model, ModelSelection
-from .session import LogEntry
+from .session import LogEntry, SessionDocument
 from .stop import run_step
-from .stores import MemorySessionStore, SessionStore
-from .turn import Turn
+from .stores import BranchLedgerStore, LedgerTurn, MemorySessionStore, SessionStore
+from .turn import StoreLedgerWriter, Turn
 
 logger = logging.getLogger("picoflow")
 
@@ -68,6 +70,25 @@ class RunReply(BaseModel):
     content_type: str = "text/plain"
     error_code: str | None = None
     """On failure: the :class:`~runtime.errors.PicoFlowError` code (or ``internal``)."""
+
+
+class Resumable(BaseModel):
+    """A session's interrupted (or failed, or stopped) ledgered turn
+    (:meth:`FlowEngine.resumable`)."""
+
+    session_id: str
+    turn_id: str
+    """The turn's first run (its ledger entries are kept under it across resumes)."""
+    run_id: str
+    """The turn's latest run: the one :meth:`FlowEngine.resume` resumes."""
+    flow: str
+    message: str | None
+    revision: int
+    """The session revision the turn began from (where a resume starts)."""
+    entries: int
+    """Fulfilled branches the ledger holds."""
+    tokens: int
+    """Tokens those branches spent: what a resume saves."""
 
 
 class FlowInfo(BaseModel):
@@ -281,6 +302,79 @@ class FlowEngine:
         finally:
             unhook()
 
+    async def resumable(self, session_id: str) -> Resumable | None:
+        """What :meth:`resume` of the session would resume, or None when nothing: the
+        ledgered turn's latest run, its flow and message, and what its ledger holds (for a
+        page's Resume button: offer it only when the run shown is ``run_id``)."""
+        store = self.store
+        if not isinstance(store, BranchLedgerStore):
+            return None
+        found = await store.ledger_load(session_id)
+        if found is None:
+            return None
+        record, entries = found
+        return Resumable(session_id=session_id, turn_id=record.turn_id, run_id=record.run_id,
+                         flow=record.flow, message=record.message, revision=record.revision,
+                         entries=len(entries),
+                         tokens=sum(e.tokens.get("total_tokens", 0) for e in entries))
+
+    async def resume(
+        self,
+        session_id: str,
+        *,
+        run_id: str | None = None,
+        sinks: Iterable[EventSink] = (),
+        cancel: CancelToken | None = None,
+    ) -> RunReply:
+        """Run the session's interrupted (or failed, or stopped) turn again, reusing the
+        branches its ledgered barriers fulfilled.
+
+        The turn runs from the session document as it began (kept in the ledger's turn
+        record, with its flow, user message and config), saving over whatever revision the
+        session is stored at now. When its code reaches a ledgered barrier again, each
+        request whose key, index and digest (step, params, user message) match a ledger
+        entry is not run: its branch is restored (``branch.reused``) and joins as if it had
+        run. Changed requests and rejected branches run again. The turn's code before its
+        barriers runs again too: its external effects must be idempotent.
+
+        ``turn.started`` names the resumed run (``resumes``). The reply is a failure with
+        ``error_code="nothing_to_resume"`` when the session holds no ledgered turn (the
+        store keeps no ledgers, no barrier of the turn was ledgered, or it is over: a turn
+        of the session that ends well drops the session's ledger, and so does one that
+        fails without a ledger of its own), without any event. A turn that is stopped
+        keeps it: the session stays as it was, and the turn can still be resumed.
+        """
+        for refusal, value in ((BadSessionIdError, session_id), (BadRunIdError, run_id)):
+            problem = None if value is None else ev.id_problem(
+                value, "session id" if refusal is BadSessionIdError else "run id")
+            if problem is not None:
+                return _failure(refusal(problem), "" if refusal is BadSessionIdError
+                                else session_id)
+        store = self.store
+        if not isinstance(store, BranchLedgerStore):
+            return _failure(NothingToResumeError(
+                f"The session store ({type(store).__name__}) keeps no branch ledgers."),
+                session_id)
+        turn_sinks = [*self.sinks, *sinks]
+        bus = EventBus(turn_sinks, run_id=run_id, session_id=session_id)
+        cancel, unhook = _stoppable_from_dashboards(turn_sinks, bus.run_id, cancel)
+        try:
+            async with self._session_lock(session_id):
+                try:
+                    found = await store.ledger_load(session_id)
+                except PicoFlowError as exc:
+                    return _failure(exc, session_id)
+                if found is None:
+                    return _failure(NothingToResumeError(
+                        f"Session '{session_id}' has no interrupted turn with a branch "
+                        "ledger to resume."), session_id)
+                record, entries = found
+                return await self._run_unlocked(record.flow, record.message, session_id,
+                                                record.config, bus, cancel,
+                                                resume=(record, entries))
+        finally:
+            unhook()
+
     async def delete_session(self, session_id: str) -> bool:
         """Delete a session document (deletion is not completion)."""
         async with self._session_lock(session_id):
@@ -299,23 +393,28 @@ class FlowEngine:
     async def _run_unlocked(
         self, flow_name: str, message: str | None, session_id: str | None,
         config: dict[str, Any] | None, bus: EventBus, cancel: CancelToken | None,
+        resume: tuple[LedgerTurn, list[LedgerEntry]] | None = None,
     ) -> RunReply:
+        resumes = resume[0].run_id if resume is not None else None
         try:
             flow = self.get_flow(flow_name)()
         except PicoFlowError as exc:
-            bus.emit(ev.TurnStarted, flow=flow_name, message=_event_text(message))
+            bus.emit(ev.TurnStarted, flow=flow_name, message=_event_text(message),
+                     resumes=resumes)
             return self._failed(bus, _failure(exc, session_id or ""), exc)
         turn = turn_of(flow)
         turn.attach(self, bus)
         turn.turn_cancel = cancel
-        turn.emit(ev.TurnStarted, flow=flow_name, message=_event_text(message))
+        turn.request = (message, config)
+        turn.emit(ev.TurnStarted, flow=flow_name, message=_event_text(message),
+                  resumes=resumes)
         if cancel is not None and cancel.cancelled:
             # Stopped before it began (while queued, or waiting for the session's lock):
             # nothing is created, restored or saved.
             stored = await self._stored_revision(session_id)
             return self._stopped(turn, cancel, session_id or "", stored)
         try:
-            await self._bootstrap(flow, message, session_id, config)
+            await self._bootstrap(flow, message, session_id, config, resume)
         except PicoFlowError as exc:
             if turn.doc is None or isinstance(exc, _UNTOUCHED):
                 return self._failed(bus, _failure(exc, turn.doc.id if turn.doc else
@@ -327,7 +426,7 @@ class FlowEngine:
                 return self._failed(bus, _failure(exc, session_id or ""), exc)
             return await self._abort(flow, exc)
         if cancel is not None and cancel.cancelled:
-            return self._stopped(turn, cancel, flow.session_id, turn.require_doc().revision)
+            return await self._stopped_flushed(turn, cancel, flow.session_id)
         try:
             text: str | None
             if _coordinating(config):
@@ -339,7 +438,7 @@ class FlowEngine:
             else:
                 text = await run_step(turn, message)
             if cancel is not None and cancel.cancelled:
-                return self._stopped(turn, cancel, flow.session_id, turn.require_doc().revision)
+                return await self._stopped_flushed(turn, cancel, flow.session_id)
             assert text is not None  # only a stopped turn's step has no reply
             current = flow.require_current_step()
             reply = RunReply(
@@ -347,6 +446,9 @@ class FlowEngine:
                 session_id=flow.session_id, content_type=current.content_type,
             )
             await flow.save_session("final")
+            # Whatever ledgered turn the session had is over: this one, or an interrupted
+            # one this turn went past instead of resuming it.
+            await self._drop_ledger(turn)
         except Exception as exc:
             if cancel is not None and cancel.cancelled:
                 # Whatever the step raised once it was told to stop (TurnCancelledError, or
@@ -354,7 +456,7 @@ class FlowEngine:
                 if not isinstance(exc, TurnCancelledError):
                     logger.info("Turn of flow '%s' was stopped; its step ended with %r",
                                 flow.id, exc)
-                return self._stopped(turn, cancel, flow.session_id, turn.require_doc().revision)
+                return await self._stopped_flushed(turn, cancel, flow.session_id)
             if isinstance(exc, _UNTOUCHED):
                 return self._failed(bus, _failure(exc, flow.session_id), exc)
             return await self._abort(flow, exc)
@@ -366,6 +468,13 @@ class FlowEngine:
     def _failed(bus: EventBus, reply: RunReply, exc: BaseException) -> RunReply:
         bus.emit(ev.TurnFailed, error=error_info(exc))
         return reply
+
+    async def _stopped_flushed(self, turn: Turn, cancel: CancelToken,
+                               session_id: str) -> RunReply:
+        """:meth:`_stopped`, once the ledger entries still pending are written (what the
+        stopped turn's branches finished is what a resume reuses)."""
+        await turn.flush_ledger()
+        return self._stopped(turn, cancel, session_id, turn.require_doc().revision)
 
     @staticmethod
     def _stopped(turn: Turn, cancel: CancelToken, session_id: str, revision: int) -> RunReply:
@@ -392,6 +501,7 @@ class FlowEngine:
     async def _bootstrap(
         self, flow: Flow, message: str | None, session_id: str | None,
         config: dict[str, Any] | None,
+        resume: tuple[LedgerTurn, list[LedgerEntry]] | None = None,
     ) -> None:
         turn = turn_of(flow)
         config = _checked_input(flow, message, config)
@@ -402,6 +512,9 @@ class FlowEngine:
         for step in flow.steps.values():
             if not step.is_logic():
                 self.resolve_model(flow.id, step.get_model_selection())
+        if resume is not None:
+            await self._bootstrap_resume(flow, resume)
+            return
         stored = await self.store.load(session_id) if session_id else None
         if stored is not None and stored.run_status == "running":
             if stored.flow.name != flow.id:
@@ -419,6 +532,7 @@ class FlowEngine:
                 # (another saved it after this turn loaded it) has saved nothing.
                 turn.restore_document(restored)
                 await flow.require_current_step().on_restore()
+                self._mark_start(turn)
                 turn.emit_loaded(new_session=False)
                 return
         # New session: keep the chosen id unless a finished session already holds it.
@@ -433,7 +547,63 @@ class FlowEngine:
         if start is not None:
             initial.get_memory().append(start)
         await flow.save_session("started")
+        self._mark_start(turn)
         turn.emit_loaded(new_session=True)
+
+    @staticmethod
+    def _mark_start(turn: Turn) -> None:
+        """Note the revision the turn begins from, and under a flow that ledgers its
+        barriers by default the document too (what a resume starts from)."""
+        doc = turn.require_doc()
+        try:
+            ledgered = turn.parallel_config().ledger
+        except Exception:  # an invalid config is reported by the first fork, as ever
+            ledgered = False
+        turn.start = (doc.revision, doc.model_dump_json() if ledgered else None)
+
+    async def _bootstrap_resume(
+        self, flow: Flow, resume: tuple[LedgerTurn, list[LedgerEntry]]
+    ) -> None:
+        """Bind the session as the resumed turn began, to be saved over its stored
+        revision, with the turn's ledger (its record now naming this run)."""
+        turn = turn_of(flow)
+        record, entries = resume
+        store = self.store
+        assert isinstance(store, BranchLedgerStore)
+        if record.flow != flow.id:
+            raise SessionFlowMismatchError(
+                f"The ledgered turn of session '{record.session_id}' belongs to flow "
+                f"'{record.flow}', not '{flow.id}'.",
+                extra={"session_id": record.session_id, "flow": record.flow})
+        stored = await store.load(record.session_id)
+        if stored is None:
+            raise NothingToResumeError(
+                f"Session '{record.session_id}' is gone; its ledger cannot be resumed.")
+        doc = SessionDocument.model_validate_json(record.document)
+        doc.revision = stored.revision
+        restored = await flow.on_restore_session_doc(doc)
+        if restored is None:
+            raise NothingToResumeError(
+                f"Flow '{flow.id}' refused to restore session '{record.session_id}'.")
+        turn.restore_document(restored)
+        await flow.require_current_step().on_restore()
+        turn.start = (record.revision, record.document)
+        run_id = turn.bus.run_id if turn.bus is not None else record.run_id
+        await store.ledger_begin(record.model_copy(update={"run_id": run_id}))
+        turn.ledger = TurnLedger.resuming(
+            StoreLedgerWriter(store, record.session_id, record.turn_id), run_id, record.run_id,
+            entries)
+        turn.emit_loaded(new_session=False)
+
+    async def _drop_ledger(self, turn: Turn) -> None:
+        """The turn's final save committed: its ledger has nothing left to resume."""
+        store, doc = self.store, turn.require_doc()
+        if not isinstance(store, BranchLedgerStore):
+            return
+        try:
+            await store.ledger_drop(doc.id)
+        except Exception:  # the turn succeeded; a stale ledger only offers a resume
+            logger.exception("Could not drop the branch ledger of session '%s'", doc.id)
 
     async def _abort(self, flow: Flow, exc: Exception) -> RunReply:
         if not isinstance(exc, PicoFlowError):
@@ -449,6 +619,8 @@ class FlowEngine:
         ))
         try:
             await turn.checkpoint("aborted")
+            if turn.ledger is None:  # an interrupted turn this one went past is over too
+                await self._drop_ledger(turn)
         except Exception as save_exc:  # the original failure stays the headline
             message = f"{message}; failed to persist aborted session: {save_exc}"
         turn.emit(ev.TurnFailed, path="", error=error_info(exc))  # always the last event
@@ -463,8 +635,8 @@ def dashboard_from_env(environ: Mapping[str, str] = os.environ, *,
     """A :class:`DashboardSink` for ``PICOFLOW_DASHBOARD_URL`` and
     ``PICOFLOW_DASHBOARD_TOKEN`` (closing within ``PICOFLOW_DASHBOARD_CLOSE_TIMEOUT``
     seconds), or None unless both are set (empty counts as unset); a URL without a token
-    is warned about, once per URL. ``source`` names what records the runs in the
-    dashboard's origin label."""
+    is warned about, once per URL, and so is a sink without httpx2 (the ``http`` extra).
+    ``source`` names what records the runs in the dashboard's origin label."""
     url = environ.get("PICOFLOW_DASHBOARD_URL", "").strip()
     token = environ.get("PICOFLOW_DASHBOARD_TOKEN", "").strip()
     if url and not token and url not in _TOKENLESS_URLS:
@@ -476,12 +648,22 @@ def dashboard_from_env(environ: Mapping[str, str] = os.environ, *,
             "<name> --scope ingest) and set it as PICOFLOW_DASHBOARD_TOKEN.", url)
     if not (url and token):
         return None
-    return DashboardSink(url, token, source=source,
-                         close_timeout=close_timeout_from_env(environ))
+    try:
+        return DashboardSink(url, token, source=source,
+                             close_timeout=close_timeout_from_env(environ))
+    except ImportError as exc:
+        if exc.name != "httpx2":
+            raise
+        if url not in _TOKENLESS_URLS:
+            _TOKENLESS_URLS.add(url)
+            logger.warning("PICOFLOW_DASHBOARD_URL is set (%s) but no events are shipped: "
+                           "%s", url, exc)
+        return None
 
 
 _TOKENLESS_URLS: set[str] = set()
-"""Dashboard URLs already warned about for want of a token (engines are made often)."""
+"""Dashboard URLs already warned about for want of a token or of httpx2 (engines are made
+often)."""
 
 
 def otel_from_env(environ: Mapping[str, str] = os.environ) -> EventSink | None:

@@ -178,6 +178,13 @@ class SessionFlowInvariantError(SessionError):
     code = "session_flow_invariant"
 
 
+class NothingToResumeError(SessionError):
+    """``FlowEngine.resume``: the session has no interrupted or failed ledgered turn (no
+    barrier of it kept a ledger, or its turn ended), or its store keeps no ledgers."""
+
+    code = "nothing_to_resume"
+
+
 class SessionStoreError(SessionError):
     """The store failed (I/O, unreadable row); the original error is chained."""
 

@@ -155,6 +155,8 @@ async def call_model(flow: Flow, step: Step) -> ModelResponse | str:
         if attempt > 1 and flow.retry_delay > 0:
             await anyio.sleep(flow.retry_delay)
         turn.stop_if_cancelled()  # a stopped turn pays for no further attempt
+        if turn.ledger is not None and turn.ledger.pending and current_view.get() is None:
+            await turn.flush_ledger()  # before paying for more: ledgered branches are durable
         bus = turn.bus
         if bus is not None and bus.pressure and bus.congested():
             await turn.wait_while_congested()  # back-pressure from a slow sink

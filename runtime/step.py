@@ -282,6 +282,7 @@ class Step:
         cancel: CancelToken | None = None,
         branch_timeout: float | None = None,
         token_budget: int | None = None,
+        ledger: bool | None = None,
     ) -> ParallelBatchResult:
         """Fork child steps into private views and join them at one barrier.
 
@@ -301,10 +302,15 @@ class Step:
             cancel: a token to cancel the barrier cooperatively.
             branch_timeout: seconds per branch; a late branch is rejected with a timeout.
             token_budget: tokens the whole barrier may spend; past it branches are cancelled.
+            ledger: write fulfilled branches to the branch ledger, so that
+                ``FlowEngine.resume`` of this turn, interrupted or failed, reuses them
+                instead of running them again (None: the flow's ``ParallelConfig.ledger``).
+                Needs a store that keeps ledgers (the built-in ones do).
         """
         options = barrier_options(policy=failure_policy, checkpoint=checkpoint,
                                   max_concurrency=max_concurrency,
-                                  branch_timeout=branch_timeout, token_budget=token_budget)
+                                  branch_timeout=branch_timeout, token_budget=token_budget,
+                                  ledger=ledger)
         return await run_barrier(current.turn_of(self.flow), self.name, requests, options, cancel)
 
     def get_context(self, path: str | None = None) -> Any:

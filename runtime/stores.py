@@ -8,15 +8,17 @@ Every store implements :class:`SessionStore` and passes the conformance suite in
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Protocol, TypeVar, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import anyio.to_thread
-from pydantic import ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
+from .barrier.ledger import LedgerEntry
 from .errors import SessionConflictError, SessionStoreError
 from .messages import now_iso
 from .session import SessionDocument
@@ -57,6 +59,57 @@ class SessionStore(Protocol):
         ...
 
 
+class LedgerTurn(BaseModel):
+    """The record of a turn that writes a branch ledger: what ``FlowEngine.resume`` needs
+    to run it again (its flow, message and config, and the session as the turn began)."""
+
+    session_id: str
+    turn_id: str
+    """The first run of the turn (its entries are kept under it across resumes)."""
+    run_id: str
+    """The latest run of the turn: the one a resume resumes."""
+    flow: str
+    message: str | None
+    config: dict[str, Any] | None = None
+    revision: int
+    """The session revision the turn began from."""
+    document: str
+    """The session document as the turn began (JSON): where a resume starts from."""
+    created: str = Field(default_factory=now_iso)
+
+
+@runtime_checkable
+class BranchLedgerStore(SessionStore, Protocol):
+    """A session store that also keeps branch ledgers (one turn's per session at most).
+
+    The conformance suite (``tests/runtime/store_contract.py``) checks these too.
+    """
+
+    async def ledger_begin(self, turn: LedgerTurn) -> None:
+        """Store the record of a ledgered turn. A record of another turn of the session is
+        replaced, its entries dropped; the same turn's (a resume) keeps its entries."""
+        ...
+
+    async def ledger_put(
+        self, session_id: str, turn_id: str, entries: Sequence[LedgerEntry]
+    ) -> None:
+        """Store entries of the turn durably, in one write; an entry with the barrier and
+        key of a stored one replaces it."""
+        ...
+
+    async def ledger_load(
+        self, session_id: str
+    ) -> tuple[LedgerTurn, list[LedgerEntry]] | None:
+        """The session's ledgered turn and its entries (in the order they were first
+        put), or None when it has none."""
+        ...
+
+    async def ledger_drop(self, session_id: str, turn_id: str | None = None) -> bool:
+        """Drop the session's ledger (only if it is ``turn_id``'s, when given); returns
+        whether there was one."""
+        ...
+
+
 def _stamped(doc: SessionDocument, revision: int) -> SessionDocument:
     """A new document for the caller to keep: nothing of it is shared with ``doc``."""
     return doc.model_copy(deep=True, update={"revision": revision, "save_on": now_iso()})
@@ -84,6 +137,8 @@ class MemorySessionStore:
         self._docs: dict[str, str] = {}
         self._revisions: dict[str, int] = {}
         """The revision of each stored document (so a save need not parse the last one)."""
+        self._ledgers: dict[str, tuple[str, dict[tuple[str, str], str]]] = {}
+        """Per session: its ledgered turn's record and entries (as JSON text)."""
 
     async def load(self, session_id: str) -> SessionDocument | None:
         raw = self._docs.get(session_id)
@@ -117,9 +172,42 @@ class MemorySessionStore:
         del self._docs[session_id], self._revisions[session_id]
         return True
 
+    async def ledger_begin(self, turn: LedgerTurn) -> None:
+        held = self._ledgers.get(turn.session_id)
+        entries = held[1] if held is not None and \
+            LedgerTurn.model_validate_json(held[0]).turn_id == turn.turn_id else {}
+        self._ledgers[turn.session_id] = (turn.model_dump_json(), entries)
+
+    async def ledger_put(
+        self, session_id: str, turn_id: str, entries: Sequence[LedgerEntry]
+    ) -> None:
+        held = self._ledgers.get(session_id)
+        if held is None or LedgerTurn.model_validate_json(held[0]).turn_id != turn_id:
+            return  # the turn's ledger was dropped or replaced: nothing to add to
+        for entry in entries:
+            held[1][entry.barrier, entry.key] = entry.to_json()
+
+    async def ledger_load(
+        self, session_id: str
+    ) -> tuple[LedgerTurn, list[LedgerEntry]] | None:
+        held = self._ledgers.get(session_id)
+        if held is None:
+            return None
+        return (LedgerTurn.model_validate_json(held[0]),
+                [LedgerEntry.from_json(text) for text in held[1].values()])
+
+    async def ledger_drop(self, session_id: str, turn_id: str | None = None) -> bool:
+        held = self._ledgers.get(session_id)
+        if held is None or (turn_id is not None
+                            and LedgerTurn.model_validate_json(held[0]).turn_id != turn_id):
+            return False
+        del self._ledgers[session_id]
+        return True
+
     async def close(self) -> None:
         self._docs.clear()
         self._revisions.clear()
+        self._ledgers.clear()
 
 
 class SQLiteSessionStore:
@@ -139,6 +227,16 @@ class SQLiteSessionStore:
             "CREATE TABLE IF NOT EXISTS session ("
             " id TEXT PRIMARY KEY, revision INTEGER NOT NULL, flow TEXT NOT NULL,"
             " doc TEXT NOT NULL, updated TEXT NOT NULL)"
+        )
+        self._conn.execute(
+            "CREATE TABLE IF NOT EXISTS ledger_turn ("
+            " session_id TEXT PRIMARY KEY, turn_id TEXT NOT NULL, record TEXT NOT NULL)"
+        )
+        self._conn.execute(
+            "CREATE TABLE IF NOT EXISTS ledger_entry ("
+            " session_id TEXT NOT NULL, turn_id TEXT NOT NULL, barrier TEXT NOT NULL,"
+            " key TEXT NOT NULL, entry TEXT NOT NULL,"
+            " PRIMARY KEY (session_id, turn_id, barrier, key))"
         )
 
     async def _call(self, fn: Callable[[], T]) -> T:
@@ -209,6 +307,95 @@ class SQLiteSessionStore:
         if cur.rowcount != 1:
             raise SessionConflictError(session_id)
         return True
+
+    async def ledger_begin(self, turn: LedgerTurn) -> None:
+        record = turn.model_dump_json()
+
+        def begin() -> None:
+            with self._transaction():
+                self._conn.execute(
+                    "DELETE FROM ledger_entry WHERE session_id = ? AND turn_id != ?",
+                    (turn.session_id, turn.turn_id))
+
+                self._conn.execute(
+                    "INSERT OR REPLACE INTO ledger_turn (session_id, turn_id, record)"
+                    " VALUES (?, ?, ?)", (turn.session_id, turn.turn_id, record))
+
+        await self._call(begin)
+
+    async def ledger_put(
+        self, session_id: str, turn_id: str, entries: Sequence[LedgerEntry]
+    ) -> None:
+        rows = [(session_id, turn_id, e.barrier, e.key, e.to_json()) for e in entries]
+
+        def put() -> None:
+            with self._transaction():
+                held = self._conn.execute(
+                    "SELECT 1 FROM ledger_turn WHERE session_id = ? AND turn_id = ?",
+                    (session_id, turn_id)).fetchone()
+                if held is None:
+                    return  # the turn's ledger was dropped or replaced
+                # An upsert, not INSERT OR REPLACE: a replaced row keeps its place.
+                self._conn.executemany(
+                    "INSERT INTO ledger_entry (session_id, turn_id, barrier, key, entry)"
+                    " VALUES (?, ?, ?, ?, ?) ON CONFLICT (session_id, turn_id, barrier, key)"
+                    " DO UPDATE SET entry = excluded.entry", rows)
+
+        await self._call(put)
+
+    async def ledger_load(
+        self, session_id: str
+    ) -> tuple[LedgerTurn, list[LedgerEntry]] | None:
+        def load() -> tuple[str, list[str]] | None:
+            row = self._conn.execute(
+                "SELECT turn_id, record FROM ledger_turn WHERE session_id = ?",
+                (session_id,)).fetchone()
+            if row is None:
+                return None
+            entries = self._conn.execute(
+                "SELECT entry FROM ledger_entry WHERE session_id = ? AND turn_id = ?"
+                " ORDER BY rowid", (session_id, row[0])).fetchall()
+            return row[1], [e[0] for e in entries]
+
+        found = await self._call(load)
+        if found is None:
+            return None
+        try:
+            return (LedgerTurn.model_validate_json(found[0]),
+                    [LedgerEntry.from_json(text) for text in found[1]])
+        except (ValidationError, ValueError, TypeError) as exc:
+            raise SessionStoreError(
+                f"The branch ledger of session '{session_id}' is unreadable: {exc}") from exc
+
+    async def ledger_drop(self, session_id: str, turn_id: str | None = None) -> bool:
+        def drop() -> bool:
+            # Every turn that ends well asks, so the usual answer (none) is one statement.
+            # Entries left by a crash between the two are of no record: never loaded, and
+            # deleted by the session's next ledger_begin.
+            if turn_id is None:
+                cur = self._conn.execute(
+                    "DELETE FROM ledger_turn WHERE session_id = ?", (session_id,))
+            else:
+                cur = self._conn.execute(
+                    "DELETE FROM ledger_turn WHERE session_id = ? AND turn_id = ?",
+                    (session_id, turn_id))
+            if not cur.rowcount:
+                return False
+            self._conn.execute("DELETE FROM ledger_entry WHERE session_id = ?", (session_id,))
+            return True
+
+        return await self._call(drop)
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """One transaction (the connection autocommits each statement otherwise)."""
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+        self._conn.execute("COMMIT")
 
     async def close(self) -> None:
         await self._call(self._conn.close)

@@ -12,7 +12,8 @@ core reaches it; the barrier sees it only through its host Protocol
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterator, Mapping
+import logging
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Literal, final
@@ -37,8 +38,10 @@ from .barrier import (
     current_view,
     run_barrier,
 )
+from .barrier.ledger import LedgerEntry, TurnLedger
 from .errors import (
     FlowDefinitionError,
+    ParallelConfigurationError,
     ParallelLimitError,
     ParallelOutputError,
     ParallelReducerError,
@@ -59,6 +62,7 @@ from .session import (
     SessionDocument,
     StepRecord,
 )
+from .stores import BranchLedgerStore, LedgerTurn
 from .tools import ToolRegistry, ToolSpec, handlers_of
 from .transitions import Transition, step_name_of
 
@@ -75,6 +79,18 @@ concurrent tasks each see their own stack."""
 # level, names and values are the runtime's own; the suite builds them strictly).
 _SEQUENCE_ENTRY = ev.record_maker(SequenceEntry)
 _CONTRIBUTED = ev.event_maker(ev.StateContributed)
+
+logger = logging.getLogger("picoflow")
+
+
+class StoreLedgerWriter:
+    """A turn's ledger writes, to its session's ledger in the store."""
+
+    def __init__(self, store: BranchLedgerStore, session_id: str, turn_id: str) -> None:
+        self.store, self.session_id, self.turn_id = store, session_id, turn_id
+
+    async def put(self, entries: Sequence[LedgerEntry]) -> None:
+        await self.store.ledger_put(self.session_id, self.turn_id, entries)
 
 
 @final
@@ -110,6 +126,13 @@ class Turn:
         self._trail: dict[tuple[int, str], SequenceEntry] = {}
         """One trail entry per (level, step name), shared by every branch that appends it:
         entries are frozen, and siblings of a fan-out append equal ones."""
+        self.ledger: TurnLedger | None = None
+        """The turn's branch ledger, once a ledgered barrier forked (or the turn resumes)."""
+        self.request: tuple[str | None, dict[str, Any] | None] = (None, None)
+        """The turn's user message and config, as a ledger's record keeps them."""
+        self.start: tuple[int, str | None] = (0, None)
+        """The revision the turn began from and, when taken then, the document as JSON."""
+        self._ledger_lock: anyio.Lock | None = None
 
     def next_concurrent_group(self) -> int:
         """A number for the turn's next ``concurrent_steps()`` call (its events' group)."""
@@ -494,8 +517,61 @@ class Turn:
             frames.reset(frame_token)
             current_view.reset(view_token)
 
+    async def branch_ledger(self) -> TurnLedger:
+        """The turn's ledger, its record stored first (at the first ledgered fork)."""
+        if self.ledger is not None and self.ledger.opened:
+            return self.ledger
+        if self._ledger_lock is None:
+            self._ledger_lock = anyio.Lock()
+        async with self._ledger_lock:  # two root barriers may fork at once
+            if self.ledger is not None and self.ledger.opened:
+                return self.ledger
+            engine, doc = self.require_engine(), self.require_doc()
+            store = engine.store
+            if not isinstance(store, BranchLedgerStore):
+                raise ParallelConfigurationError(
+                    f"run_steps(..., ledger=True) needs a session store that keeps branch "
+                    f"ledgers (BranchLedgerStore: ledger_begin, ledger_put, ledger_load, "
+                    f"ledger_drop); {type(store).__name__} does not.")
+            revision, document = self.start
+            if document is None:
+                stored = await store.load(doc.id)
+                if stored is None:
+                    raise ParallelConfigurationError(
+                        f"Session '{doc.id}' is not stored; its turn cannot keep a ledger.")
+                if stored.revision != revision:
+                    logger.warning(
+                        "Session '%s' was saved during the turn before its first ledgered "
+                        "barrier: a resume starts from revision %d, not %d (set "
+                        "ParallelConfig(ledger=True) to keep the turn's start).",
+                        doc.id, stored.revision, revision)
+                revision, document = stored.revision, stored.model_dump_json()
+            bus = self.bus
+            run_id = bus.run_id if bus is not None else doc.id
+            message, config = self.request
+            await store.ledger_begin(LedgerTurn(
+                session_id=doc.id, turn_id=run_id, run_id=run_id, flow=self.flow.id,
+                message=message, config=config, revision=revision, document=document))
+            self.ledger = TurnLedger(StoreLedgerWriter(store, doc.id, run_id), run_id,
+                                      opened=True)
+            return self.ledger
+
+    def reuse_tokens(self, view: BranchView, tokens: Mapping[str, int]) -> None:
+        """Count a reused branch's tokens as if it had spent them now."""
+        self.tally_tokens(TokenUsage.model_validate(dict(tokens)), view)
+
+    async def flush_ledger(self) -> None:
+        """Write the ledger entries still pending (before more paid work, a save, or as the
+        turn fails or stops), shielded: a stop arriving now does not lose them."""
+        ledger = self.ledger
+        if ledger is not None and ledger.pending:
+            with anyio.CancelScope(shield=True):
+                await ledger.flush()
+
     async def checkpoint(self, reason: str = "checkpoint") -> int:
         """Save now (also the root-join checkpoint); returns the new revision."""
+        if reason != "final":  # a final save that commits drops the ledger unwritten
+            await self.flush_ledger()
         engine = self.require_engine()
         doc = self.sync_document()
         doc.revision = await engine.store.save(doc, doc.revision)
@@ -524,12 +600,24 @@ class Turn:
             )
         return self.model_calls
 
-    def tally_tokens(self, usage: TokenUsage) -> None:
+    def tally_tokens(self, usage: TokenUsage, view: BranchView | None = None) -> None:
         """Add one model attempt's usage to the session totals (attempted work counts,
-        even when a branch's state is later discarded) and to enclosing barrier budgets."""
+        even when a branch's state is later discarded), to the branch and the branches it
+        was forked under (what their ledger entries record) and to enclosing barrier
+        budgets."""
         self.require_doc().tokens.add(usage)
-        view = current_view.get()
+        if view is None:
+            view = current_view.get()
         if view is not None:
+            spender: BranchView | None = view
+            while spender is not None:
+                spent = spender.tokens
+                if spent is None:
+                    spent = spender.tokens = {}
+                spent["input_tokens"] = spent.get("input_tokens", 0) + usage.input_tokens
+                spent["output_tokens"] = spent.get("output_tokens", 0) + usage.output_tokens
+                spent["total_tokens"] = spent.get("total_tokens", 0) + usage.total_tokens
+                spender = spender.outer
             for budget in view.usages:
                 budget.tokens += usage.total_tokens
                 if budget.budget is not None and budget.tokens > budget.budget \

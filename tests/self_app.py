@@ -5,8 +5,10 @@ item it carries (``PicoFlow-Coordinator-Item``), attempt by attempt, as the app 
 Behaviours per attempt: ``ok`` (the child's turn succeeded), ``fail`` (it ran and failed:
 400 with the reply), ``slow`` (no answer until the test ends), ``401`` / ``503`` / ``500``
 (the JSON error shape), ``junk`` (a 200 that is not a flow reply), ``html`` (a flow whose
-reply is not plain text: its own payload). ``delay`` holds an item's answer back that many
-seconds, so the order children end in is fixed.
+reply is not plain text: its own payload), ``307`` (a redirect to another path of the
+app), ``drop`` (the connection closed once the request was read, without an answer).
+``delay`` holds an item's answer back that many seconds, so the order children end in is
+fixed.
 """
 
 from __future__ import annotations
@@ -76,6 +78,16 @@ def start_self_app() -> tuple[SelfApp, Callable[[], None]]:
                 data = {"run": run_id, "status": "running", "follow": f"/api/runs/{run_id}",
                         "message": "still running"}
                 return self._send(202, json.dumps(data).encode())
+            if what == "307":
+                self.send_response(307)
+                self.send_header("Location", app.url + "/elsewhere")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return None
+            if what == "drop":  # the child may have run; its answer never came
+                self.close_connection = True
+                self.connection.shutdown(2)
+                return None
             if what == "junk":
                 return self._send(200, b'{"nope": true}')
             if what == "html":  # a flow whose reply is not plain text: its own payload

@@ -29,6 +29,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("packaging/installed.py", "wait_healthy"): "polls until the installed server answers",
     ("flows_pkg/gated.py", "Wait.run_logic"): "a turn in a worker process polls the file "
                                               "gate its test opens",
+    ("flows_pkg/streamed.py", "GatedWriterModel.invoke"): "a model in a worker process "
+                                                          "polls the file gate its test opens",
     ("flows_pkg/ticking.py", "Tick.run_logic"): "polls the pause gate; paces a run that goes "
                                                 "on until its test stops it",
     # Durations that are the behaviour under test: deadlines on one clock, far apart.
@@ -52,8 +54,6 @@ ALLOWED: dict[tuple[str, str], str] = {
      "test_max_concurrency_bounds_running_branches_and_starts_queued_ones_in_order.limited"):
         "the branches' work; what is asserted (starts in order, two at most at once) holds "
         "for any durations",
-    ("runtime/test_http_conn.py", "scripted.handle"): "the scripted server's pauses between "
-                                                       "the parts of a reply, under test",
     ("web/test_leases_stall.py",
      "test_a_database_stall_longer_than_the_lease_does_not_interrupt_a_live_worker"):
         "the database stall under test lasts a lease longer, while a worker starts",
@@ -67,6 +67,9 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("golden/flows.py", "Searcher.run_logic"):
         "the finder's search time in the obeyed_cancel golden; its siblings wait on the "
         "token, not on the clock",
+    ("golden/flows.py", "Dictation.invoke"):
+        "the streamed golden's writing times: contenders two units apart, far over the "
+        "interval between two deltas",
     ("self_app.py", "start_self_app.Handler.do_POST"):
         "a child app's answer time, set by the coordinator golden",
     ("flows_pkg/coordinated.py", "Count.run_logic"): "a child's work time, set by its test",

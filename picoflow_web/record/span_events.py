@@ -293,6 +293,25 @@ def _sequential(out: _Emitter, parent: _Node, child: _Node, level: int) -> None:
     out.at(child.end, ev.StepExited, child.path, step=child.step)
 
 
+def _reused(out: _Emitter, child: _Node, barrier: str, index: int, key: str) -> None:
+    """A branch a resumed turn restored from its ledger, as our own export wrote it."""
+    attrs = child.span.attributes
+    said = attrs.get("output.value")
+
+    def count(name: str) -> int:
+        value = attrs.get(name)
+        return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+    original = attrs.get("picoflow.branch.original_seq")
+    tokens_in, tokens_out = count("gen_ai.usage.input_tokens"), count("gen_ai.usage.output_tokens")
+    out.at(child.start, ev.BranchReused, child.path, barrier=barrier, index=index, key=key,
+           step=child.step, output=ev.safe_value(said) if said is not None else None,
+           original_run_id=str(attrs.get("picoflow.branch.original_run_id") or ""),
+           original_seq=original if isinstance(original, int) else None,
+           input_tokens=tokens_in, output_tokens=tokens_out,
+           total_tokens=tokens_in + tokens_out)
+
+
 def _request_order(node: _Node) -> tuple[int, int, str]:
     """A branch of our own export: where its fork requested it (when it started varies)."""
     index = node.span.attributes.get("picoflow.branch.index")
@@ -328,6 +347,9 @@ def _barrier(out: _Emitter, parent: _Node, group: list[_Node], level: int) -> No
         key = requests[index].key
         attrs = child.span.attributes
         started = attrs.get("picoflow.branch.started") is not False
+        if attrs.get("picoflow.branch.reused") is True:  # our own export's reused branch
+            _reused(out, child, barrier, index, key)
+            continue
         if started:
             out.at(child.start, ev.BranchStarted, child.path, barrier=barrier, index=index,
                    key=key, step=child.step)

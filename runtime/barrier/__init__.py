@@ -9,6 +9,7 @@ The package is the whole fork/join and nothing else. It imports only itself,
 - :mod:`.reducers`: the built-in channel reducers (public);
 - :mod:`.views`: branch views and their drafts and contributions;
 - :mod:`._plan`: requests checked into branches before anything starts;
+- :mod:`.ledger`: the branch ledger a resumed turn reuses fulfilled branches from;
 - :mod:`._join`: the pure join — validation, conflicts, reduction order, publication;
 - :mod:`._driver`: the task-group driver that forks, runs, cancels, joins and publishes;
 - :mod:`._host`: the Protocols the core implements for the driver.
@@ -20,6 +21,8 @@ from ._driver import run_barrier as run_barrier
 from ._host import BarrierHost as BarrierHost
 from ._host import PublishedValues as PublishedValues
 from ._host import StepHost as StepHost
+from .ledger import LedgerEntry as LedgerEntry
+from .ledger import TurnLedger as TurnLedger
 from .reducers import Channel as Channel
 from .reducers import ContributionMeta as ContributionMeta
 from .reducers import StepChannels as StepChannels

@@ -49,6 +49,7 @@ from ._host import BarrierHost
 from ._join import DELETED, JoinResult, join
 from ._plan import PlannedBranch, plan_branches, thaw
 from ._spawn import BranchTask, branch_group
+from .ledger import LedgerEntry, TurnLedger, entry_of, request_digest, restore
 from .types import (
     BarrierUsage,
     BranchResult,
@@ -72,7 +73,9 @@ async def run_barrier(
     cancel: CancelToken | None = None,
 ) -> ParallelBatchResult:
     """Fork, run and join one barrier. See :meth:`runtime.Step.run_steps`."""
-    barrier = _Barrier(host, caller_step, requests, options, cancel)
+    ledgered = options.ledger if options.ledger is not None else host.parallel_config().ledger
+    ledger = await host.branch_ledger() if ledgered else None
+    barrier = _Barrier(host, caller_step, requests, options, cancel, ledger)
     if barrier.parent is not None:
         await barrier.run()
         return await barrier.publish()
@@ -109,6 +112,7 @@ def _result(index: int, key: str, step: str, path: InvocationPath, status: Branc
 _REQUEST = ev.record_maker(ev.BranchRequest)
 _STARTED = ev.event_maker(ev.BranchStarted)
 _FULFILLED = ev.event_maker(ev.BranchFulfilled)
+_REUSED = ev.event_maker(ev.BranchReused)
 
 
 @final
@@ -122,6 +126,7 @@ class _Barrier:
         requests: Sequence[RunStepRequest | Mapping[str, Any]],
         options: BarrierOptions,
         cancel: CancelToken | None,
+        ledger: TurnLedger | None = None,
     ) -> None:
         # Fork. Everything that can be wrong with the barrier raises here, before any
         # branch starts: a closed caller, bad requests, depth and invocation limits.
@@ -160,9 +165,20 @@ class _Barrier:
             BranchView(base=self.fork_view, step=item.name, index=i, key=item.key,
                        path=(*prefix, (ordinal, i)), params=item.params, cancel=self.token,
                        channels_of=host.channels_of, usages=usages, depth=depth,
-                       barrier_id=self.id)
+                       barrier_id=self.id, outer=parent)
             for i, item in enumerate(self.plan)
         ]
+        self.ledger = ledger
+        self.digests: list[str] = []
+        """Each request's digest, for a ledgered barrier."""
+        self.reuse: dict[int, LedgerEntry] = {}
+        """Branches a resumed turn restores from the ledger instead of running them."""
+        self.reruns: dict[int, str] = {}
+        """Why a ledgered branch runs again (its request changed), by request index."""
+        self.unjson: set[int] = set()
+        """Fulfilled branches whose output is not JSON (the join refuses them)."""
+        if ledger is not None:
+            self._match(ledger)
         self.outcomes: list[BranchResult | None] = [None] * len(self.plan)
         self.running: set[int] = set()
         """Request indices of the branches running now."""
@@ -182,6 +198,27 @@ class _Barrier:
         # must not be recorded before the request it obeyed. After the fork's own event: a
         # barrier forked under a cancelled token records its request right after it.
         self._forget_cancel = self.token.on_cancel(self._report_cancel)
+
+    def _match(self, ledger: TurnLedger) -> None:
+        """Digest every request; on a resume, find the ones the ledger holds unchanged."""
+        self.digests = [request_digest(item.name, item.params, item.message)
+                        for item in self.plan]
+        known = ledger.reusable(self.id)
+        if not known:
+            return
+        for index, item in enumerate(self.plan):
+            entry = known.get(item.key)
+            if entry is None:
+                continue
+            if entry.digest == self.digests[index] and entry.index == index \
+                    and entry.step == item.name:
+                self.reuse[index] = entry
+            else:
+                self.reruns[index] = (
+                    "its request (step, params or message) changed since the ledger "
+                    "recorded it" if entry.index == index else
+                    f"it moved from request {entry.index} to {index} since the ledger "
+                    "recorded it")
 
     def _report_fork(self, caller_step: str) -> None:
         views = self.views
@@ -203,11 +240,18 @@ class _Barrier:
         limit = self.options.max_concurrency
         limiter = anyio.CapacityLimiter(limit) if limit else None
         batch, due = _START_BATCH, _START_BATCH
+        reuse, ledger = self.reuse, self.ledger
+        for index in reuse:
+            self._reuse(index)
         try:
             async with anyio.create_task_group() as outer:
                 outer.start_soon(self._watch_cancel)
+                if ledger is not None:
+                    outer.start_soon(ledger.pump)
                 async with branch_group() as spawn:
                     for index in range(len(self.plan)):
+                        if reuse and index in reuse:
+                            continue
                         if limiter is not None:
                             # Its acquire yields to the loop even when a slot is free: the
                             # branch started before runs first, on trio too (which runs
@@ -227,11 +271,16 @@ class _Barrier:
                 outer.cancel_scope.cancel()
         finally:
             self._forget_cancel()  # a token cancelled once the branches ended asks nothing
+            # What the pump has not written yet stays pending, off the join's path: the turn
+            # writes it before its next top-level model call, save or ledgered barrier, or
+            # as it fails or stops; a turn that ends well drops it unwritten.
         self.usage.on_exhausted.clear()
 
     def _never_start(self, first: int) -> None:
         """Reject the queued branches from ``first`` on: cancellation came before them."""
         for index in range(first, len(self.plan)):
+            if self.outcomes[index] is not None:  # restored from the ledger
+                continue
             if self.usage.exhausted:
                 error: BaseException = BranchBudgetError(
                     f"The barrier's token budget of {self.options.token_budget} ran out "
@@ -248,7 +297,7 @@ class _Barrier:
         bus = self.host.bus
         if bus is not None:
             _STARTED(bus, view.path_str, barrier=self.id, index=index, key=item.key,
-                     step=item.name)
+                     step=item.name, rerun=self.reruns.get(index) if self.reruns else None)
         timeout = self.options.branch_timeout
         self.running.add(index)
         try:
@@ -289,6 +338,39 @@ class _Barrier:
                 "grace period; its writes were dropped."))
         self.finished.append(view.path_str)
         self._report_branch(index, started=True)
+        if self.ledger is not None:
+            self._ledger(index)
+
+    def _ledger(self, index: int) -> None:
+        """Queue a fulfilled branch's entry (one with a violation would invalidate the
+        barrier again: it runs again instead)."""
+        outcome, view = self.outcomes[index], self.views[index]
+        assert self.ledger is not None
+        if outcome is None or outcome.status != "fulfilled" or view.violations \
+                or index in self.unjson:
+            return
+        bus = self.host.bus
+        seq = bus.seq - 1 if bus is not None and bus.sinks else None
+        self.ledger.add(entry_of(self.id, view, outcome, self.digests[index],
+                                 self.ledger.run_id, seq))
+
+    def _reuse(self, index: int) -> None:
+        """Restore a branch from the ledger: its drafts into its view, its output as its
+        outcome, its tokens counted, ``branch.reused`` in place of its start and end."""
+        entry, view, item = self.reuse[index], self.views[index], self.plan[index]
+        restore(view, entry)
+        self.host.reuse_tokens(view, entry.tokens)
+        self.outcomes[index] = _result(index, item.key, item.name, view.path, "fulfilled",
+                                       entry.output, None, True)
+        self.finished.append(view.path_str)
+        bus = self.host.bus
+        if bus is not None and bus.sinks:
+            _REUSED(bus, view.path_str, barrier=self.id, index=index, key=item.key,
+                    step=item.name, output=safe_value(entry.output),
+                    original_run_id=entry.run_id, original_seq=entry.seq,
+                    input_tokens=entry.tokens.get("input_tokens", 0),
+                    output_tokens=entry.tokens.get("output_tokens", 0),
+                    total_tokens=entry.tokens.get("total_tokens", 0))
 
     def _fulfil(self, index: int, output: Any) -> None:
         # A branch that lost its publication rights (grace expired, budget spent) is not
@@ -296,10 +378,10 @@ class _Barrier:
         view = self.views[index]
         if view.closed:
             return
-        try:  # noqa: SIM105 - not suppress(): a context manager per branch
+        try:
             output = json_copy(output)  # plain JSON out, e.g. frozen params as dicts
         except StateValueError:
-            pass  # the join reports non-JSON outputs
+            self.unjson.add(index)  # the join reports non-JSON outputs
         item = self.plan[index]
         self.outcomes[index] = _result(index, item.key, item.name, view.path, "fulfilled",
                                        output, None, True)

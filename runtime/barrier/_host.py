@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel
 
 from ..events import EventBus
+from .ledger import TurnLedger
 from .reducers import Channel
 from .types import CancelToken, ParallelConfig
 from .views import BranchView, View
@@ -104,4 +105,13 @@ class BarrierHost(Protocol):
 
     async def checkpoint(self) -> int:
         """Save the session now (the root-join checkpoint); return the new revision."""
+        ...
+
+    async def branch_ledger(self) -> TurnLedger:
+        """The turn's branch ledger, its record stored (at the turn's first ledgered fork);
+        raises ``ParallelConfigurationError`` when the session store keeps no ledger."""
+        ...
+
+    def reuse_tokens(self, view: BranchView, tokens: Mapping[str, int]) -> None:
+        """Count the tokens a reused branch spent when it ran, as if it had run now."""
         ...

@@ -81,6 +81,9 @@ class ParallelConfig(BaseModel):
     """Seconds a told branch may keep running before it loses publication rights."""
     model_call_limit: int | None = Field(default=None, ge=1)
     """Model calls in flight at once across every branch of a turn (provider quota)."""
+    ledger: bool = False
+    """Barriers write their fulfilled branches to the branch ledger unless they say
+    ``run_steps(..., ledger=False)`` (``FlowEngine.resume`` reuses them)."""
 
 
 class CancelToken:

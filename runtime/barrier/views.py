@@ -141,6 +141,11 @@ class BranchView:
     """Barriers this branch has opened (the next one's ordinal)."""
     closed: bool = False
     """Past the grace period: the branch lost publication rights; writes are dropped."""
+    outer: BranchView | None = None
+    """The branch that forked this one's barrier (None for a root barrier's branch)."""
+    tokens: dict[str, int] | None = None
+    """Tokens this branch and its descendants spent (what its ledger entry records); None
+    until it spends some (a dict per branch would cost a no-op fan-out)."""
     _seq: int = 0
     _folding: dict[tuple[str, str], tuple[Sequence[Contribution], int, bool]] | None = None
     """Per field: the contribution list :meth:`folds_reduce` last saw, how many of its items

@@ -13,6 +13,8 @@
 ``bus``            :class:`EventBus` (stamps and delivers) and the :class:`EventSink` protocol
 ``sinks``          memory, callback, JSONL and bounded sinks; the JSONL export format
 ``dashboard``      :class:`DashboardSink`: batches events to a dashboard over HTTP
+``ingest_client``  the sink's half that talks to the dashboard: requests (on httpx2, the
+                   ``http`` extra, loaded by name), what their answers mean, its warnings
 ``channels``       the built-in channels' reducer rules, pure: the join and the fold read
                    the same
 ``fold``           events to a run model, and any invocation's view at any moment: a
@@ -20,11 +22,11 @@
 ``trace``          the readable text dump (``python -m runtime trace FILE.jsonl``)
 =================  ========================================================================
 
-The package imports only the standard library and pydantic; ``channels`` imports only the
-standard library; ``fold`` and ``trace`` import only from this package. Everything outside
-it imports from here (``from runtime import events as ev``, ``from runtime.events import
-MemorySink``), not from the modules; the barrier alone reads ``channels``, whose rules its
-join applies.
+The package imports only the standard library and pydantic (httpx2 is loaded by name when
+a :class:`DashboardSink` is made); ``channels`` imports only the standard library; ``fold``
+and ``trace`` import only from this package. Everything outside it imports from here
+(``from runtime import events as ev``, ``from runtime.events import MemorySink``), not from
+the modules; the barrier alone reads ``channels``, whose rules its join applies.
 
 Note that ``runtime.events.fold`` is the function :func:`fold`; the package is reached by
 ``from runtime.events.fold import ...`` or ``importlib.import_module`` only.
@@ -65,6 +67,7 @@ from .schema import (
     BranchFulfilled,
     BranchRejected,
     BranchRequest,
+    BranchReused,
     BranchStarted,
     CancelGraceExpired,
     CancelPropagated,
@@ -146,6 +149,7 @@ __all__ = [
     "BranchFulfilled",
     "BranchRejected",
     "BranchRequest",
+    "BranchReused",
     "BranchStarted",
     "CallbackSink",
     "CancelGraceExpired",

@@ -43,6 +43,8 @@ Event types, ``<subject>.<past verb>``:
 ``branch.fulfilled``       a branch finished with an output
 ``branch.rejected``        a branch failed (error); ``cancelled`` says if by cancellation
 ``branch.direct_result``   a branch's tool ended it with a value
+``branch.reused``          a resumed turn restored a fulfilled branch from the ledger
+                           instead of running it: output, tokens, where it first ran
 ``join.reduced``           one channel reduced: inputs in request-path order, completion
                            order, result
 ``join.published``         what the join published, and where
@@ -91,6 +93,12 @@ class Truncated(BaseModel):
     """The first characters of that JSON."""
 
 
+def _absent(value: object) -> bool:
+    """Optional fields added after the first schema are left out while unset, so events
+    without them serialise exactly as before."""
+    return value is None
+
+
 class EventBase(BaseModel):
     """The fields every event carries; each event type is a subclass with its own."""
 
@@ -129,6 +137,9 @@ class TurnStarted(EventBase):
     type: Literal["turn.started"] = "turn.started"
     flow: str
     message: str | None
+    resumes: str | None = Field(None, exclude_if=_absent)
+    """The run whose interrupted (or failed) turn this one resumes (absent: not a
+    resume)."""
 
 
 class TurnFinished(EventBase):
@@ -394,6 +405,9 @@ class BarrierOptions(BaseModel):
     """Seconds each branch may run before it is cancelled (None: no limit)."""
     token_budget: int | None = Field(None, ge=1)
     """Model tokens the barrier's branches may spend together (None: no budget)."""
+    ledger: bool | None = Field(None, exclude_if=_absent)
+    """Write fulfilled branches to the branch ledger so a resumed turn reuses them (None:
+    the flow's ``ParallelConfig.ledger``)."""
 
 
 class _BarrierForkHead(EventBase):
@@ -426,6 +440,9 @@ class BranchStarted(EventBase):
     index: int
     key: str
     step: str
+    rerun: str | None = Field(None, exclude_if=_absent)
+    """Why a resumed turn runs this branch again although the ledger holds it (its
+    request changed since); absent otherwise."""
 
 
 class BranchFulfilled(EventBase):
@@ -448,6 +465,27 @@ class BranchRejected(EventBase):
     error: ErrorInfo
     cancelled: bool
     started: bool
+
+
+class BranchReused(EventBase):
+    """A resumed turn restored a fulfilled branch from the branch ledger, in place of its
+    ``branch.started`` and ``branch.fulfilled``: its drafts join as if it had run."""
+
+    type: Literal["branch.reused"] = "branch.reused"
+    barrier: str
+    index: int
+    key: str
+    step: str
+    output: Any
+    original_run_id: str
+    """The run in which the branch ran."""
+    original_seq: int | None
+    """The ``seq`` of its ``branch.fulfilled`` there (None when nothing recorded it)."""
+    input_tokens: int
+    output_tokens: int
+    total_tokens: int
+    """Tokens the branch and its descendants spent there: what the reuse saved. The
+    session counts them as spent, as an uninterrupted run would have."""
 
 
 class BranchDirectResult(EventBase):
@@ -661,7 +699,8 @@ Event = Annotated[
     | StepEntered | StepExited | CursorMoved | ModelStarted | ModelDelta | ModelFinished
     | ModelFailed | ToolStarted
     | ToolFinished | StateReplaced | StateRemoved | StateContributed | BarrierForked
-    | BranchStarted | BranchFulfilled | BranchRejected | BranchDirectResult | JoinReduced
+    | BranchStarted | BranchFulfilled | BranchRejected | BranchReused | BranchDirectResult
+    | JoinReduced
     | JoinPublished | JoinInvalidated | CancelRequested | CancelPropagated
     | CancelGraceExpired | CheckpointSaved | CheckpointFailed | ConcurrentBatchStarted
     | ConcurrentChildStarted | ConcurrentChildFinished | ConcurrentBatchFinished

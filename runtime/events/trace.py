@@ -58,8 +58,9 @@ def dump_trace(events: Sequence[ev.Event]) -> str:
                 "(interrupted)" if inv.interrupted else (inv.error or {}).get("code", ""))
             fate = publication_of(run, path)
             dropped = f" [discarded: {fate.reason}]" if fate and fate.state == "discarded" else ""
+            reused = f" (reused from {inv.reused['run_id']})" if inv.reused else ""
             lines.append(f"{indent}  [{inv.index}] {inv.step} key={inv.key} path={path} "
-                         f"{inv.status} {detail}{dropped}")
+                         f"{inv.status}{reused} {detail}{dropped}")
     for call in run.concurrent:
         lines.append(f"  concurrent {call.group} -> {call.flow}: {len(call.batch_list)} of "
                      f"{call.batches} batches of {call.batch_size}")

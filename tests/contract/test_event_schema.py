@@ -288,6 +288,9 @@ async def test_every_path_is_announced_by_a_fork_and_started_before_use() -> Non
             elif isinstance(event, ev.BranchRejected) and not event.started:
                 # A queued branch cancelled before it ran: its one and only event.
                 assert event.path not in started, (run_id, event.seq)
+            elif isinstance(event, ev.BranchReused):
+                # Restored from the ledger by a resumed turn: its one and only event too.
+                assert event.path not in started, (run_id, event.seq)
             else:
                 assert event.path in started, (run_id, event.seq, event.type)
 

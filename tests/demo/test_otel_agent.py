@@ -1,6 +1,6 @@
 """The OpenTelemetry demo agent (picoflow_web/demos/otel_agent.py): its trace has the shape
-the README promises (six overlapping tool spans under the agent's span, then one chat span
-with token usage), it imports nothing of PicoFlow, and run as the README says against a
+the tutorial promises (six overlapping tool spans under the agent's span, then one chat span
+with token usage), it imports nothing of PicoFlow, and run as the tutorial says against a
 live dashboard its trace becomes a run whose id is the trace id, with one barrier of six
 branches and a model call with its tokens.
 """

@@ -34,7 +34,7 @@ def server(shared_daphne: SharedServer) -> tuple[LiveDaphne, str, str]:
 
 
 def run_demo(server: tuple[LiveDaphne, str, str], demo: str, *args: str) -> str:
-    """Run ``demo`` as the README says, shipping to the live dashboard; its run id."""
+    """Run ``demo`` as the LangGraph tutorial says, shipping to the live dashboard; its run id."""
     live, _, token = server
     env = {key: value for key, value in os.environ.items()
            if not key.startswith(("DJANGO_", "PYTEST_"))}

@@ -37,7 +37,7 @@ def server(shared_daphne: SharedServer) -> tuple[LiveDaphne, str, str]:
 
 
 def run_agent(server: tuple[LiveDaphne, str, str]) -> str:
-    """Run the demo agent as the README says, shipping to the live dashboard with the
+    """Run the demo agent as its tutorial says, shipping to the live dashboard with the
     standard OTLP variables; its trace id."""
     live, _, token = server
     env = {key: value for key, value in os.environ.items()

@@ -222,20 +222,21 @@ async def test_stop_on_the_page_stops_the_turn_in_its_own_process(
     assert again == [409, "run_ended"]
 
 
-def readme_example(title: str) -> str:
-    """The Python example of the README section ``### <title>``."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = text[text.index(f"### {title}\n"):]
+def docs_example(title: str) -> str:
+    """The Python example of the section ``## <title>`` of the "Watch your own process"
+    tutorial."""
+    text = (ROOT / "docs" / "tutorials" / "watch-your-process.md").read_text(encoding="utf-8")
+    section = text[text.index(f"## {title}\n"):]
     return section[section.index("```python\n") + 10:section.index("```", section.index(
         "```python\n") + 10)]
 
 
-def test_the_readmes_example_ships_its_run_to_the_dashboard(
+def test_the_docs_example_ships_its_run_to_the_dashboard(
     server: tuple[LiveDaphne, str, str], tmp_path: Path,
 ) -> None:
     live, _, token = server
     script = tmp_path / "counting.py"
-    script.write_text(readme_example("Ship events from your process"), encoding="utf-8")
+    script.write_text(docs_example("Ship events from your process"), encoding="utf-8")
     env = process_env(live, token)
     done = subprocess.run([sys.executable, str(script)], env=env, cwd=tmp_path,
                           capture_output=True, text=True, timeout=60, check=False)

@@ -40,7 +40,7 @@ GOLDEN_DIR = Path(__file__).resolve().parent
 SNAPSHOT_TYPES = frozenset({
     "barrier.forked", "branch.fulfilled", "branch.rejected", "join.published",
     "join.invalidated", "checkpoint.saved", "checkpoint.failed", "cancel.requested",
-    "run.interrupted", "concurrent.batch_finished",
+    "run.interrupted", "concurrent.batch_finished", "model.delta",
 })
 """Event types after which the export records a snapshot of the fold stopped there."""
 
@@ -64,7 +64,9 @@ def _branch(run: RunModel, path: str, finished: dict[str, int]) -> dict[str, Any
     inv = run.invocations[path]
     at = finished.get(path, run.last_seq)
     seen = view_at(run, path, at)
-    extra = {"interrupted": True} if inv.interrupted else {}
+    extra: dict[str, Any] = {"interrupted": True} if inv.interrupted else {}
+    if inv.reused is not None:
+        extra["reused"] = inv.reused
     return {**extra,
         "step": inv.step, "key": inv.key, "index": inv.index, "barrier": inv.barrier,
         "status": inv.status, "cancelled": inv.cancelled, "output": inv.output,
@@ -99,9 +101,16 @@ def _barrier(run: RunModel, barrier_id: str) -> dict[str, Any]:
     }
 
 
+def _streams(run: RunModel) -> dict[str, Any]:
+    """The open model attempts that have written something, by invocation path."""
+    return {path: inv.streaming.as_dict() for path, inv in run.invocations.items()
+            if inv.streaming is not None and (inv.streaming.text or inv.streaming.tool_calls)}
+
+
 def _snapshot(events: list[ev.Event], upto: int) -> dict[str, Any]:
     run = fold(events, upto)
-    return {
+    streams = _streams(run)
+    return {**({"streams": streams} if streams else {}),
         "upto": upto, "last_seq": run.last_seq, "status": run.status,
         "state": comparable(run.state), "tokens": run.tokens, "conflicts": run.conflicts,
         "statuses": {path: inv.status for path, inv in run.invocations.items() if path},
@@ -123,8 +132,9 @@ def export_run(events: list[ev.Event], stops: list[int] | None = None) -> dict[s
 
     ``stops`` are the seqs to snapshot the fold at (default: after every event of the
     :data:`SNAPSHOT_TYPES` and at the middle event). ``anomalies``, ``overflows``,
-    ``interruption``, ``cancellation``, ``unsaved`` and ``concurrent`` (and a branch's or barrier's
-    ``interrupted`` flag) are listed only when the fold recorded any, so the exports of
+    ``interruption``, ``cancellation``, ``unsaved``, ``concurrent`` and ``streams`` (the open
+    model attempts' streamed text; also in a snapshot), and a branch's or barrier's
+    ``interrupted`` flag, are listed only when the fold recorded any, so the exports of
     runs that have none keep their shape.
     """
     run = fold(events)
@@ -145,6 +155,10 @@ def export_run(events: list[ev.Event], stops: list[int] | None = None) -> dict[s
         extra["unsaved"] = run.unsaved
     if run.concurrent:
         extra["concurrent"] = export_groups(run.concurrent)
+    if streams := _streams(run):
+        extra["streams"] = streams
+    if run.resumes is not None:
+        extra["resumes"] = run.resumes
     return {**extra,
         "run_id": run.run_id, "session_id": run.session_id, "flow": run.flow,
         "status": run.status, "reply": run.reply, "error": run.error, "cursor": run.cursor,

@@ -21,6 +21,9 @@
 * :class:`CoordinatorFlow` (golden ``coordinator``) — coordinator mode: five items sent as
   independent child requests in batches of two to a stand-in of the app's ``/ai/run``;
   children that answer, fail, are refused, and are retried after a 503.
+* :class:`StreamFlow` (golden ``streamed``) — two branches whose model answers stream
+  (``model.delta``): one attempt breaks mid-answer and is retried; the other answer is a
+  tool call whose arguments stream.
 
 Each ``xxx_flow(latency)`` returns ``(flow_class, model)`` like the demo factories;
 :func:`outage_store` and :func:`overflow_sinks` make the store and the extra sinks a
@@ -36,6 +39,7 @@ import anyio
 from picoflow_web.demos.parallel import ResearchFlow, research_flow
 from runtime import (
     Channel,
+    DirectResult,
     Flow,
     LogicStep,
     MemorySessionStore,
@@ -52,12 +56,15 @@ from runtime import (
     SessionStoreError,
     Step,
     StepChannels,
+    ToolCall,
     Transition,
+    direct_result,
     stay,
     tool,
 )
 from runtime.concurrent import ChildReply
 from runtime.events import BoundedSink, CallbackSink, Event, EventSink
+from runtime.streaming import stream_delta
 from tests.self_app import SelfApp, start_self_app
 
 
@@ -527,3 +534,90 @@ def coordinator_flow(latency: float) -> tuple[type[GoldenFlow], None]:
 def coordinator_engine() -> dict[str, Any]:
     """What the coordinator golden's engine needs: the stand-in app and a token."""
     return {"self_url": self_app_url(), "self_token": "pf_golden"}
+
+
+# -- a streamed answer ---------------------------------------------------------------------
+
+
+class Drafter(GoldenBranch):
+    """Drafts one paragraph of the tide note with the model (which streams)."""
+
+    def get_prompt(self) -> str:
+        return f"Draft the {self.parallel_invocation().key} of the tide note."
+
+    def parallel_state_channels(self) -> dict[str, Channel]:
+        return {"paragraphs": StepChannels.keyed_by_branch()}
+
+    @tool
+    async def tide_table(self, harbour: str) -> DirectResult:
+        """The next high tide at ``harbour``: the branch's paragraph."""
+        paragraph = f"High tide at {harbour} is at 06:10."
+        self.contribute_state("paragraphs", paragraph)
+        return direct_result(paragraph)
+
+    async def on_response(self, result: Any) -> Routable:
+        self.contribute_state("paragraphs", str(result))
+        return str(result)
+
+
+class Editor(LogicStep):
+    """Has the intro and the outro drafted at once."""
+
+    async def run_logic(self) -> Routable:
+        batch = await self.run_steps([RunStepRequest(Drafter, key="intro"),
+                                      RunStepRequest(Drafter, key="outro")])
+        self.save_state({"drafted": [b.key for b in batch.fulfilled]})
+        return "The tide note is drafted."
+
+
+class StreamFlow(GoldenFlow):
+    """Two branches whose model answers stream: one attempt breaks mid-answer and is
+    retried; the other answer is a tool call whose arguments stream."""
+
+    def define_steps(self) -> list[Step]:
+        return [Editor(self), Drafter(self)]
+
+
+class Dictation(ScriptedModel):
+    """Streams fixed answers chunk by chunk, at fixed times.
+
+    The intro writes at every fourth time unit (0, 4; its first attempt then loses its
+    connection at 8 and the retry writes at 8, 12, 16) and the outro's tool call two units
+    later (2, 6): contenders stay two units apart, and chunks of one attempt four apart —
+    far over the runtime's interval between two deltas — so every chunk is its own
+    ``model.delta`` and the order of events does not depend on the machine.
+    """
+
+    def __init__(self, unit: float) -> None:
+        super().__init__(name=None)
+        self.unit = unit
+        self.intro_attempts = 0
+
+    async def invoke(self, request: ModelRequest) -> ModelResponse:
+        unit = self.unit
+        if "intro" in request.system_prompt:
+            self.intro_attempts += 1
+            if self.intro_attempts == 1:
+                stream_delta("The tide ")
+                await anyio.sleep(4 * unit)
+                stream_delta("comes in tw")
+                await anyio.sleep(4 * unit)
+                raise ModelTransportError("connection dropped mid-answer")
+            for piece in ("The tide ", "comes in ", "twice a day."):
+                if piece != "The tide ":
+                    await anyio.sleep(4 * unit)
+                stream_delta(piece)
+            return ModelResponse(content="The tide comes in twice a day.")
+        await anyio.sleep(2 * unit)
+        stream_delta("", [{"index": 0, "id": "call_tide", "name": "tide_table",
+                           "arguments": '{"harbour": '}])
+        await anyio.sleep(4 * unit)
+        stream_delta("", [{"index": 0, "arguments": '"Brest"}'}])
+        return ModelResponse(tool_calls=[ToolCall(id="call_tide", name="tide_table",
+                                                  args={"harbour": "Brest"})],
+                             finish_reason="tool_calls")
+
+
+def stream_flow(latency: float) -> tuple[type[GoldenFlow], ScriptedModel]:
+    """:class:`StreamFlow` at time unit ``latency``, with its streaming model."""
+    return _scaled(StreamFlow, latency), Dictation(latency)

@@ -68,8 +68,10 @@ from tests.golden.flows import (
     outage_store,
     overflow_sinks,
     scout_flow,
+    stream_flow,
     tally_flow,
 )
+from tests.golden.ledger_flow import survey_flow
 
 GOLDEN_DIR = Path(__file__).resolve().parent
 GOLDEN_LATENCY = 0.05
@@ -145,6 +147,8 @@ class Golden:
     end with the ``run.interrupted`` the recording appends, and have no reply."""
     stops: dict[int, Stop] = field(default_factory=dict)
     """Turns (from 1) the recording stops through their cancel token."""
+    resumes: frozenset[int] = frozenset()
+    """Turns (from 1) that are ``FlowEngine.resume`` of the session's interrupted turn."""
     engine: Callable[[], dict[str, Any]] | None = None
     """More arguments of its ``FlowEngine`` (a coordinator's self URL and token)."""
 
@@ -198,6 +202,10 @@ GOLDENS: tuple[Golden, ...] = (
            stops={1: Stop("branch.fulfilled", "0.1:0", 1, "Stop pressed in the dashboard",
                           "ada")}),
     Golden("obeyed_cancel", scout_flow, ("Where are the tide tables?",)),
+    Golden("streamed", stream_flow, ("Draft the tide note",)),
+    # A ledgered fan-out killed mid-way, then resumed: two branches reused, two run.
+    Golden("resumed", survey_flow, ("Survey the sites", ""), interrupted=frozenset({1}),
+           resumes=frozenset({2})),
 )
 """Every golden: the demos', then those of ``tests/golden/flows.py``."""
 BY_NAME = {golden.name: golden for golden in GOLDENS}
@@ -281,6 +289,8 @@ async def record(golden: Golden) -> Recorded:
 async def _play(engine: FlowEngine, flow_id: str, message: str, session_id: str,
                 golden: Golden, turn: int, watch: _Watch) -> RunReply:
     """One turn of ``golden``; a stopped one with its Stop pressed beside it."""
+    if turn in golden.resumes:
+        return await engine.resume(session_id, run_id=golden.run_id(turn))
     stop = golden.stops.get(turn)
     if stop is None:
         return await engine.run(flow_id, message, session_id, golden.config,

@@ -2,6 +2,7 @@
 // folds can be compared with one deep equality per golden.
 import { exportGroups } from "../../static/picoflow_web/js/fold/concurrent.js";
 import { barrierPublicationOf, comparable, fold, publicationOf, viewAt } from "../../static/picoflow_web/js/fold.js";
+import { openStreams } from "../../static/picoflow_web/js/streaming.js";
 
 const pick = (obj, keys) => Object.fromEntries(keys.map((k) => [k, obj[k]]));
 
@@ -20,6 +21,7 @@ function branch(run, path, finished) {
   // Flagged only when set, as tests/golden/export_fold.py does.
   return {
     ...(inv.interrupted ? { interrupted: true } : {}),
+    ...(inv.reused ? { reused: { run_id: inv.reused.runId, seq: inv.reused.seq, tokens: inv.reused.tokens } } : {}),
     step: inv.step, key: inv.key, index: inv.index, barrier: inv.barrier,
     status: inv.status, cancelled: inv.cancelled, output: inv.output, error: inv.error,
     started: inv.started, finished: inv.finished, barriers: inv.barriers, tokens: inv.tokens,
@@ -56,7 +58,9 @@ function snapshot(events, upto) {
     const found = publicationOf(run, path);
     if (found) publications[path] = [found.state, found.reason];
   }
+  const streams = openStreams(run);
   return {
+    ...(Object.keys(streams).length ? { streams } : {}),
     upto, last_seq: run.lastSeq, status: run.status, state: comparable(run.state),
     tokens: run.tokens, conflicts: run.conflicts, statuses, outcomes, publications,
   };
@@ -82,6 +86,9 @@ export function exportModel(run, events, stops) {
   if (run.cancellation) extra.cancellation = pick(run.cancellation, ["seq", "reason", "requested_by", "revision"]);
   if (run.unsaved.length) extra.unsaved = run.unsaved.map((u) => pick(u, ["step", "field", "value", "deleted"]));
   if (run.concurrent.length) extra.concurrent = exportGroups(run.concurrent);
+  const streams = openStreams(run);
+  if (Object.keys(streams).length) extra.streams = streams;
+  if (run.resumes) extra.resumes = run.resumes;
   return {
     ...extra,
     run_id: run.runId, session_id: run.sessionId, flow: run.flow, status: run.status,

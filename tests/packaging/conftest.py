@@ -1,6 +1,7 @@
 """Session fixtures of the packaging tests: the wheel is built once, installed once into
-a virtualenv with the dashboard (``[web]``) and once into one with the runtime alone, and
-the dashboard from the first is served once for every test that needs it.
+a virtualenv with the dashboard (``[web]``), once into one with the runtime alone and once
+into one with the runtime and httpx2 (``[http]``), and the dashboard from the first is served
+once for every test that needs it.
 
 Everything lives in one temporary folder outside the checkout (pytest's
 ``tmp_path_factory``); the installed copies never see the checkout (no ``PYTHONPATH``,
@@ -70,6 +71,13 @@ def runtime_venv(dists: Dists, tmp_path_factory: pytest.TempPathFactory) -> Venv
     """A fresh virtualenv with the wheel installed without extras: the runtime alone."""
     return make_venv(tmp_path_factory.mktemp("runtime-venv") / "venv", str(dists.wheel),
                      python=NEWEST_PYTHON or sys.executable)
+
+
+@pytest.fixture(scope="session")
+def http_venv(dists: Dists, tmp_path_factory: pytest.TempPathFactory) -> Venv:
+    """A fresh virtualenv with ``picoflow-web[http]``: the runtime and httpx2, what a
+    ``DashboardSink`` ships with."""
+    return make_venv(tmp_path_factory.mktemp("http-venv") / "venv", f"{dists.wheel}[http]")
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,7 @@
 """The app in a Django project of someone else's: ``django-admin startproject``, the
-README's snippets appended as they are written there, ``migrate``, ``manage.py serve``
-(Daphne on the project's ASGI application, one worker), then the runs page, a websocket,
-and a run that reaches that websocket from the worker.
+install guide's snippets (docs/how-to/install.md) appended as they are written there,
+``migrate``, ``manage.py serve`` (Daphne on the project's ASGI application, one worker),
+then the runs page, a websocket, and a run that reaches that websocket from the worker.
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ pytestmark = [pytest.mark.slow]
 websockets = pytest.importorskip("websockets", reason="pip install websockets")
 
 
-def readme_snippets() -> dict[str, str]:
-    """The README's ``<!-- django-project: FILE -->`` code blocks, by file name."""
-    text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+def docs_snippets() -> dict[str, str]:
+    """The install guide's ``<!-- django-project: FILE -->`` code blocks, by file name."""
+    text = (REPO_ROOT / "docs" / "how-to" / "install.md").read_text(encoding="utf-8")
     found = dict(re.findall(r"<!-- django-project: (\S+) -->\n```py\n(.*?)```", text, re.DOTALL))
     assert set(found) == {"settings.py", "urls.py", "asgi.py"}, sorted(found)
     return found
@@ -40,12 +40,12 @@ def readme_snippets() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def project(web_venv: Venv, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """``mysite``, made by the installed ``django-admin`` and set up as the README says."""
+    """``mysite``, made by the installed ``django-admin`` and set up as the docs say."""
     home = tmp_path_factory.mktemp("project")
     env = outside_env(home)
     run([web_venv.bin("django-admin"), "startproject", "mysite"], env=env, cwd=home)
     root = home / "mysite"
-    for name, snippet in readme_snippets().items():
+    for name, snippet in docs_snippets().items():
         with (root / "mysite" / name).open("a", encoding="utf-8") as handle:
             handle.write("\n" + snippet)
     with (root / "mysite" / "settings.py").open("a", encoding="utf-8") as handle:

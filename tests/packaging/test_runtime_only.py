@@ -1,5 +1,6 @@
 """The runtime alone: the wheel installed without extras brings pydantic and anyio, no
-Django; the README's example runs there and its ``DashboardSink`` ships the run to a live
+Django and no httpx2 (a ``DashboardSink`` there says which extra it needs); with the ``http``
+extra the docs' shipping example runs and its ``DashboardSink`` ships the run to a live
 dashboard (the installed one of ``picoflow-web serve``), where it shows up finished.
 """
 
@@ -21,10 +22,11 @@ from tests.webhelpers import wait_for
 pytestmark = [pytest.mark.slow]
 
 
-def readme_shipping_example() -> str:
-    """The README's complete example under "Ship events from your process"."""
-    text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    section = text.split("### Ship events from your process", 1)[1]
+def docs_shipping_example() -> str:
+    """The docs' complete example under "Ship events from your process"."""
+    text = (REPO_ROOT / "docs" / "tutorials" / "watch-your-process.md").read_text(
+        encoding="utf-8")
+    section = text.split("## Ship events from your process", 1)[1]
     return str(re.findall(r"```python\n(.*?)```", section, re.DOTALL)[0])
 
 
@@ -41,7 +43,15 @@ def test_the_runtime_alone_has_no_django(runtime_venv: Venv, tmp_path: Path) -> 
                  cwd=tmp_path).stdout
     names = {p["name"].lower() for p in json.loads(listed)}
     assert {"pydantic", "anyio", "picoflow-web"} <= names
-    assert not names & {"django", "channels", "daphne", "whitenoise"}
+    assert not names & {"django", "channels", "daphne", "whitenoise", "httpx2"}
+    # What ships to a dashboard says what to install.
+    sink = subprocess.run([runtime_venv.python, "-c", "from runtime.events import "
+                           "DashboardSink; DashboardSink('http://127.0.0.1:9', 't')"],
+                          env=env, cwd=tmp_path, capture_output=True, text=True, check=False)
+    assert sink.returncode == 1
+    assert sink.stderr.strip().splitlines()[-1] == (
+        "ImportError: DashboardSink sends with httpx2, which is not installed: "
+        "pip install 'picoflow-web[http]'")
     # The command says how to get the dashboard instead of failing with a traceback.
     serve = subprocess.run([runtime_venv.bin("picoflow-web"), "serve"], env=env,
                            cwd=tmp_path, capture_output=True, text=True, check=False)
@@ -59,16 +69,16 @@ def test_the_runtime_alone_is_installed_on_python_3_13(runtime_venv: Venv,
     assert f'"Programming Language :: Python :: {version}"' in classifiers
 
 
-def test_the_readme_example_ships_its_run_to_a_live_dashboard(
-    runtime_venv: Venv, web_venv: Venv, dashboard: Served, tmp_path: Path,
+def test_the_docs_example_ships_its_run_to_a_live_dashboard(
+    http_venv: Venv, web_venv: Venv, dashboard: Served, tmp_path: Path,
 ) -> None:
-    # The README's token command, through the installed dashboard's own command.
+    # The docs' token command, through the installed dashboard's own command.
     made = run([web_venv.bin("picoflow-web"), "manage", "create_api_token", "admin", "laptop",
                 "--scope", "ingest", "--scope", "read"], env=dashboard.env, cwd=tmp_path)
     token = made.stdout.strip().splitlines()[-1]
     script = tmp_path / "counting.py"
-    script.write_text(readme_shipping_example(), encoding="utf-8")
-    shipped = run([runtime_venv.python, script], cwd=tmp_path, env=outside_env(
+    script.write_text(docs_shipping_example(), encoding="utf-8")
+    shipped = run([http_venv.python, script], cwd=tmp_path, env=outside_env(
         tmp_path, {"PICOFLOW_DASHBOARD_URL": dashboard.base_url,
                    "PICOFLOW_DASHBOARD_TOKEN": token}))
     assert shipped.stdout.strip() == "total 10"

@@ -1,15 +1,20 @@
-"""A local OpenAI-compatible Chat Completions server for the adapter's fan-out tests.
+"""A local OpenAI-compatible Chat Completions server for the adapter's fault-injection and
+fan-out tests (what a third-party mock server cannot do: see tests/runtime/test_openai_compat.py
+for the adapter against fakellm).
 
-Stdlib ``http.server`` in a thread, speaking HTTP/1.1 with keep-alive, that counts what a
-client cannot hide: TCP connections accepted, requests, and how many requests were being
-handled at once. Requests can be held until a number of them are in flight together
-(``gate``), or until the test releases them (``hold``), so concurrency is observed at its
-peak instead of hoped for.
+Stdlib ``http.server`` in a thread, speaking HTTP/1.1 with keep-alive, that records every
+request (path, headers, body) and counts what a client cannot hide: TCP connections
+accepted, requests, and how many requests were being handled at once. Requests can be held
+until a number of them are in flight together (``gate``), or until the test releases them
+(``hold``), so concurrency is observed at its peak instead of hoped for. A reply may be
+canned JSON, raw bytes, or a stream of server-sent events that can stop mid-answer with the
+connection dropped.
 """
 
 from __future__ import annotations
 
 import json
+import socket
 import ssl
 import threading
 from collections import deque
@@ -37,6 +42,23 @@ class Reply:
     """Close the connection after the reply without announcing it (a server dropping an
     idle keep-alive connection)."""
     chunked: bool = False
+    raw: bytes | None = None
+    """Sent as the body instead of ``body``'s JSON."""
+    events: list[Any] | None = None
+    """Server-sent events (a streamed answer): each dict as ``data: <json>``, each string as
+    ``data: <string>``; ``data: [DONE]`` follows unless the connection is dropped."""
+    drop_after: int | None = None
+    """Close the connection after this many events, the chunked body unfinished."""
+    hang_up: bool = False
+    """Close the connection without answering (as a server does to an idle keep-alive
+    connection it closes while a request is on its way)."""
+
+
+@dataclass
+class Recorded:
+    path: str
+    headers: dict[str, str]
+    body: Any
 
 
 def completion(content: str = "ok", usage: tuple[int, int, int] = (3, 2, 5)) -> dict[str, Any]:
@@ -47,6 +69,50 @@ def completion(content: str = "ok", usage: tuple[int, int, int] = (3, 2, 5)) -> 
         "usage": dict(zip(("prompt_tokens", "completion_tokens", "total_tokens"), usage,
                           strict=True)),
     }
+
+
+def chunk(content: str | None = None, *, tool_calls: list[dict[str, Any]] | None = None,
+          finish_reason: str | None = None, refusal: str | None = None,
+          usage: tuple[int, int, int] | None = None) -> dict[str, Any]:
+    """One chunk of a streamed answer; with ``usage``, the closing usage-only chunk."""
+    base: dict[str, Any] = {"id": "chatcmpl-1", "object": "chat.completion.chunk",
+                            "created": 0, "model": "gpt-test"}
+    if usage is not None:
+        return {**base, "choices": [], "usage": dict(zip(
+            ("prompt_tokens", "completion_tokens", "total_tokens"), usage, strict=True))}
+    delta: dict[str, Any] = {}
+    if content is not None:
+        delta["content"] = content
+    if tool_calls is not None:
+        delta["tool_calls"] = tool_calls
+    if refusal is not None:
+        delta["refusal"] = refusal
+    return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}]}
+
+
+def streamed(*texts: str, usage: tuple[int, int, int] = (3, 2, 5),
+             finish_reason: str = "stop") -> list[dict[str, Any]]:
+    """The chunks of a streamed text answer: one per text, the finish, the usage."""
+    return [*(chunk(t) for t in texts), chunk(finish_reason=finish_reason), chunk(usage=usage)]
+
+
+def as_stream(reply: Reply) -> Reply:
+    """A canned completion as a streamed request gets it: its text in two chunks, its tool
+    calls each in one, the finish, the usage."""
+    body = reply.body if reply.body is not None else completion()
+    choice = body["choices"][0]
+    message = choice.get("message") or {}
+    content = message.get("content") or ""
+    half = len(content) // 2
+    events = [chunk(part) for part in (content[:half], content[half:]) if part]
+    for index, call in enumerate(message.get("tool_calls") or []):
+        events.append(chunk(tool_calls=[{**call, "index": index}]))
+    events.append(chunk(finish_reason=choice.get("finish_reason")))
+    usage = body.get("usage")
+    if usage:
+        events.append({"choices": [], "usage": usage})
+    return Reply(status=reply.status, headers=reply.headers, hold=reply.hold,
+                 close=reply.close, events=events)
 
 
 @dataclass
@@ -60,6 +126,9 @@ class ChatServer:
     connections: int = 0
     requests: int = 0
     bodies: list[Any] = field(default_factory=list)
+    recorded: list[Recorded] = field(default_factory=list)
+    answered: threading.Event = field(default_factory=threading.Event)
+    """Set when a held request stops waiting and is answered."""
     current: int = 0
     max_concurrent: int = 0
     release: threading.Event = field(default_factory=threading.Event)
@@ -67,10 +136,11 @@ class ChatServer:
     _wave: int = 0
     _waiting: int = 0
 
-    def enter(self, body: Any) -> Reply:
+    def enter(self, body: Any, path: str = "", headers: dict[str, str] | None = None) -> Reply:
         with self._cond:
             self.requests += 1
             self.bodies.append(body)
+            self.recorded.append(Recorded(path, headers or {}, body))
             self.current += 1
             self.max_concurrent = max(self.max_concurrent, self.current)
             reply = self.replies.popleft() if self.replies else Reply(body=completion())
@@ -92,6 +162,7 @@ class ChatServer:
             self.on_request(body)
         if reply.hold:
             self.release.wait(GATE_DEADLINE)
+            self.answered.set()
         return reply
 
     def leave(self) -> None:
@@ -120,9 +191,23 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         chat = self.server.chat
         raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-        reply = chat.enter(json.loads(raw))
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        body = json.loads(raw)
+        reply = chat.enter(body, self.path, headers)
+        if (isinstance(body, dict) and body.get("stream") and reply.events is None
+                and reply.raw is None and reply.status == 200 and not reply.hang_up):
+            reply = as_stream(reply)
+        if reply.hang_up:
+            chat.leave()
+            self.close_connection = True
+            self.connection.shutdown(socket.SHUT_RDWR)
+            return
         try:
-            body = json.dumps(reply.body if reply.body is not None else completion()).encode()
+            if reply.events is not None:
+                self._stream(reply)
+                return
+            body = reply.raw if reply.raw is not None else json.dumps(
+                reply.body if reply.body is not None else completion()).encode()
             self.send_response(reply.status)
             self.send_header("Content-Type", "application/json")
             for name, value in reply.headers.items():
@@ -145,6 +230,31 @@ class _Handler(BaseHTTPRequestHandler):
             chat.leave()
         if reply.close:
             self.close_connection = True
+
+    def _stream(self, reply: Reply) -> None:
+        assert reply.events is not None
+        self.send_response(reply.status)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        for name, value in reply.headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+        events = list(reply.events)
+        if reply.drop_after is None:
+            events.append("[DONE]")
+        for sent, event in enumerate(events):
+            if reply.drop_after is not None and sent >= reply.drop_after:
+                break
+            data = event if isinstance(event, str) else json.dumps(event)
+            part = f"data: {data}\n\n".encode()
+            self.wfile.write(f"{len(part):x}\r\n".encode() + part + b"\r\n")
+            self.wfile.flush()
+        if reply.drop_after is not None:
+            self.close_connection = True
+            self.connection.shutdown(socket.SHUT_RDWR)
+            return
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
 
     def log_message(self, format: str, *args: Any) -> None:
         pass

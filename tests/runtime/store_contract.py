@@ -9,8 +9,10 @@ store, on asyncio and trio::
             return MyStore(...)
 
 The suite relies only on the public store port (``load``, ``create``, ``save``,
-``delete``, ``close``) and on :class:`runtime.SessionDocument`; it knows nothing about how
-a store keeps its documents.
+``delete``, ``close``, and the branch ledger's ``ledger_begin``, ``ledger_put``,
+``ledger_load``, ``ledger_drop`` of a :class:`runtime.BranchLedgerStore`; a store without
+them sets ``keeps_ledger = False``) and on :class:`runtime.SessionDocument`; it knows
+nothing about how a store keeps its documents.
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ import anyio
 import pytest
 
 from runtime import SessionConflictError, SessionDocument, SessionStore
+from runtime.barrier.ledger import LedgerEntry
 from runtime.session import SequenceEntry
+from runtime.stores import BranchLedgerStore, LedgerTurn
 
 HOSTILE_STRINGS = [
     "<script>alert('x')</script>",
@@ -351,3 +355,109 @@ class SessionStoreContract(abc.ABC):
         store = await self.make_store(tmp_path)
         await store.create(make_doc())
         assert await store.close() is None
+
+    # -- branch ledger -----------------------------------------------------------------------
+
+    keeps_ledger = True
+    """Whether the store is a :class:`runtime.BranchLedgerStore` (every built-in one is);
+    a store that is not skips the ledger tests, and ``run_steps(..., ledger=True)`` on it
+    raises."""
+
+    @pytest.fixture
+    async def ledger(self, store: SessionStore) -> BranchLedgerStore:
+        if not self.keeps_ledger:
+            pytest.skip("this store keeps no branch ledger")
+        assert isinstance(store, BranchLedgerStore)
+        return store
+
+    async def test_a_ledger_loads_back_its_turn_and_entries_in_put_order(
+        self, ledger: BranchLedgerStore
+    ) -> None:
+        turn = ledger_turn("s1", "run-1")
+        await ledger.ledger_begin(turn)
+        first = [ledger_entry("b0", f"k{i}", i) for i in range(3)]
+        await ledger.ledger_put("s1", "run-1", first)
+        await ledger.ledger_put("s1", "run-1", [ledger_entry("0/b0", "inner", 0)])
+        found = await ledger.ledger_load("s1")
+        assert found is not None
+        record, entries = found
+        assert record == turn
+        assert entries == [*first, ledger_entry("0/b0", "inner", 0)]
+        assert await ledger.ledger_load("other") is None
+
+    async def test_an_entry_put_again_replaces_the_stored_one_in_its_place(
+        self, ledger: BranchLedgerStore
+    ) -> None:
+        await ledger.ledger_begin(ledger_turn("s1", "run-1"))
+        await ledger.ledger_put("s1", "run-1", [ledger_entry("b0", "a", 0),
+                                               ledger_entry("b0", "b", 1)])
+        await ledger.ledger_put("s1", "run-1", [ledger_entry("b0", "a", 0, output="again")])
+        found = await ledger.ledger_load("s1")
+        assert found is not None
+        assert [(e.key, e.output) for e in found[1]] == [("a", "again"), ("b", "out-b")]
+
+    async def test_a_new_turn_replaces_the_ledger_and_a_resume_keeps_its_entries(
+        self, ledger: BranchLedgerStore
+    ) -> None:
+        await ledger.ledger_begin(ledger_turn("s1", "run-1"))
+        await ledger.ledger_put("s1", "run-1", [ledger_entry("b0", "a", 0)])
+        resumed = ledger_turn("s1", "run-1").model_copy(update={"run_id": "run-2"})
+        await ledger.ledger_begin(resumed)  # the same turn, resumed by run-2
+        found = await ledger.ledger_load("s1")
+        assert found is not None and found[0].run_id == "run-2" and len(found[1]) == 1
+        await ledger.ledger_begin(ledger_turn("s1", "run-3"))  # another turn
+        found = await ledger.ledger_load("s1")
+        assert found is not None and (found[0].turn_id, found[1]) == ("run-3", [])
+        # A late batch of the replaced turn is not the session's ledger any more.
+        await ledger.ledger_put("s1", "run-1", [ledger_entry("b0", "late", 1)])
+        found = await ledger.ledger_load("s1")
+        assert found is not None and found[1] == []
+
+    async def test_drop_removes_only_the_named_turns_ledger_and_says_so(
+        self, ledger: BranchLedgerStore
+    ) -> None:
+        for session in ("s1", "s2"):
+            await ledger.ledger_begin(ledger_turn(session, f"run-{session}"))
+            await ledger.ledger_put(session, f"run-{session}", [ledger_entry("b0", "a", 0)])
+        assert await ledger.ledger_drop("s1", "run-s2") is False
+        assert await ledger.ledger_load("s1") is not None
+        assert await ledger.ledger_drop("s1", "run-s1") is True
+        assert await ledger.ledger_load("s1") is None
+        assert await ledger.ledger_drop("s1") is False
+        await ledger.ledger_put("s1", "run-s1", [ledger_entry("b0", "b", 1)])
+        assert await ledger.ledger_load("s1") is None  # a dropped turn takes no entries
+        found = await ledger.ledger_load("s2")
+        assert found is not None and [e.key for e in found[1]] == ["a"]
+        assert await ledger.ledger_drop("s2") is True
+
+    async def test_ledger_values_round_trip_exactly(self, ledger: BranchLedgerStore) -> None:
+        await ledger.ledger_begin(ledger_turn("s1", "run-1", message=HOSTILE_STRINGS[4]))
+        entries = [ledger_entry("b0", text, i, output={"text": text, "n": [1, 2.5, None]})
+                   for i, text in enumerate(HOSTILE_STRINGS)]
+        await ledger.ledger_put("s1", "run-1", entries)
+        found = await ledger.ledger_load("s1")
+        assert found is not None
+        assert found[0].message == HOSTILE_STRINGS[4]
+        assert found[1] == entries
+
+
+def ledger_turn(session_id: str, run_id: str, message: str | None = "go") -> LedgerTurn:
+    """A ledgered turn's record, its document a small session of its own."""
+    doc = make_doc(session_id=session_id)
+    return LedgerTurn(session_id=session_id, turn_id=run_id, run_id=run_id,
+                      flow="ContractFlow", message=message, config={"n": 3}, revision=2,
+                      document=doc.model_dump_json())
+
+
+def ledger_entry(barrier: str, key: str, index: int, output: Any = None) -> LedgerEntry:
+    """One ledger entry with a replacement, a contribution and tokens."""
+    path = [[0, index]]
+    return LedgerEntry(
+        barrier=barrier, key=key, index=index, step="Worker", digest=f"d-{key}",
+        output=f"out-{key}" if output is None else output,
+        writes=[{"step": "Worker", "field": f"f_{index}", "value": {"v": key}, "deleted": False,
+                 "path": path, "key": key, "base": None}],
+        contributions=[{"step": "Worker", "field": "notes", "value": key, "path": path,
+                        "key": key, "seq": 1, "base": []}],
+        overridden=[], tokens={"input_tokens": 1, "output_tokens": 2, "total_tokens": 3},
+        run_id="run-1", seq=10 + index)

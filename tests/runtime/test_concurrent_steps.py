@@ -236,3 +236,31 @@ async def test_a_token_per_item_goes_with_that_items_request_only() -> None:
         await _coordinate(app)
     tokens = {r["item"]: r["headers"]["Authorization"] for r in app.requests}
     assert tokens == {0: "Bearer pf_test", 1: "Bearer pf_other", 2: "Bearer pf_test"}
+
+
+async def test_a_redirect_is_not_followed_and_a_dropped_answer_is_not_resent() -> None:
+    Survey.items = [0, 1]
+    with self_app() as app:
+        app.behaviour = {0: ["307"], 1: ["drop"]}
+        reply, _ = await _coordinate(app)
+    assert reply.success and reply.message == "0 of 2 answered"
+    by_item = {r.item: r for r in Survey.seen}
+    # The request, and its token, never go where a reply points.
+    assert by_item[0].status == "malformed" and by_item[0].http_status == 307
+    # The child may have run: an error, never a second request.
+    assert by_item[1].status == "error" and "may have run" in (by_item[1].error or "")
+    assert [(r["item"], r["path"]) for r in sorted(app.requests, key=lambda r: r["item"])] == \
+        [(0, "/ai/run"), (1, "/ai/run")]
+
+
+async def test_the_children_go_through_the_proxy_the_environment_names(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    Survey.items = [0, 1]
+    with self_app() as app:
+        # The stand-in plays the proxy: the app's name need not resolve here.
+        monkeypatch.setenv("HTTP_PROXY", app.url)
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
+        reply, _ = await _coordinate(app, url="http://app.invalid")
+    assert reply.message == "2 of 2 answered"
+    assert {r["path"] for r in app.requests} == {"http://app.invalid/ai/run"}

@@ -687,3 +687,50 @@ async def test_dropped_events_are_warned_about_once(
     await flush(sink)
     (said,) = _said(caplog, "dropped events")
     assert "buffer is full" in said and "hard_cap" in said and "sink.overflowed" in said
+
+
+# -- the transport: redirects, proxies ---------------------------------------------------
+
+
+async def test_a_redirect_is_not_followed_and_its_batch_is_reported_lost(
+        server: IngestServer, make_sink: Callable[..., DashboardSink],
+        caplog: pytest.LogCaptureFixture) -> None:
+    server.script = [(307, {"Location": server.url + "/api/ingest"})]
+    sink = make_sink(batch_events=50)
+    with caplog.at_level(logging.WARNING, logger="picoflow"):
+        emitted, run_id = await fan_turn(sink, n=30)
+        await flush(sink)
+    first, *rest = server.of("ingest")
+    # Never resent to where the reply points (nor, with the token, anywhere else).
+    assert first.status == 307 and all(r.lines != first.lines for r in rest)
+    assert sink.dropped == len(first.lines)
+    (refused,) = _said(caplog, "refused a batch (307)")
+    assert refused
+    lost = [e for e in server.stored[run_id] if e.type == "sink.overflowed"]
+    assert [(getattr(e, "first_seq", None), getattr(e, "dropped", None)) for e in lost] == \
+        [(0, len(first.lines))]
+    assert len(emitted) > len(first.lines)
+
+
+async def test_the_proxy_the_environment_names_is_used_and_no_proxy_is_honoured(
+        server: IngestServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    probe, dead = _unreachable_url()
+    with probe:
+        for name in ("http_proxy", "no_proxy", "all_proxy", "ALL_PROXY"):
+            monkeypatch.delenv(name, raising=False)
+        # Through the proxy (the server plays it): the dashboard's name need not resolve.
+        monkeypatch.setenv("HTTP_PROXY", server.url)
+        monkeypatch.setenv("NO_PROXY", "localhost")
+        proxied = DashboardSink("http://dashboard.invalid", server.token, batch_seconds=0.01)
+        # A host NO_PROXY names is reached directly, past a proxy that does not answer.
+        monkeypatch.setenv("HTTP_PROXY", dead)
+        monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+        direct = DashboardSink(server.url, server.token, batch_seconds=0.01)
+        try:
+            for sink in (proxied, direct):
+                _, run_id = await fan_turn(sink, n=3)
+                await flush(sink)
+                assert server.seqs(run_id)
+        finally:
+            proxied.close(timeout=5)
+            direct.close(timeout=5)

@@ -6,7 +6,7 @@ the recorded events, by their order (``seq``), never by wall-clock bounds: the s
 graph puts A2 after B1 (the superstep barrier), the ``Send`` demo is one barrier with one
 branch per task reduced in task order, and the conflict demo is a ``join.invalidated``
 naming both writers and a failed turn. The command line runs once in a subprocess, as the
-README tells users to run it.
+LangGraph tutorial (docs/tutorials/langgraph.md) tells users to run it.
 """
 
 from __future__ import annotations

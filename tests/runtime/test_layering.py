@@ -247,8 +247,8 @@ def test_a_forbidden_module_added_to_a_copy_of_the_tree_fails_the_scan(tmp_path:
          "forbidden import 'channels.layers'"),
         ("runtime.engine", "import asyncio", "forbidden import 'asyncio'"),
         # The one exception is for one module and one package.
-        ("runtime.http_pool", "import asyncio", "forbidden import 'asyncio'"),
-        ("runtime.http_conn", "import asyncio, trio", "forbidden import 'trio'"),
+        ("runtime.barrier.types", "import asyncio", "forbidden import 'asyncio'"),
+        ("runtime.barrier._spawn", "import asyncio, trio", "forbidden import 'trio'"),
         ("runtime.engine", "import os, trio.lowlevel", "forbidden import 'trio.lowlevel'"),
         ("runtime.engine", "import requests", "may not import 'requests'"),
         ("runtime.events.schema", "import anyio", "layer runtime.events may not import 'anyio'"),
@@ -270,6 +270,12 @@ def test_a_forbidden_module_added_to_a_copy_of_the_tree_fails_the_scan(tmp_path:
          "layer runtime may not import 'runtime.integrations.otel'"),
         ("runtime.flow", "import importlib\nimportlib.import_module("
          "'runtime.integrations.otel.sink')", "'runtime.integrations.otel.sink'"),
+        # httpx2 (the http extra) is loaded by name where it sends, never imported.
+        ("runtime.concurrent", "from .transport import clients",
+         "layer runtime may not import 'runtime.transport'"),
+        ("runtime.events.dashboard", "import httpx2",
+         "layer runtime.events may not import 'httpx2'"),
+        ("runtime.engine", "import httpx2", "layer runtime may not import 'httpx2'"),
         ("picoflow_web.record.recorder", "from runtime.bus import MemorySink", "'runtime.bus'"),
         ("picoflow_web.live.consumers", "from runtime.events import parse_event",
          "'runtime.events' is not the runtime's public API for picoflow_web.live.consumers"),
@@ -294,9 +300,13 @@ def test_the_scanner_accepts_what_the_rules_allow() -> None:
     assert violations("from ..events import BarrierOptions\nfrom ..errors import X\n"
                       "from .views import BranchView\nimport anyio\n",
                       "runtime.barrier._driver") == []
-    assert violations("import asyncio\nimport anyio.lowlevel\n", "runtime.http_conn") == []
+    assert violations("import asyncio\nimport anyio.lowlevel\n", "runtime.barrier._spawn") == []
     assert violations("import importlib\ndef f():\n    importlib.import_module("
                       "'runtime.integrations.otel.sink')\n", "runtime.engine") == []
+    assert violations("import importlib\ndef f():\n    importlib.import_module("
+                      "'runtime.transport.clients')\n", "runtime.events.ingest_client") == []
+    assert violations("import httpx2\nfrom ..concurrent import ChildNotSent\n",
+                      "runtime.transport.clients") == []
     assert violations("from .schema import Event\nfrom . import values\n",
                       "runtime.events.fold") == []
     assert violations("from runtime import Flow\nfrom runtime.events import parse_event\n",

@@ -1,7 +1,7 @@
 """The OpenAI-compatible adapter under fan-out, against a real local HTTP server.
 
 What the server observes is the evidence: how many requests it handled at once (past the
-40 worker threads the old blocking transport was capped by, never past ``max_in_flight``),
+40 worker threads a blocking transport would be capped by, never past ``max_in_flight``),
 how many TCP connections it accepted (fewer than requests: they are reused). Rate limits
 and ``Retry-After`` run on a virtual clock, so nothing here waits for wall time.
 """
@@ -21,6 +21,10 @@ from typing import Any
 import anyio
 import pytest
 
+pytest.importorskip("openai")
+
+import openai
+
 from runtime import (
     Flow,
     FlowEngine,
@@ -35,8 +39,7 @@ from runtime import (
     RunStepRequest,
     Step,
 )
-from runtime.http_pool import ConnectionPool
-from runtime.openai_compat import OpenAICompatibleModel
+from runtime.adapters.openai import OpenAICompatibleModel
 from runtime.provider_limits import (
     ProviderLimiter,
     ProviderLimits,
@@ -63,19 +66,25 @@ def request(params: dict[str, Any] | None = None) -> ModelRequest:
     )
 
 
+Pool = list[OpenAICompatibleModel]
+
+
 @pytest.fixture
-async def pool() -> AsyncIterator[ConnectionPool]:
-    """A pool of the test's own, closed in the test's event loop when it ends."""
-    pool = ConnectionPool()
-    yield pool
-    await pool.aclose()
+async def pool() -> AsyncIterator[Pool]:
+    """The adapters a test makes, their connections closed in the test's event loop when
+    it ends."""
+    made: Pool = []
+    yield made
+    for adapter in made:
+        await adapter.aclose()
 
 
-def model(url: str, pool: ConnectionPool, **kwargs: Any) -> OpenAICompatibleModel:
-    """A pooled adapter with the test's pool and its own limiter, so no test sees
-    another's."""
+def model(url: str, pool: Pool, **kwargs: Any) -> OpenAICompatibleModel:
+    """An adapter with its own limiter, so no test sees another's."""
     kwargs.setdefault("limiter", ProviderLimiter())
-    return OpenAICompatibleModel(url, "sk-test", transport="pooled", pool=pool, **kwargs)
+    adapter = OpenAICompatibleModel(url, "sk-test", **kwargs)
+    pool.append(adapter)
+    return adapter
 
 
 # -- a flow whose branches call the model -------------------------------------------------
@@ -120,7 +129,7 @@ async def fan_out(adapter: OpenAICompatibleModel, n: int, max_concurrency: int |
 # -- concurrency and connections ----------------------------------------------------------
 
 
-async def test_branches_have_more_than_forty_calls_in_flight(pool: ConnectionPool) -> None:
+async def test_branches_have_more_than_forty_calls_in_flight(pool: Pool) -> None:
     # Every request is held until all 60 are at the server together: a transport capped
     # at 40 worker threads would never get there.
     with chat_server(gate=60) as chat:
@@ -130,7 +139,7 @@ async def test_branches_have_more_than_forty_calls_in_flight(pool: ConnectionPoo
     assert chat.requests == 60
 
 
-async def test_max_in_flight_is_never_exceeded(pool: ConnectionPool) -> None:
+async def test_max_in_flight_is_never_exceeded(pool: Pool) -> None:
     with chat_server(gate=5) as chat:
         limiter = ProviderLimiter(ProviderLimits(max_in_flight=5))
         adapter = model(chat.url, pool, limiter=limiter)
@@ -141,86 +150,86 @@ async def test_max_in_flight_is_never_exceeded(pool: ConnectionPool) -> None:
     assert limiter.in_flight == 0
 
 
-async def test_connections_are_reused(pool: ConnectionPool) -> None:
+async def test_connections_are_reused(pool: Pool) -> None:
     with chat_server(gate=4) as chat:
         adapter = model(chat.url, pool,
                         limiter=ProviderLimiter(ProviderLimits(max_in_flight=4)))
         assert await fan_out(adapter, 40) == "40 fulfilled"
     assert chat.requests == 40
-    assert chat.connections == pool.connections_opened == 4
+    assert chat.connections == 4
 
 
-async def test_connections_per_origin_are_capped(pool: ConnectionPool) -> None:
-    # No provider limit configured: the pool's own cap keeps a huge fan-out from running
-    # out of file descriptors.
-    pool.max_connections_per_origin = 3
-    with chat_server(gate=3) as chat:
-        assert await fan_out(model(chat.url, pool), 12) == "12 fulfilled"
-    assert chat.max_concurrent == 3
-    assert chat.connections == 3
+async def test_a_fan_out_is_spread_over_connection_pools(pool: Pool) -> None:
+    # Past SHARD_CONNECTIONS in flight, calls go to several pools in turn; together they
+    # hold every call at once, on as many connections.
+    with chat_server(gate=80) as chat:
+        adapter = model(chat.url, pool)
+        assert await fan_out(adapter, 80) == "80 fulfilled"
+    assert chat.max_concurrent == 80
+    assert chat.connections == 80
+    [clients] = adapter._loops.values()
+    assert len(clients.shards) > 1
 
 
 @pytest.mark.filterwarnings("ignore::ResourceWarning",
                             "ignore::pytest.PytestUnraisableExceptionWarning")
-def test_a_finished_event_loop_leaves_no_connections_behind() -> None:
-    # An idle connection refers to its loop; kept after the loop ended, it would keep the
-    # loop alive for good. The sockets are left to the garbage collector (hence the
-    # warning filter: a finished loop cannot close them politely).
-    pool = ConnectionPool()
+def test_a_finished_event_loop_leaves_no_clients_behind() -> None:
+    # A connection refers to its loop; kept after the loop ended, it would keep the loop
+    # alive for good. The sockets are left to the garbage collector (hence the warning
+    # filter: a finished loop cannot close them politely).
     with chat_server() as chat:
-        adapter = model(chat.url, pool)
+        adapter = OpenAICompatibleModel(chat.url, "sk-test", limiter=ProviderLimiter())
 
         async def call(close: bool = False) -> int:
             await adapter.invoke(request())
-            idle = pool.idle_count()
+            loops = len(adapter._loops)
             if close:
                 await adapter.aclose()
-            return idle
+            return loops
 
         assert anyio.run(call) == 1
-        assert anyio.run(call, backend="trio") == 1
-        assert len(pool._loops) == 1  # the asyncio loop's connection is gone already
+        assert anyio.run(call, backend="trio") == 1  # the asyncio loop's clients are gone
         assert anyio.run(call, True) == 1
+        assert adapter._loops == {}
         gc.collect()
     assert chat.connections == 3
 
 
 async def test_a_connection_the_server_dropped_is_replaced(
-    server: ChatServer, pool: ConnectionPool,
+    server: ChatServer, pool: Pool,
 ) -> None:
-    adapter = model(server.url, pool)
+    adapter = model(server.url, pool, stream=False)
     server.replies.append(Reply(body=completion("first"), close=True))
     server.replies.append(Reply(body=completion("second")))
     assert (await adapter.invoke(request())).content == "first"
     assert (await adapter.invoke(request())).content == "second"
-    assert server.connections == pool.connections_opened == 2
+    assert server.connections == 2
 
 
-async def test_an_idle_connection_the_server_closed_is_not_reused(
-    server: ChatServer, pool: ConnectionPool,
+async def test_a_request_the_server_hung_up_on_goes_again_on_a_new_connection(
+    server: ChatServer, pool: Pool,
 ) -> None:
     adapter = model(server.url, pool)
-    server.replies.append(Reply(body=completion("first"), close=True))
+    server.replies.append(Reply(body=completion("first")))
+    server.replies.append(Reply(hang_up=True))
+    server.replies.append(Reply(body=completion("second")))
     assert (await adapter.invoke(request())).content == "first"
-    [conn] = [c for conns in pool._state().idle.values() for c in conns]
-    await until(conn.peer_closed, "the server's FIN")
-    conn.idle_since -= 5  # idle for a while (not expired): checked before reuse, dropped
-    assert (await adapter.invoke(request())).content == "ok"
-    assert server.connections == pool.connections_opened == 2
-    assert server.requests == 2
+    assert (await adapter.invoke(request())).content == "second"
+    assert server.requests == 3
+    assert server.connections == 2
 
 
-async def test_chunked_reply(server: ChatServer, pool: ConnectionPool) -> None:
+async def test_chunked_reply(server: ChatServer, pool: Pool) -> None:
     server.replies.append(Reply(body=completion("in two chunks"), chunked=True))
     server.replies.append(Reply(body=completion("same connection")))
-    adapter = model(server.url, pool)
+    adapter = model(server.url, pool, stream=False)
     assert (await adapter.invoke(request())).content == "in two chunks"
     assert (await adapter.invoke(request())).content == "same connection"
-    assert pool.connections_opened == 1
+    assert server.connections == 1
 
 
 async def test_cancelling_a_call_gives_its_slot_back(
-    server: ChatServer, pool: ConnectionPool,
+    server: ChatServer, pool: Pool,
 ) -> None:
     limiter = ProviderLimiter(ProviderLimits(max_in_flight=1))
     adapter = model(server.url, pool, limiter=limiter)
@@ -252,7 +261,7 @@ async def test_cancelling_a_call_gives_its_slot_back(
     assert limiter.in_flight == 0
 
 
-async def test_https_with_connection_reuse(tmp_path: Path, pool: ConnectionPool) -> None:
+async def test_https_with_connection_reuse(tmp_path: Path, pool: Pool) -> None:
     if shutil.which("openssl") is None:
         pytest.skip("needs the openssl command to make a certificate")
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
@@ -264,17 +273,18 @@ async def test_https_with_connection_reuse(tmp_path: Path, pool: ConnectionPool)
     )
     server_side = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     server_side.load_cert_chain(cert, key)
-    pool.ssl_context = ssl.create_default_context(cafile=str(cert))
+    trusting = ssl.create_default_context(cafile=str(cert))
     with chat_server(tls=server_side) as chat:
-        adapter = model(chat.url, pool)
-        for _ in range(3):
-            assert (await adapter.invoke(request())).content == "ok"
+        async with openai.DefaultAsyncHttpxClient(verify=trusting) as http:
+            adapter = model(chat.url, pool, http_client=http)
+            for _ in range(3):
+                assert (await adapter.invoke(request())).content == "ok"
         # The system's certificate store does not know this certificate: refused.
-        untrusted = model(chat.url, ConnectionPool())
+        untrusted = model(chat.url, pool)
         with pytest.raises(ModelTransportError, match="connection failed"):
             await untrusted.invoke(request())
     assert chat.requests == 3
-    assert pool.connections_opened == 1
+    assert chat.connections == 1  # reused by the three calls (the refused one never was)
 
 
 def test_a_limiter_is_shared_by_event_loops_in_other_threads() -> None:
@@ -310,31 +320,12 @@ def test_a_limiter_is_shared_by_event_loops_in_other_threads() -> None:
     assert limiter.in_flight == 0
 
 
-async def test_the_thread_transport_behaves_the_same(server: ChatServer) -> None:
-    clock = VirtualClock()
-    adapter = OpenAICompatibleModel(server.url, "sk-test", transport="thread",
-                                    limiter=ProviderLimiter(clock=clock))
-    server.replies.append(Reply(429, {"error": {"message": "slow down, sk-test"}},
-                                headers={"Retry-After": "3"}))
-    server.replies.append(Reply(401, {"error": {"message": "bad key sk-test"}}))
-    with pytest.raises(ModelTransportError) as info:
-        await adapter.invoke(request())
-    assert info.value.extra["retry_after"] == 3
-    assert "sk-test" not in str(info.value)
-    with pytest.raises(ModelError, match="bad key") as refused:
-        await adapter.invoke(request())
-    assert type(refused.value) is ModelError
-    assert "sk-test" not in str(refused.value)
-    assert (await adapter.invoke(request())).content == "ok"
-    assert clock.slept == [3.0]
-
-
 # -- Retry-After --------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("form", ["seconds", "http-date"])
 async def test_429_retry_after_is_waited_out_before_the_retry(
-    server: ChatServer, pool: ConnectionPool, form: str,
+    server: ChatServer, pool: Pool, form: str,
 ) -> None:
     clock = VirtualClock()
     arrivals: list[float] = []
@@ -354,7 +345,7 @@ async def test_429_retry_after_is_waited_out_before_the_retry(
 
 
 async def test_the_engine_retries_a_429_after_the_pause(
-    server: ChatServer, pool: ConnectionPool,
+    server: ChatServer, pool: Pool,
 ) -> None:
     clock = VirtualClock()
     arrivals: list[float] = []
@@ -391,7 +382,7 @@ def windows_hold(points: list[tuple[float, float]], limit: float) -> bool:
     return all(sum(a for u, a in points if t - 60 < u <= t) <= limit for t, _ in points)
 
 
-async def test_requests_per_minute_hold(server: ChatServer, pool: ConnectionPool) -> None:
+async def test_requests_per_minute_hold(server: ChatServer, pool: Pool) -> None:
     clock = VirtualClock()
     arrivals: list[float] = []
     limiter = ProviderLimiter(ProviderLimits(requests_per_minute=3), clock=clock)
@@ -441,7 +432,7 @@ async def test_tokens_per_minute_hold() -> None:
 
 
 async def test_reported_usage_replaces_the_estimate(
-    server: ChatServer, pool: ConnectionPool,
+    server: ChatServer, pool: Pool,
 ) -> None:
     clock = VirtualClock()
     limiter = ProviderLimiter(ProviderLimits(tokens_per_minute=100), clock=clock)
@@ -481,12 +472,3 @@ def test_one_limiter_per_provider_with_the_tightest_limits() -> None:
     assert other_key.limiter_for("sk-b") is not shared
     assert shared_limiter(provider_identity(url, "sk-a"), ProviderLimits()) is shared
     assert "sk-a" not in repr(provider_identity(url, "sk-a"))
-
-
-def test_a_proxy_selects_the_thread_transport(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.internal:3128")
-    monkeypatch.setenv("NO_PROXY", "localhost")
-    assert OpenAICompatibleModel("https://api.example.com/v1").transport == "thread"
-    assert OpenAICompatibleModel("http://localhost:8080/v1").transport == "pooled"
-    assert OpenAICompatibleModel("https://api.example.com/v1",
-                                 transport="pooled").transport == "pooled"

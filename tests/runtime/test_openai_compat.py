@@ -1,570 +1,251 @@
-"""The OpenAI-compatible adapter against a real local HTTP server speaking the protocol."""
+"""OpenAICompatibleModel against a third-party OpenAI-compatible server: fakellm (from PyPI,
+in a process of its own), streamed through a real FlowEngine flow.
+
+fakellm answers by rules (``when`` a request matches, ``respond`` with text, tool calls or
+an error status); it streams text word by word and tool-call arguments in pieces. What it
+cannot do is in tests/runtime/test_openai_adapter.py against the in-repo server
+(tests/runtime/chat_server.py): it streams a 200 whatever status a rule names (so its
+errors are seen without streaming), sends no ``Retry-After``, and never drops a connection
+mid-answer.
+"""
 
 from __future__ import annotations
 
 import json
 import socket
-import threading
-from collections import deque
+import subprocess
+import sys
+import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
-from pydantic import BaseModel
+
+pytest.importorskip("openai")
+pytest.importorskip("fakellm")
 
 from runtime import (
     Flow,
     FlowEngine,
-    Message,
-    ModelBlockedError,
     ModelError,
     ModelRequest,
     ModelSelection,
     ModelTransportError,
     Step,
-    ToolCall,
-    ToolSchema,
     stay,
     tool,
 )
-from runtime.openai_compat import OpenAICompatibleModel
+from runtime import events as ev
+from runtime.adapters.openai import OpenAICompatibleModel
+from runtime.events import MemorySink
+from runtime.messages import Message
+from runtime.provider_limits import ProviderLimiter
+from tests.webhelpers import wait_for
 
 pytestmark = pytest.mark.anyio
 
+LEAKED_KEY = "sk-fake-secret-123"
 
-# -- the fake endpoint ---------------------------------------------------------------------
+RULES = f"""
+rules:
+  - name: unauthorized
+    when: {{header.x-test-scenario: unauthorized}}
+    respond: {{status: 401, error: "Incorrect API key provided: {LEAKED_KEY}."}}
+  - name: rate_limited
+    when: {{header.x-test-scenario: rate_limited}}
+    respond: {{status: 429, error: "Rate limit reached for requests"}}
+  - name: server_error
+    when: {{header.x-test-scenario: server_error}}
+    respond: {{status: 500, error: "The server had an error"}}
+  - name: thanks
+    when: {{messages_contain: "thanks", previous_message_role: assistant}}
+    respond: {{content: "You are welcome, enjoy your stay!"}}
+  - name: booked
+    when: {{tool_result_contains: "booked"}}
+    respond: {{content: "Booked the Ritz for 2 nights."}}
+  - name: book
+    when: {{messages_contain: "book", tools_include: "book"}}
+    respond:
+      tool_calls:
+        - {{name: book, arguments: {{hotel: Ritz, nights: 2}}}}
+"""
 
-
-@dataclass
-class Recorded:
-    path: str
-    headers: dict[str, str]
-    body: Any
-
-
-@dataclass
-class Canned:
-    status: int
-    body: bytes
-    delay: float = 0.0
-
-
-@dataclass
-class FakeEndpoint:
-    """What the server thread shares with the test: canned replies in, requests out."""
-
-    url: str = ""
-    requests: list[Recorded] = field(default_factory=list)
-    replies: deque[Canned] = field(default_factory=deque)
-    release: threading.Event = field(default_factory=threading.Event)
-    """Set at teardown, so a handler told to stall stops waiting."""
-    answered: threading.Event = field(default_factory=threading.Event)
-    """Set when a handler has stopped waiting and sends its reply: a client that gave up
-    before this never had an answer to wait for."""
-
-    def reply(self, body: Any, status: int = 200, *, delay: float = 0.0) -> None:
-        raw = body if isinstance(body, bytes) else json.dumps(body).encode()
-        self.replies.append(Canned(status, raw, delay))
-
-    def answer(
-        self,
-        content: str | None = None,
-        tool_calls: list[dict[str, Any]] | None = None,
-        *,
-        usage: tuple[int, int, int] | None = (3, 2, 5),
-        finish_reason: str | None = "stop",
-    ) -> None:
-        message: dict[str, Any] = {"role": "assistant", "content": content}
-        if tool_calls is not None:
-            message["tool_calls"] = tool_calls
-        body: dict[str, Any] = {
-            "id": "chatcmpl-1",
-            "object": "chat.completion",
-            "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
-        }
-        if usage is not None:
-            body["usage"] = dict(
-                zip(("prompt_tokens", "completion_tokens", "total_tokens"), usage, strict=True)
-            )
-        self.reply(body)
+STARTUP_DEADLINE = 60.0
+"""Seconds fakellm may take to listen; only ends a wait that would never end."""
 
 
-def call(call_id: str, name: str, arguments: str) -> dict[str, Any]:
-    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    endpoint: FakeEndpoint
+@pytest.fixture(scope="module")
+def fakellm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """fakellm serving RULES on a free port; its base URL."""
+    folder: Path = tmp_path_factory.mktemp("fakellm")
+    config = folder / "fakellm.yaml"
+    config.write_text(RULES, encoding="utf-8")
+    port = free_port()
+    log = (folder / "fakellm.log").open("wb")
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from fakellm.cli import main; main()", "serve",
+         "--host", "127.0.0.1", "--port", str(port), "--config", str(config)],
+        cwd=folder, stdout=log, stderr=subprocess.STDOUT)
 
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        pass  # a client that gave up (the timeout tests) is expected, not noise
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: _Server
-
-    def do_POST(self) -> None:
-        fake = self.server.endpoint
-        raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-        fake.requests.append(
-            Recorded(self.path, {k.lower(): v for k, v in self.headers.items()}, json.loads(raw))
-        )
-        canned = fake.replies.popleft() if fake.replies else Canned(
-            500, b'{"error": {"message": "no canned reply left"}}'
-        )
-        if canned.delay:
-            fake.release.wait(canned.delay)
-        fake.answered.set()
+    def listening() -> bool:
+        if proc.poll() is not None:
+            raise AssertionError("fakellm exited: "
+                                 + (folder / "fakellm.log").read_text(errors="replace"))
         try:
-            self.send_response(canned.status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(canned.body)))
-            self.end_headers()
-            self.wfile.write(canned.body)
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
         except OSError:
-            pass  # the client timed out and hung up
+            return False
+        return True
 
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
+    try:
+        wait_for(listening, "fakellm to listen", STARTUP_DEADLINE)
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+        log.close()
 
 
 @pytest.fixture
-def server() -> Iterator[FakeEndpoint]:
-    httpd = _Server(("127.0.0.1", 0), _Handler)
-    fake = FakeEndpoint(url=f"http://127.0.0.1:{httpd.server_address[1]}/v1")
-    httpd.endpoint = fake
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                              daemon=True)
-    thread.start()
-    try:
-        yield fake
-    finally:
-        fake.release.set()
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join(5)
+def fakellm(fakellm_server: str) -> str:
+    """The server, its conversations forgotten: fakellm tells conversations apart by their
+    first messages, and a rule on tool results reads the conversation's earlier turns."""
+    reset = urllib.request.Request(fakellm_server.removesuffix("/v1") + "/_fakellm/reset",
+                                   method="POST")
+    with urllib.request.urlopen(reset, timeout=30) as answer:
+        assert answer.status == 200
+    return fakellm_server
 
 
-def make_request(
-    *, params: dict[str, Any] | None = None, messages: list[Message] | None = None,
-    tools: list[ToolSchema] | None = None, output_schema: dict[str, Any] | None = None,
-) -> ModelRequest:
-    return ModelRequest(
-        selection=ModelSelection(provider="openai", name="gpt-test", params=params or {}),
-        messages=messages or [
-            Message(type="system", content="Be brief."), Message(type="human", content="Hi"),
-        ],
-        tools=tools or [],
-        output_schema=output_schema,
-    )
+# -- a flow that books a hotel ------------------------------------------------------------
 
 
-# -- request ------------------------------------------------------------------------------
-
-
-async def test_request_body_headers_and_conversion(server: FakeEndpoint) -> None:
-    server.answer("ok")
-    model = OpenAICompatibleModel(server.url + "/", "sk-test", extra_headers={"X-Org": "acme"})
-    history = [
-        Message(type="system", content="You book rooms."),
-        Message(type="human", content="Book Ritz"),
-        Message(type="ai", content="", tool_calls=[
-            ToolCall(id="call_1", name="book", args={"hotel": "Ritz", "nights": 2}),
-        ]),
-        Message(type="tool", content="booked", tool_call_id="call_1", name="book",
-                status="success"),
-        Message(type="ai", content="Booked."),
-        Message(type="human", content="Thanks"),
-    ]
-    schema = ToolSchema(
-        name="book", description="Book a hotel.",
-        parameters={"type": "object", "properties": {"hotel": {"type": "string"}}},
-    )
-    request = make_request(
-        messages=history, tools=[schema],
-        params={"temperature": 0.2, "max_tokens": 50, "password": "hunter2",
-                "extra_body": {"token": "t0k", "top_k": 5}},
-    )
-    await model.invoke(request)
-
-    [sent] = server.requests
-    assert sent.path == "/v1/chat/completions"
-    assert sent.headers["authorization"] == "Bearer sk-test"
-    assert sent.headers["content-type"] == "application/json"
-    assert sent.headers["x-org"] == "acme"
-    assert sent.body == {
-        "model": "gpt-test",
-        "messages": [
-            {"role": "system", "content": "You book rooms."},
-            {"role": "user", "content": "Book Ritz"},
-            {"role": "assistant", "content": "", "tool_calls": [{
-                "id": "call_1", "type": "function",
-                "function": {"name": "book", "arguments": '{"hotel": "Ritz", "nights": 2}'},
-            }]},
-            {"role": "tool", "tool_call_id": "call_1", "content": "booked"},
-            {"role": "assistant", "content": "Booked."},
-            {"role": "user", "content": "Thanks"},
-        ],
-        "tools": [{"type": "function", "function": {
-            "name": "book", "description": "Book a hotel.", "parameters": schema.parameters,
-        }}],
-        "temperature": 0.2,
-        "max_tokens": 50,
-        "extra_body": {"top_k": 5},
-    }
-
-
-async def test_per_selection_api_key_overrides_and_never_reaches_the_body(
-    server: FakeEndpoint,
-) -> None:
-    server.answer("ok")
-    model = OpenAICompatibleModel(server.url, "sk-default")
-    await model.invoke(make_request(params={"api_key": "sk-tenant", "seed": 7}))
-    [sent] = server.requests
-    assert sent.headers["authorization"] == "Bearer sk-tenant"
-    assert "sk-tenant" not in json.dumps(sent.body)
-    assert sent.body["seed"] == 7
-    assert "api_key" not in sent.body
-
-
-async def test_headers_follow_the_key_of_each_call_and_later_extra_headers(
-    server: FakeEndpoint,
-) -> None:
-    # The adapter builds each header set once; a per-selection key, a change of
-    # extra_headers after a call, and the default key again must each still be sent.
-    for _ in range(4):
-        server.answer("ok")
-    model = OpenAICompatibleModel(server.url, "sk-default", extra_headers={"X-Org": "acme"})
-    await model.invoke(make_request())
-    await model.invoke(make_request(params={"api_key": "sk-tenant"}))
-    model.extra_headers["X-Org"] = "globex"
-    await model.invoke(make_request())
-    del model.extra_headers["X-Org"]
-    await model.invoke(make_request(params={"api_key": "sk-tenant"}))
-    assert [(r.headers["authorization"], r.headers.get("x-org")) for r in server.requests] == [
-        ("Bearer sk-default", "acme"), ("Bearer sk-tenant", "acme"),
-        ("Bearer sk-default", "globex"), ("Bearer sk-tenant", None),
-    ]
-
-
-async def test_no_key_no_authorization_header_and_reserved_params(server: FakeEndpoint) -> None:
-    server.answer("ok")
-    model = OpenAICompatibleModel(server.url)
-    await model.invoke(make_request(params={"stream": True, "model": "other", "n": 1}))
-    [sent] = server.requests
-    assert "authorization" not in sent.headers
-    assert sent.body["model"] == "gpt-test"
-    assert "stream" not in sent.body
-    assert sent.body["n"] == 1
-
-
-async def test_output_schema_becomes_response_format(server: FakeEndpoint) -> None:
-    class Answer(BaseModel):
-        city: str
-
-    server.answer('{"city": "Oslo"}')
-    model = OpenAICompatibleModel(server.url, "sk-test")
-    response = await model.invoke(make_request(output_schema=Answer.model_json_schema()))
-    assert server.requests[0].body["response_format"] == {
-        "type": "json_schema",
-        "json_schema": {"name": "output", "schema": Answer.model_json_schema()},
-    }
-    assert Answer.model_validate_json(response.content).city == "Oslo"
-
-
-def test_from_env_and_repr_hide_the_key() -> None:
-    model = OpenAICompatibleModel.from_env(
-        {"OPENAI_BASE_URL": "http://llm.local:8080/v1/", "OPENAI_API_KEY": "sk-secret"}
-    )
-    assert model.endpoint == "http://llm.local:8080/v1/chat/completions"
-    assert "sk-secret" not in repr(model)
-    default = OpenAICompatibleModel.from_env({})
-    assert default.endpoint == "https://api.openai.com/v1/chat/completions"
-    with pytest.raises(ModelError):
-        OpenAICompatibleModel("llm.local:8080/v1")
-
-
-# -- responses ----------------------------------------------------------------------------
-
-
-async def test_text_answer_and_usage(server: FakeEndpoint) -> None:
-    server.answer("Hello there", usage=(11, 4, 15))
-    response = await OpenAICompatibleModel(server.url, "sk-test").invoke(make_request())
-    assert response.content == "Hello there"
-    assert response.tool_calls == []
-    assert response.finish_reason == "stop"
-    assert (response.usage.input_tokens, response.usage.output_tokens,
-            response.usage.total_tokens) == (11, 4, 15)
-
-
-async def test_missing_usage_and_total_are_tolerated(server: FakeEndpoint) -> None:
-    model = OpenAICompatibleModel(server.url, "sk-test")
-    server.answer("a", usage=None)
-    assert (await model.invoke(make_request())).usage.total_tokens == 0
-    server.reply({"choices": [{"message": {"content": "b"}, "finish_reason": "length"}],
-                  "usage": {"prompt_tokens": 2, "completion_tokens": 3}})
-    response = await model.invoke(make_request())
-    assert response.usage.total_tokens == 5
-    assert response.finish_reason == "length"
-
-
-async def test_tool_call_answer_parses_arguments(server: FakeEndpoint) -> None:
-    server.answer(None, [call("call_9", "book", '{"hotel": "Ritz", "nights": 2}')],
-                  finish_reason="tool_calls")
-    response = await OpenAICompatibleModel(server.url, "sk-test").invoke(make_request())
-    assert response.content == ""
-    assert response.finish_reason == "tool_calls"
-    assert response.tool_calls == [
-        ToolCall(id="call_9", name="book", args={"hotel": "Ritz", "nights": 2})
-    ]
-
-
-async def test_malformed_arguments_are_kept_raw(server: FakeEndpoint) -> None:
-    server.answer(None, [
-        call("c1", "book", '{"hotel": "Ritz"'),
-        call("c2", "book", "[1, 2]"),
-        call("c3", "noop", ""),
-    ], finish_reason="tool_calls")
-    response = await OpenAICompatibleModel(server.url, "sk-test").invoke(make_request())
-    assert [c.args for c in response.tool_calls] == [
-        {"_raw": '{"hotel": "Ritz"'}, {"_raw": "[1, 2]"}, {},
-    ]
-
-
-@pytest.mark.parametrize("reason", ["function_call", "weird"])
-async def test_unknown_finish_reason_is_other(server: FakeEndpoint, reason: str) -> None:
-    server.answer("x", finish_reason=reason)
-    response = await OpenAICompatibleModel(server.url, "sk-test").invoke(make_request())
-    assert response.finish_reason == "other"
-
-
-# -- errors -------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("status", [408, 409, 429, 500, 503])
-async def test_retryable_statuses_are_transport_errors(
-    server: FakeEndpoint, status: int,
-) -> None:
-    server.reply({"error": {"message": "slow down please", "type": "rate_limit"}}, status)
-    with pytest.raises(ModelTransportError) as info:
-        await OpenAICompatibleModel(server.url, "sk-test").invoke(make_request())
-    assert str(status) in str(info.value)
-    assert "slow down please" in str(info.value)
-    assert info.value.extra["status"] == status
-
-
-async def test_html_gateway_error_is_transport(server: FakeEndpoint) -> None:
-    server.reply(b"<html><body>502 Bad Gateway</body></html>", 502)
-    with pytest.raises(ModelTransportError, match="502 Bad Gateway"):
-        await OpenAICompatibleModel(server.url, "sk-test").invoke(make_request())
-
-
-async def test_exhausted_quota_is_not_retried(server: FakeEndpoint) -> None:
-    server.reply({"error": {"message": "You exceeded your quota", "code": "insufficient_quota"}},
-                 429)
-    with pytest.raises(ModelError) as info:
-        await OpenAICompatibleModel(server.url, "sk-test").invoke(make_request())
-    assert not isinstance(info.value, ModelTransportError)
-
-
-async def test_unauthorized_is_a_model_error_without_the_key(server: FakeEndpoint) -> None:
-    server.reply({"error": {"message": "Incorrect API key provided: sk-wrong-key-123.",
-                            "type": "invalid_request_error", "code": "invalid_api_key"}}, 401)
-    with pytest.raises(ModelError) as info:
-        await OpenAICompatibleModel(server.url, "sk-wrong-key-123").invoke(make_request())
-    assert type(info.value) is ModelError
-    assert "401" in str(info.value)
-    assert "Incorrect API key provided" in str(info.value)
-    assert "sk-wrong-key-123" not in str(info.value)
-
-
-async def test_not_found_carries_the_provider_message(server: FakeEndpoint) -> None:
-    server.reply({"error": {"message": "The model `gpt-test` does not exist"}}, 404)
-    with pytest.raises(ModelError, match="does not exist") as info:
-        await OpenAICompatibleModel(server.url, "sk-test").invoke(make_request())
-    assert type(info.value) is ModelError
-
-
-async def test_content_filter_finish_reason_is_blocked(server: FakeEndpoint) -> None:
-    server.answer("", finish_reason="content_filter")
-    with pytest.raises(ModelBlockedError):
-        await OpenAICompatibleModel(server.url, "sk-test").invoke(make_request())
-
-
-@pytest.mark.parametrize("code", ["content_filter", "content_policy_violation"])
-async def test_content_policy_error_body_is_blocked(server: FakeEndpoint, code: str) -> None:
-    server.reply({"error": {"message": "The prompt was filtered.", "code": code}}, 400)
-    with pytest.raises(ModelBlockedError, match="filtered"):
-        await OpenAICompatibleModel(server.url, "sk-test").invoke(make_request())
-
-
-async def test_refusal_is_blocked(server: FakeEndpoint) -> None:
-    server.reply({"choices": [{"message": {"content": None, "refusal": "I can't help."},
-                               "finish_reason": "stop"}]})
-    with pytest.raises(ModelBlockedError, match="I can't help"):
-        await OpenAICompatibleModel(server.url, "sk-test").invoke(make_request())
-
-
-async def test_non_json_body_is_a_model_error(server: FakeEndpoint) -> None:
-    server.reply(b"<html>hello</html>")
-    with pytest.raises(ModelError, match="non-JSON") as info:
-        await OpenAICompatibleModel(server.url, "sk-test").invoke(make_request())
-    assert type(info.value) is ModelError
-
-
-@pytest.mark.parametrize("body", [
-    {"object": "chat.completion"},
-    {"choices": []},
-    {"choices": [{"finish_reason": "stop"}]},
-    {"choices": [{"message": {"content": "x", "tool_calls": [{"id": "c"}]}}]},
-    [1, 2, 3],
-])
-async def test_malformed_completion_is_a_model_error(server: FakeEndpoint, body: Any) -> None:
-    server.reply(body)
-    with pytest.raises(ModelError, match="malformed") as info:
-        await OpenAICompatibleModel(server.url, "sk-test").invoke(make_request())
-    assert type(info.value) is ModelError
-
-
-async def test_timeout_is_a_transport_error(server: FakeEndpoint) -> None:
-    server.answer("late")
-    server.replies[-1].delay = 10.0  # held until teardown
-    model = OpenAICompatibleModel(server.url, "sk-test", timeout=0.2)
-    with pytest.raises(ModelTransportError, match="timed out"):
-        await model.invoke(make_request())
-    # The socket timeout gave up while the server was still holding its reply.
-    assert not server.answered.is_set()
-
-
-async def test_connection_refused_is_a_transport_error() -> None:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    model = OpenAICompatibleModel(f"http://127.0.0.1:{port}/v1", "sk-test", timeout=2)
-    with pytest.raises(ModelTransportError, match="connection failed"):
-        await model.invoke(make_request())
-
-
-async def test_cancellation_does_not_wait_for_the_socket(server: FakeEndpoint) -> None:
-    server.answer("never seen")
-    server.replies[-1].delay = 10.0  # held until teardown
-    model = OpenAICompatibleModel(server.url, "sk-test", timeout=30)
-    with pytest.raises(TimeoutError), anyio.fail_after(0.3):
-        await model.invoke(make_request())
-    # The cancelled call returned while the server was still holding its reply: it did
-    # not wait for the worker thread's socket.
-    assert not server.answered.is_set()
-
-
-# -- end to end ---------------------------------------------------------------------------
-
-
-class Ask(Step):
+class Concierge(Step):
     def get_prompt(self) -> str:
-        return "Ask for the user's name."
+        return "You book hotels."
 
     @tool
-    async def remember_name(self, name: str) -> object:
-        """Remember the user's name."""
-        self.save_state({"name": name})
-        return stay("saved")
+    async def book(self, hotel: str, nights: int) -> object:
+        """Book a hotel."""
+        return stay(f"booked {hotel} for {nights} nights")
 
 
-class NameFlow(Flow):
+class HotelFlow(Flow):
     retry_delay = 0
 
     def config_model(self) -> ModelSelection:
-        return ModelSelection(provider="openai", name="gpt-test", params={"temperature": 0})
+        return ModelSelection(provider="openai", name="gpt-4o-mini")
 
     def define_steps(self) -> list[Step]:
-        return [Ask(self)]
+        return [Concierge(self)]
 
 
-def name_engine(server: FakeEndpoint) -> FlowEngine:
-    return FlowEngine(
-        flows=[NameFlow], providers={"openai": OpenAICompatibleModel(server.url, "sk-test")})
+def adapter(url: str, **kwargs: Any) -> OpenAICompatibleModel:
+    kwargs.setdefault("limiter", ProviderLimiter())
+    return OpenAICompatibleModel(url, "sk-test", **kwargs)
 
 
-async def test_flow_turn_through_the_engine(server: FakeEndpoint) -> None:
-    server.answer(None, [call("call_1", "remember_name", '{"name": "Ada"}')],
-                  usage=(40, 10, 50), finish_reason="tool_calls")
-    server.answer("Nice to meet you, Ada!", usage=(60, 8, 68))
-    engine = name_engine(server)
+def attempts(events: list[ev.Event]) -> list[tuple[ev.ModelFinished, list[ev.ModelDelta]]]:
+    """Each model.finished with the deltas of its attempt."""
+    out = []
+    for finished in (e for e in events if isinstance(e, ev.ModelFinished)):
+        deltas = [e for e in events if isinstance(e, ev.ModelDelta)
+                  and (e.step, e.call, e.attempt) == (finished.step, finished.call,
+                                                      finished.attempt)]
+        out.append((finished, deltas))
+    return out
 
-    reply = await engine.run("NameFlow", "I am Ada")
 
+async def test_a_two_turn_conversation_with_a_tool_call_streams(fakellm: str) -> None:
+    model = adapter(fakellm)
+    sink = MemorySink()
+    engine = FlowEngine(flows=[HotelFlow], providers={"openai": model}, sinks=[sink])
+
+    first = await engine.run("HotelFlow", "Please book the Ritz")
+    assert first.success, first.message
+    assert first.message == "Booked the Ritz for 2 nights."
+    second = await engine.run("HotelFlow", "thanks!", session_id=first.session_id)
+    await model.aclose()
+    assert second.success, second.message
+    assert second.message == "You are welcome, enjoy your stay!"
+
+    [started] = [e for e in sink.events if isinstance(e, ev.ToolStarted)]
+    assert (started.name, started.args) == ("book", {"hotel": "Ritz", "nights": 2})
+    [finished_tool] = [e for e in sink.events if isinstance(e, ev.ToolFinished)]
+    assert finished_tool.status == "success"
+    [(call, call_deltas), (booked, booked_deltas), (welcome, welcome_deltas)] = attempts(
+        sink.events)
+    # The tool call arrived in pieces: its id and name first, then its arguments.
+    assert [t["name"] for t in call.tool_calls] == ["book"]
+    pieces = [c for d in call_deltas for c in d.tool_calls]
+    assert {c.get("name") for c in pieces} >= {"book"}
+    assert json.loads("".join(c.get("arguments", "") for c in pieces)) == {
+        "hotel": "Ritz", "nights": 2}
+    # The text arrived word by word, coalesced; the deltas add up to the whole reply.
+    for finished, deltas in ((booked, booked_deltas), (welcome, welcome_deltas)):
+        assert deltas, "no model.delta before model.finished"
+        assert "".join(d.text for d in deltas) == finished.content
+        assert sum(d.chunks for d in deltas) >= len(finished.content.split())
+    # Every delta comes before its attempt's model.finished.
+    order = [e.type for e in sink.events if e.type.startswith("model.")]
+    assert order.index("model.delta") < order.index("model.finished")
+
+
+async def test_whole_answers_give_the_same_reply(fakellm: str) -> None:
+    sink = MemorySink()
+    model = adapter(fakellm, stream=False)
+    engine = FlowEngine(flows=[HotelFlow], providers={"openai": model}, sinks=[sink])
+    reply = await engine.run("HotelFlow", "Please book the Ritz")
+    await model.aclose()
     assert reply.success, reply.message
-    assert reply.message == "Nice to meet you, Ada!"
-    first, second = server.requests
-    assert first.body["tools"][0]["function"]["name"] == "remember_name"
-    assert first.body["messages"][0] == {"role": "system", "content": "Ask for the user's name."}
-    assert first.body["messages"][-1] == {"role": "user", "content": "I am Ada"}
-    assert second.headers["authorization"] == "Bearer sk-test"
-    assert second.body["messages"][-2]["tool_calls"][0]["id"] == "call_1"
-    assert second.body["messages"][-1] == {
-        "role": "tool", "tool_call_id": "call_1", "content": "saved",
-    }
-    doc = await engine.store.load(reply.session_id)
-    assert doc is not None
-    assert (doc.tokens.input_tokens, doc.tokens.output_tokens, doc.tokens.total_tokens) == (
-        100, 18, 118,
-    )
+    assert reply.message == "Booked the Ritz for 2 nights."
+    assert not [e for e in sink.events if isinstance(e, ev.ModelDelta)]
+    finished = [e for e in sink.events if isinstance(e, ev.ModelFinished)]
+    assert finished[0].input_tokens > 0  # fakellm counts usage on whole answers
 
 
-async def test_a_lone_surrogate_escape_in_a_reply_becomes_a_replacement_character(
-        server: FakeEndpoint) -> None:
-    # json.loads makes "\\ud800" a code point no UTF-8 can hold: the session's save failed.
-    server.answer(None, [call("call_1", "remember_name", '{"name": "Ad\\udc00a"}')],
-                  finish_reason="tool_calls")
-    server.answer("Nice to meet you, Ad\udc00a \U0001f600!")
-    engine = name_engine(server)
-    reply = await engine.run("NameFlow", "I am Ada")
-    assert reply.success, reply.message
-    assert reply.message == "Nice to meet you, Ad\ufffda \U0001f600!"  # the pair is kept
-    assert server.requests[1].body["messages"][-2]["tool_calls"][0]["function"][
-        "arguments"] == '{"name": "Ad\\ufffda"}'  # repaired in the tool's arguments too
-    doc = await engine.store.load(reply.session_id)
-    assert doc is not None
+def request(message: str = "hello") -> ModelRequest:
+    return ModelRequest(selection=ModelSelection(provider="openai", name="gpt-4o-mini"),
+                        messages=[Message(type="human", content=message)])
 
 
-async def test_engine_retries_transport_errors(server: FakeEndpoint) -> None:
-    server.reply({"error": {"message": "overloaded"}}, 503)
-    server.answer("Hello!", usage=(5, 1, 6))
-    engine = name_engine(server)
-    reply = await engine.run("NameFlow", "hi")
-    assert reply.success, reply.message
-    assert reply.message == "Hello!"
-    assert len(server.requests) == 2
+@pytest.mark.parametrize(("scenario", "status", "error"), [
+    ("unauthorized", 401, ModelError),
+    ("rate_limited", 429, ModelTransportError),
+    ("server_error", 500, ModelTransportError),
+])
+async def test_error_statuses_map_to_the_error_tree(
+        fakellm: str, scenario: str, status: int, error: type[ModelError]) -> None:
+    model = OpenAICompatibleModel(fakellm, LEAKED_KEY, stream=False, limiter=ProviderLimiter(),
+                                  extra_headers={"x-test-scenario": scenario})
+    with pytest.raises(ModelError) as info:
+        await model.invoke(request())
+    await model.aclose()
+    assert type(info.value) is error
+    assert info.value.extra["status"] == status
+    assert f"HTTP {status}" in str(info.value)
+    assert LEAKED_KEY not in str(info.value)
 
 
-async def test_engine_fails_the_turn_on_a_client_error(server: FakeEndpoint) -> None:
-    server.reply({"error": {"message": "Invalid API key"}}, 401)
-    engine = FlowEngine(
-        flows=[NameFlow], providers={"openai": OpenAICompatibleModel(server.url, "sk-bad")}
-    )
-    reply = await engine.run("NameFlow", "hi")
+async def test_a_retried_server_error_fails_the_turn_after_the_attempts(fakellm: str) -> None:
+    model = OpenAICompatibleModel(fakellm, "sk-test", stream=False, limiter=ProviderLimiter(),
+                                  extra_headers={"x-test-scenario": "server_error"})
+    sink = MemorySink()
+    engine = FlowEngine(flows=[HotelFlow], providers={"openai": model}, sinks=[sink])
+    reply = await engine.run("HotelFlow", "hello")
+    await model.aclose()
     assert not reply.success
-    assert reply.error_code == "model_error"
-    assert "Invalid API key" in reply.message
-    assert len(server.requests) == 1
-
-
-async def test_malformed_arguments_reach_the_model_as_a_tool_error(server: FakeEndpoint) -> None:
-    server.answer(None, [call("call_1", "remember_name", '{"name": "Ada"')],
-                  finish_reason="tool_calls")
-    server.answer(None, [call("call_2", "remember_name", '{"name": "Ada"}')],
-                  finish_reason="tool_calls")
-    server.answer("Hi Ada!")
-    engine = name_engine(server)
-    reply = await engine.run("NameFlow", "I am Ada")
-    assert reply.success, reply.message
-    assert reply.message == "Hi Ada!"
-    feedback = server.requests[1].body["messages"][-1]
-    assert feedback["role"] == "tool"
-    assert feedback["tool_call_id"] == "call_1"
-    assert "Invalid arguments for tool 'remember_name'" in feedback["content"]
-    assert server.requests[2].body["messages"][-1]["content"] == "saved"
+    failed = [e for e in sink.events if isinstance(e, ev.ModelFailed)]
+    assert len(failed) > 1  # a transport error is retried
+    assert all("HTTP 500" in e.error.message for e in failed)

@@ -1,10 +1,10 @@
 """The public surface of ``Flow`` and ``Step`` only grows on purpose.
 
 Users subclass these classes, so every public name on them is one a subclass can override
-by accident. The lists below are what the PicoFlow docs describe plus what the README
-teaches, and the README's "What Flow and Step offer" section lists exactly them; engine
-internals live on :class:`runtime.turn.Turn`. Adding a name means adding it here and in the
-README, in the same change.
+by accident. The lists below are what the PicoFlow docs describe plus what our docs
+teach, and the "What Flow and Step offer" section of docs/reference/flow-and-step.md lists
+exactly them; engine internals live on :class:`runtime.turn.Turn`. Adding a name means
+adding it here and in that page, in the same change.
 
 The runtime also never reaches into another module's private attributes: an
 ``obj._name`` access is only allowed on ``self``/``cls`` or for a name the same module
@@ -112,15 +112,15 @@ async def test_a_subclass_attribute_named_like_an_engine_internal_changes_nothin
     assert (reply.success, reply.message) == (True, "the 42 to the station, Dr. Watson")
 
 
-def _readme_section(title: str) -> str:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    start = text.index(f"### {title}\n")
+def _docs_section(title: str) -> str:
+    text = (ROOT / "docs" / "reference" / "flow-and-step.md").read_text(encoding="utf-8")
+    start = text.index(f"## {title}\n")
     end = text.find("\n#", start + 4)
     return text[start:end]
 
 
-def test_the_readme_lists_the_public_surface() -> None:
-    section = _readme_section("What Flow and Step offer")
+def test_the_docs_list_the_public_surface() -> None:
+    section = _docs_section("What Flow and Step offer")
     bullets = [" ".join(b.split()) for b in section.split("\n- **")[1:]]
     lines = {b.split(":", 1)[0].strip("* "): set(re.findall(r"`([a-z_]+)`", b)) - {"run_logic"}
              for b in bullets}

@@ -1,4 +1,4 @@
-"""``manage.py check --deploy`` is clean with production settings: those the README's
+"""``manage.py check --deploy`` is clean with production settings: those the deploy guide's
 production start sets, with ``PICOFLOW_DEBUG`` left unset (off by default) or ``0``."""
 
 import secrets

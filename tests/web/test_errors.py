@@ -270,7 +270,7 @@ async def test_a_failing_api_view_is_a_json_500(debug: bool) -> None:
 @DEBUG_MODES
 async def test_a_project_without_the_apps_handlers_still_answers_json(debug: bool) -> None:
     """A project of one's own (its URLconf includes the app, Django's pages answer its
-    errors): the middleware the README lists makes them JSON under the API's paths."""
+    errors): the middleware the install guide lists makes them JSON under the API's paths."""
     with override_settings(DEBUG=debug, ROOT_URLCONF="tests.web.project_urls"):
         assert_shape(await AsyncClient().get("/api/no-such-endpoint"), 404, "not_found")
         page = await AsyncClient().get("/no-such-page/")

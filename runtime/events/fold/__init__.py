@@ -16,7 +16,7 @@ built-in channels' rules it shares with the join are in :mod:`runtime.events.cha
 ``barrier``        ``barrier.forked`` and ``cancel.*``
 ``join``           ``join.*`` and ``checkpoint.*``
 ``branch``         ``branch.*``
-``calls``          ``model.*`` (the tokens used)
+``calls``          ``model.*`` (the tokens used, the open attempt's streamed text)
 ``concurrent``     ``concurrent.*``: a coordinator's calls, batches and children
 ``views``          :func:`view_at`: what an invocation could read at any moment
 ``publication``    :func:`publication_of`: what became of an invocation's writes
@@ -48,6 +48,7 @@ from .model import (
     Overflow,
     RunModel,
     State,
+    Stream,
     comparable,
     new_run,
 )
@@ -66,6 +67,7 @@ __all__ = [
     "Publication",
     "RunModel",
     "State",
+    "Stream",
     "apply_event",
     "barrier_publication_of",
     "comparable",

@@ -18,6 +18,24 @@ State = dict[str, dict[str, Any]]
 
 
 @dataclass
+class Stream:
+    """A model attempt between its ``model.started`` and its ``model.finished`` or
+    ``model.failed``: what its ``model.delta`` events wrote so far."""
+
+    step: str
+    call: int
+    attempt: int
+    text: str = ""
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    """Tool calls by their place in the answer: ``{index, arguments, id?, name?}``, with
+    the arguments' JSON text written so far."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"step": self.step, "call": self.call, "attempt": self.attempt,
+                "text": self.text, "tool_calls": self.tool_calls}
+
+
+@dataclass
 class Invocation:
     """One branch (or the top level, path ``""``) as the events tell it."""
 
@@ -42,8 +60,13 @@ class Invocation:
     drafts: list[tuple[int, str, str, Any, bool]] = field(default_factory=list)
     """Own drafts only (what siblings cannot see)."""
     tokens: int = 0
+    streaming: Stream | None = None
+    """The model attempt it has open, with what the model wrote of it so far."""
     lost_rights: bool = False
     """A ``cancel.grace_expired`` closed it: it outlived the grace period."""
+    reused: dict[str, Any] | None = None
+    """Of a branch a resumed turn restored from the ledger (``branch.reused``):
+    ``{run_id, seq, tokens}`` of where it ran and what it spent there."""
 
 
 @dataclass(frozen=True)
@@ -191,6 +214,8 @@ class RunModel:
     """``{seq, reason, silent_for}`` of the ``run.interrupted`` that ended the run."""
     cancellation: dict[str, Any] | None = None
     """``{seq, reason, requested_by, revision}`` of the ``turn.cancelled`` that ended it."""
+    resumes: str | None = None
+    """The run this one resumes (``turn.started``'s ``resumes``), if it is a resume."""
     saved: State = field(default_factory=dict)
     """The canonical state as of the last ``session.loaded`` or ``session.saved``: what the
     session store holds."""

@@ -25,6 +25,7 @@ from .model import Handlers, Invocation, Overflow, RunModel, State, anomaly
 
 def _started(run: RunModel, event: ev.TurnStarted, inv: Invocation | None) -> None:
     run.run_id, run.session_id, run.flow = event.run_id, event.session_id, event.flow
+    run.resumes = event.resumes
 
 
 def _session_loaded(run: RunModel, event: ev.SessionLoaded, inv: Invocation | None) -> None:

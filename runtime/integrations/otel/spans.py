@@ -258,6 +258,18 @@ class RunSpans:
         elif kind == "branch.fulfilled":
             self._close(f"branch:{e['path']}", at, complete=False,
                         **{"picoflow.branch.status": "fulfilled"})
+        elif kind == "branch.reused":  # restored from the ledger: a span of no length
+            self._open(f"branch:{e['path']}", f"branch {e['key']}", key, at, **{
+                "picoflow.branch.key": e["key"], "picoflow.branch.index": e["index"],
+                "picoflow.branch.path": e["path"], "picoflow.branch.step": e["step"],
+                "picoflow.barrier.id": barrier, "picoflow.branch.reused": True,
+                "picoflow.branch.original_run_id": e["original_run_id"],
+                **({"picoflow.branch.original_seq": e["original_seq"]}
+                   if e["original_seq"] is not None else {}),
+                "gen_ai.usage.input_tokens": e["input_tokens"],
+                "gen_ai.usage.output_tokens": e["output_tokens"]})
+            self._close(f"branch:{e['path']}", at, complete=False,
+                        **{"picoflow.branch.status": "fulfilled"})
         elif kind == "branch.rejected":
             if not e["started"] and f"branch:{e['path']}" not in self.spans:
                 self._never_started(e, key, at)

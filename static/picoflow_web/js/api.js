@@ -69,6 +69,8 @@ export const eventsUrl = (runId, after, limit = 5000) => `/api/runs/${encodeURIC
 export const runApiUrl = (runId) => `/api/runs/${encodeURIComponent(runId)}`;
 /** POST: ask the run to stop (202 with its summary; 409 `run_ended` once it ended). @param {string} runId */
 export const cancelRunUrl = (runId) => `/api/runs/${encodeURIComponent(runId)}/cancel`;
+/** POST: queue a run that resumes it (202 with the new run; 409 `not_resumable`). @param {string} runId */
+export const resumeRunUrl = (runId) => `/api/runs/${encodeURIComponent(runId)}/resume`;
 /** POST a JSONL export (201 with what was stored). @param {boolean} copy  under new ids */
 export const importUrl = (copy) => `/api/import${copy ? "?copy=1" : ""}`;
 /**

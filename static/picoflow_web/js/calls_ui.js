@@ -1,12 +1,16 @@
 // @ts-check
 /**
  * An invocation's model calls, tool calls and events, as the inspector lists them (DOM).
- * Hooks: `.pf-model-call`, `.pf-tool-call`, `.pf-events`.
+ * Hooks: `.pf-model-call`, `.pf-tool-call`, `.pf-events`; a model call being written shows
+ * its text so far in `.pf-stream-text[data-seq]` (`data-seq`: its `model.started`), inside
+ * `.pf-streaming[data-state=writing|failed]` (failed: what the attempt wrote before it
+ * failed). `syncStreams` brings that text up to date between two rebuilds.
  */
 
 import { append, badge, h, section, table } from "./dom.js";
 import { describeEvent, formatDuration, messageText, preview } from "./format.js";
 import { errorBox, facts, lazy, sectionIn, seqLink, valueCell } from "./inspector_parts_ui.js";
+import { streamedView, writtenText } from "./streaming.js";
 
 /** @typedef {import("./fold.js").Run} Run */
 /** @typedef {import("./fold.js").Invocation} Invocation */
@@ -68,6 +72,15 @@ function modelCall(call, last, ctx) {
     request.body.appendChild(msg);
   }
   box.appendChild(request.root);
+  const streamed = streamedView(call);
+  if (streamed) {
+    const writing = h("div", `pf-response pf-streaming pf-streaming-${streamed.state}`);
+    writing.dataset.state = streamed.state;
+    const text = h("div", "pf-message-text pf-stream-text", streamed.text);
+    text.dataset.seq = String(call.seq);
+    append(writing, h("span", "pf-message-role", streamed.state === "writing" ? "writing…" : "written before it failed"), text);
+    box.appendChild(writing);
+  }
   if (f) {
     const response = h("div", "pf-response");
     const text = messageText(f.content);
@@ -80,6 +93,23 @@ function modelCall(call, last, ctx) {
   }
   if (call.failed) box.appendChild(errorBox(call.failed.error));
   return box;
+}
+
+/**
+ * Bring the streamed text shown in `root` up to what `inv`'s model calls have written
+ * (cheap: only a text that changed is written), so the inspector follows the model's
+ * writing every frame while its rebuilds are spaced out.
+ * @param {HTMLElement} root @param {Invocation | undefined} inv
+ */
+export function syncStreams(root, inv) {
+  if (!inv || !inv.models.length) return;
+  for (const el of root.querySelectorAll(".pf-stream-text[data-seq]")) {
+    const seq = Number(/** @type {HTMLElement} */ (el).dataset.seq);
+    const call = inv.models.find((m) => m.seq === seq);
+    if (!call) continue;
+    const text = writtenText(call);
+    if (el.textContent !== text) el.textContent = text;
+  }
 }
 
 /** @param {any[]} calls */

@@ -165,6 +165,7 @@ export function describeEvent(e) {
     case "cursor.moved": return `${e.from_step ?? "—"} → ${e.to_step}`;
     case "model.started": return `${e.step} call ${e.call}.${e.attempt}, ${(e.messages || []).length} messages`;
     case "model.finished": return `${e.total_tokens} tokens, ${(e.tool_calls || []).length ? `tools: ${e.tool_calls.map((/** @type {any} */ t) => t.name).join(", ")}` : preview(e.content, 60, true)}`;
+    case "model.delta": return `${e.step} call ${e.call}.${e.attempt}: ${[e.text ? preview(e.text, 60, true) : "", ...(e.tool_calls || []).map((/** @type {any} */ t) => `${t.name ? `${t.name} ` : ""}args +${String(t.arguments ?? "").length} chars`)].filter(Boolean).join(", ") || "(nothing)"}`;
     case "model.failed": return `${errorText(e.error)}${e.retrying ? " (retrying)" : ""}`;
     case "tool.started": return `${e.name}(${preview(e.args, 60)})`;
     case "tool.finished": return `${e.name}: ${e.status}${e.transition ? ` → ${e.transition.kind}` : ""}`;

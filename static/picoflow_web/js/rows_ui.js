@@ -6,21 +6,25 @@
  * cell is rebuilt only when its signature changes; its lane's segments are moved in place.
  *
  * Hooks: `.pf-row` on every row; `.pf-branch[data-path][data-status]` (and
- * `[data-stop=not-started|cancelled|late]` on a branch a cancellation stopped),
+ * `[data-stop=not-started|cancelled|late]` on a branch a cancellation stopped, `[data-reused]`
+ * (the run it ran in) on one restored from the branch ledger, with its `a.pf-chip-reused`),
  * `.pf-barrier[data-barrier]`, `.pf-more[data-barrier]`, `.pf-root`; the lane cell of a
  * branch row is `.pf-lane[data-path]`. Branch and barrier rows carry `data-publication`
  * (pending, scoped, published, nothing or discarded, from publication.js) and, when
  * discarded, `data-discard` (why); a barrier's badge is `.pf-join-badge`, a discarded
- * branch's chip `.pf-chip-discarded`. While an invalidated barrier is selected, the rows and
+ * branch's chip `.pf-chip-discarded`. While a branch's (or the turn's) model writes, its
+ * lane shows the end of the text in `.pf-lane-stream` (`data-call`, `data-attempt`). While an invalidated barrier is selected, the rows and
  * lanes of the writes it failed on carry `.pf-conflict-writer`.
  */
 
 import { append, h } from "./dom.js";
 import { errorLabel, errorText, preview } from "./format.js";
 import { barrierLabelOf, barrierNameOf, fromLangGraph, fromSpans } from "./labels.js";
-import { ROW_HEIGHT, formatSeconds, lane, windowRange } from "./layout.js";
+import { ROW_HEIGHT, formatSeconds, lane, timeScale, windowRange } from "./layout.js";
 import { barrierMarks, branchMarks, spanCounts } from "./publication.js";
+import { reusedHref, reusedTitle } from "./resumption.js";
 import { STOP_LABELS, barrierStopped, stopKind } from "./stopping.js";
+import { laneStream } from "./streaming.js";
 
 /** @typedef {import("./layout.js").Row} Row */
 /** @typedef {import("./fold.js").Run} Run */
@@ -106,7 +110,7 @@ export function createRowsView(viewport, sizer) {
         slot.top = top;
       }
       slot.el.setAttribute("aria-rowindex", String(i + 1));
-      fillLane(slot, lane(row, frame.run, frame.bounds, frame.now));
+      fillLane(slot, lane(row, frame.run, frame.bounds, frame.now), streamLabel(row, frame.run, frame.bounds));
     }
     return range;
   };
@@ -133,7 +137,7 @@ function park(slot) {
 /** One glyph per kind of activity row, so a column of them scans at a glance. */
 const ACTIVITY_ICONS = { step: "▶", model: "◆", tool: "⚙", cursor: "➜" };
 
-const ROW_ATTRIBUTES = ["data-activity", "data-seq", "data-path", "data-status", "data-barrier", "data-stop", "data-publication", "data-discard", "title", "aria-expanded"];
+const ROW_ATTRIBUTES = ["data-activity", "data-seq", "data-path", "data-status", "data-barrier", "data-stop", "data-reused", "data-publication", "data-discard", "title", "aria-expanded"];
 
 /** @param {Row} row @param {string | null} path @param {string | null} barrier */
 function isSelected(row, path, barrier) {
@@ -159,7 +163,7 @@ function signature(row, selected, run) {
     case "branch": {
       const inv = row.inv;
       const marks = branchMarks(run, row.path);
-      return `p|${marks ? `${marks.state}|${marks.reason}` : ""}|${row.path}|${inv.key}|${inv.step}|${row.depth}|${inv.status}|${inv.started}|${inv.startedSeq}|${inv.finished}|${inv.cancelled}|${inv.lostRights}|${inv.cancelTold}|${inv.hasDirectResult}|${inv.barriers.length}|${inv.interrupted}|${selected}`;
+      return `p|${marks ? `${marks.state}|${marks.reason}` : ""}|${row.path}|${inv.key}|${inv.step}|${row.depth}|${inv.status}|${inv.started}|${inv.startedSeq}|${inv.finished}|${inv.cancelled}|${inv.lostRights}|${inv.cancelTold}|${inv.hasDirectResult}|${inv.barriers.length}|${inv.interrupted}|${inv.reused?.runId}|${selected}`;
     }
     case "activity": {
       const a = row.item;
@@ -254,6 +258,7 @@ function fillRow(slot, row, selected, run) {
       if (marks && marks.reason) el.dataset.discard = marks.reason;
       slot.lane.dataset.publication = state;
       if (stopped) el.dataset.stop = stopped;
+      if (inv.reused) el.dataset.reused = inv.reused.runId;
       slot.lane.classList.add("pf-lane");
       slot.lane.dataset.path = row.path;
       const duration = inv.started !== null && inv.finished !== null ? formatSeconds(inv.finished - inv.started) : "";
@@ -264,6 +269,7 @@ function fillRow(slot, row, selected, run) {
         inv.key && inv.key !== inv.step ? h("span", "pf-row-step", inv.step) : null,
         h("span", "pf-row-path pf-mono", inv.path),
         inv.hasDirectResult ? h("span", "pf-chip", "direct") : null,
+        inv.reused ? reusedChip(inv.reused) : null,
         stopped ? stopChip(stopped) : null,
         inv.interrupted ? h("span", "pf-chip pf-chip-interrupted", "interrupted") : null,
         inv.status === "rejected" && inv.error && !inv.cancelled ? errorChip(inv.error) : null,
@@ -326,6 +332,17 @@ function publicationChip(chip) {
   return el;
 }
 
+/**
+ * A branch restored from the ledger: a link to where it ran.
+ * @param {{runId: string, seq: number | null, tokens: number}} reused
+ */
+function reusedChip(reused) {
+  const chip = /** @type {HTMLAnchorElement} */ (h("a", "pf-chip pf-chip-reused", "reused"));
+  chip.href = reusedHref(reused);
+  chip.title = reusedTitle(reused);
+  return chip;
+}
+
 /** @param {keyof typeof STOP_LABELS} kind */
 function stopChip(kind) {
   const chip = h("span", `pf-chip pf-chip-cancel pf-chip-stop-${kind}`, STOP_LABELS[kind].label);
@@ -334,19 +351,37 @@ function stopChip(kind) {
 }
 
 /**
- * Move the lane's segment elements into place (created or removed only when the number
- * of segments changes).
- * @param {Slot} slot @param {{segments: {kind: string, x0: number, x1: number}[],
- *   marks: {kind: string, x: number}[]}} geometry
+ * The text a row's model is writing, placed where its attempt started (kept in the lane's
+ * left half, so the end of the text has room), or null.
+ * @param {Row} row @param {Run} run @param {{start: number, end: number}} bounds
+ * @returns {StreamLabel | null}
  */
-function fillLane(slot, geometry) {
+function streamLabel(row, run, bounds) {
+  const inv = row.kind === "branch" ? row.inv : row.kind === "root" ? run.invocations.get("") : undefined;
+  const stream = inv ? laneStream(inv) : null;
+  if (!stream) return null;
+  return { text: stream.text, x: Math.min(0.5, timeScale(bounds)(stream.offset)), call: stream.call, attempt: stream.attempt };
+}
+
+/** @typedef {{text: string, x: number, call: number, attempt: number}} StreamLabel */
+
+/**
+ * Move the lane's segment elements into place (created or removed only when the number
+ * of segments changes), and the label of the text its model is writing after them.
+ * @param {Slot} slot @param {{segments: {kind: string, x0: number, x1: number}[],
+ *   marks: {kind: string, x: number}[]}} geometry @param {StreamLabel | null} stream
+ */
+function fillLane(slot, geometry, stream) {
   let sig = "";
   for (const s of geometry.segments) sig += `${s.kind}${(s.x0 * 1000) | 0},${(s.x1 * 1000) | 0};`;
   for (const m of geometry.marks) sig += `${m.kind}@${(m.x * 1000) | 0};`;
+  if (stream) sig += `"${stream.call}.${stream.attempt}@${(stream.x * 1000) | 0}:${stream.text}`;
   if (sig === slot.laneSig) return;
   slot.laneSig = sig;
+  /** @type {{cls: string, left: number, width: number, text?: string}[]} */
   const items = [...geometry.segments.map((s) => ({ cls: `pf-seg pf-seg-${s.kind}`, left: s.x0, width: Math.max(0, s.x1 - s.x0) })),
     ...geometry.marks.map((m) => ({ cls: `pf-mark pf-mark-${m.kind}`, left: m.x, width: -1 }))];
+  if (stream) items.push({ cls: "pf-lane-stream", left: stream.x, width: -1, text: stream.text });
   const children = slot.lane.children;
   while (children.length > items.length) children[children.length - 1].remove();
   while (children.length < items.length) slot.lane.appendChild(h("i"));
@@ -356,5 +391,14 @@ function fillLane(slot, geometry) {
     el.style.left = `${(item.left * 100).toFixed(3)}%`;
     if (item.width >= 0) el.style.width = `max(2px, ${(item.width * 100).toFixed(3)}%)`;
     else el.style.removeProperty("width");
+    const text = item.text ?? "";
+    if (el.textContent !== text) el.textContent = text;
+    if (stream && item.text !== undefined) {
+      el.dataset.call = String(stream.call);
+      el.dataset.attempt = String(stream.attempt);
+    } else if (el.dataset.call !== undefined) {
+      delete el.dataset.call;
+      delete el.dataset.attempt;
+    }
   });
 }

@@ -12,6 +12,7 @@
  *   #pf-event-count                                 text: events applied
  *   #pf-run-status, #pf-reply-text                  status badge, reply text
  *   #pf-stop, #pf-ended                             Stop button, why-it-ended panel (stop_ui.js)
+ *   #pf-resume, #pf-run-reuse                       Resume button, a resumed run's reuse counts (resume_ui.js)
  *   .pf-branch[data-path][data-status]              one per materialised branch row
  *   .pf-barrier[data-barrier]                       one per materialised barrier row
  *   .pf-more[data-barrier]                          "+N more" row of a capped sibling group
@@ -39,6 +40,7 @@ import { bindKeys } from "./keys_ui.js";
 import { conflictOf, problemWord } from "./conflict.js";
 import { branchLine, createRunView } from "./run_view_ui.js";
 import { createFeed } from "./socket.js";
+import { createResumeControl } from "./resume_ui.js";
 import { createStopControl } from "./stop_ui.js";
 import { ENDING_EVENTS, isEnded, mergeSummary, originText, runStatus, staleSummary } from "./stopping.js";
 import { createRunStore } from "./store.js";
@@ -69,6 +71,7 @@ export function mountRunPage(root) {
     scrubber: byId("pf-scrubber"), origin: byId("pf-origin"),
   };
   const stop = createStopControl({ runId, store });
+  const resume = createResumeControl({ runId, store });
   // The socket sends the run's summary once, when it connects: one the events have made
   // stale (a worker took the queued run, the run ended) is asked for again, a few times
   // while the server has not caught up with the events.
@@ -254,6 +257,7 @@ export function mountRunPage(root) {
     els.reply.classList.toggle("pf-reply-interrupted", status === "interrupted");
     els.reply.classList.toggle("pf-reply-cancelled", status === "cancelled");
     stop.render();
+    resume.render();
     refreshStaleSummary();
     const origin = originText(s.summary);
     if (origin && els.origin) {

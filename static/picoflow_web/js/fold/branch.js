@@ -1,7 +1,8 @@
 // @ts-check
 /**
  * A branch's life: `branch.started`, `branch.fulfilled`, `branch.rejected` (each moves its
- * barrier's status counts), and `branch.direct_result` (a tool that answered for it).
+ * barrier's status counts), `branch.reused` (a resumed turn restored it from the ledger:
+ * fulfilled at once, marked reused) and `branch.direct_result` (a tool that answered for it).
  * Mirrors `runtime/events/fold/branch.py`. An event for a branch no fork announced is an
  * anomaly; a direct result for one is ignored.
  */
@@ -16,6 +17,7 @@ import { anomaly } from "./model.js";
 /** What the events below change of an invocation, for the undo log (made once, not per event). */
 const FULFILLED_KEYS = ["finished", "finishedSeq", "output"];
 const REJECTED_KEYS = ["finished", "finishedSeq", "error", "cancelled"];
+const REUSED_KEYS = ["started", "startedSeq", "finished", "finishedSeq", "output", "reused"];
 const DIRECT_RESULT_KEYS = ["output", "directResult", "hasDirectResult"];
 
 /** @param {Run} run @param {Invocation} inv @param {string} status */
@@ -64,6 +66,24 @@ export const HANDLERS = {
     inv.finishedSeq = event.seq;
     inv.error = event.error;
     inv.cancelled = !!event.cancelled;
+  },
+
+  "branch.reused"(run, event, inv) {
+    if (!inv) return unknownBranch(run, event);
+    setStatus(run, inv, "fulfilled");
+    keepAll(inv, REUSED_KEYS);
+    inv.started = inv.finished = event.offset;
+    inv.startedSeq = inv.finishedSeq = event.seq;
+    inv.output = event.output;
+    inv.reused = { runId: event.original_run_id, seq: event.original_seq ?? null,
+                   tokens: event.total_tokens };
+    // Spent once, where it ran: the session counts them, and so does the run's total.
+    keep(run, "tokens");
+    run.tokens = {
+      input_tokens: (run.tokens.input_tokens || 0) + event.input_tokens,
+      output_tokens: (run.tokens.output_tokens || 0) + event.output_tokens,
+      total_tokens: (run.tokens.total_tokens || 0) + event.total_tokens,
+    };
   },
 
   "branch.direct_result"(run, event, inv) {

@@ -1,16 +1,42 @@
 // @ts-check
 /**
- * An invocation's model and tool calls: `model.started`, `model.finished` (its tokens
- * counted for the run and the invocation), `model.failed`, `tool.started`,
- * `tool.finished`. Mirrors `runtime/events/fold/calls.py`, which folds only the tokens;
- * the rest is what the page draws. A call event on a path the run does not know is
- * ignored (its tokens still count for the run).
+ * An invocation's model and tool calls: `model.started`, `model.delta` (what the model
+ * has written of the attempt so far: `text` and `toolCalls` of its record), `model.finished`
+ * (its tokens counted for the run and the invocation), `model.failed`, `tool.started`,
+ * `tool.finished`. Mirrors `runtime/events/fold/calls.py`, which folds only the tokens
+ * and the open attempt's streamed text; the rest is what the page draws. A call event on
+ * a path the run does not know is ignored (its tokens still count for the run).
+ *
+ * The streamed text stays on the attempt's record after it ends: once finished the page
+ * shows the whole reply instead; once failed, what the attempt wrote before it failed.
  */
 
-import { keep, keepLength } from "./log.js";
+import { keep, keepAll, keepLength } from "./log.js";
 
 /** @typedef {import("./model.js").Invocation} Invocation */
 /** @typedef {import("./model.js").Handler} Handler */
+
+/** What a `model.delta` changes on its attempt's record. */
+const DELTA_KEYS = ["text", "toolCalls", "deltas"];
+
+/**
+ * `calls` (by `index`) with a delta's tool-call chunks appended, as a new array: the
+ * arguments' text grows, an `id` or `name` is set once known. As `merge_tool_chunks` in
+ * `runtime/events/fold/calls.py`.
+ * @param {any[]} calls @param {any[]} chunks @returns {any[]}
+ */
+export function mergeToolChunks(calls, chunks) {
+  /** @type {Map<number, any>} */
+  const merged = new Map(calls.map((c) => [c.index, { ...c }]));
+  for (const chunk of chunks) {
+    const index = Number.isInteger(chunk.index) ? chunk.index : 0;
+    let call = merged.get(index);
+    if (!call) merged.set(index, (call = { index, arguments: "" }));
+    for (const key of ["id", "name"]) if (chunk[key]) call[key] = chunk[key];
+    call.arguments += typeof chunk.arguments === "string" ? chunk.arguments : "";
+  }
+  return [...merged.values()].sort((a, b) => a.index - b.index);
+}
 
 /** @param {Invocation} inv @param {any} event */
 function findModelCall(inv, event) {
@@ -33,8 +59,18 @@ export const HANDLERS = {
     inv.models.push({
       call: event.call, attempt: event.attempt, step: event.step, seq: event.seq,
       offset: event.offset, model: event.model, messages: event.messages || [], tools: event.tools || [],
-      finished: null, failed: null,
+      finished: null, failed: null, text: "", toolCalls: [], deltas: 0,
     });
+  },
+
+  "model.delta"(run, event, inv) {
+    if (!inv) return;
+    const call = findModelCall(inv, event);
+    if (!call || call.finished || call.failed) return;
+    keepAll(call, DELTA_KEYS);
+    call.text += typeof event.text === "string" ? event.text : "";
+    if (Array.isArray(event.tool_calls) && event.tool_calls.length) call.toolCalls = mergeToolChunks(call.toolCalls, event.tool_calls);
+    call.deltas += 1;
   },
 
   "model.finished"(run, event, inv) {

@@ -12,7 +12,10 @@
  */
 /**
  * @typedef {{call: number, attempt: number, step: string, seq: number, offset: number, model: any,
- *   messages: any[], tools: string[], finished: any, failed: any}} ModelCall
+ *   messages: any[], tools: string[], finished: any, failed: any, text: string,
+ *   toolCalls: any[], deltas: number}} ModelCall
+ *   `text` and `toolCalls` (`{index, arguments, id?, name?}`): what its `model.delta`
+ *   events wrote; `deltas`: how many there were.
  */
 /**
  * @typedef {{callId: string, name: string, step: string, args: any, seq: number,
@@ -48,6 +51,8 @@
  * @property {boolean} hasDirectResult
  * @property {boolean} cancelTold  a cancel.propagated named it while running
  * @property {boolean} lostRights  a cancel.grace_expired closed it
+ * @property {{runId: string, seq: number | null, tokens: number} | null} reused  restored
+ *   from the ledger by a resumed turn (branch.reused): where it ran, what it spent there
  */
 /**
  * @typedef {object} Barrier
@@ -118,6 +123,8 @@ export function createRun() {
     /** @type {any[]} the applied events, in order */
     events: [],
     startedAt: /** @type {string | number | null} */ (null),
+    /** @type {string | null} the run this one resumes (turn.started's resumes) */
+    resumes: null,
     endOffset: 0,
     /** @type {{step: string, how: string, level: number, path: string, seq: number}[]} */
     trail: [],
@@ -157,6 +164,7 @@ export function newInvocation(path, step, key, index, barrier, status = "queued"
     barriers: [], changes: [], drafts: [], tokens: 0,
     params: null, userMessage: null, seqs: [], models: [], tools: [],
     directResult: null, hasDirectResult: false, cancelTold: false, lostRights: false,
+    reused: null,
   };
 }
 

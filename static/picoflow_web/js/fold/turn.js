@@ -22,7 +22,7 @@ import { anomaly, copyState, snapshot } from "./model.js";
 /** @typedef {import("./model.js").Handler} Handler */
 
 /** What the events below change of the run, for the undo log (made once, not per event). */
-const TURN_STARTED_KEYS = ["runId", "sessionId", "flow", "message", "startedAt"];
+const TURN_STARTED_KEYS = ["runId", "sessionId", "flow", "message", "startedAt", "resumes"];
 const SESSION_LOADED_KEYS = ["sessionId", "state", "saved", "cursor", "tokens"];
 
 /** @type {Record<string, Handler>} */
@@ -34,6 +34,7 @@ export const HANDLERS = {
     run.flow = event.flow;
     run.message = event.message ?? null;
     run.startedAt = event.time ?? null;
+    run.resumes = event.resumes ?? null;
   },
 
   "session.loaded"(run, event) {

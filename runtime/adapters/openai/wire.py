@@ -1,6 +1,9 @@
-"""The Chat Completions wire format: messages out, completions and error bodies in.
+"""The Chat Completions wire format: messages out; completions, streamed chunks and error
+bodies in. Nothing here does I/O.
 
-Shared by the transports of :mod:`runtime.openai_compat`; nothing here does I/O.
+A streamed answer is assembled (:class:`StreamAssembler`) into the body a non-streamed call
+would have returned, and both go through :func:`parse_completion`: the two paths answer,
+refuse and fail alike.
 """
 
 from __future__ import annotations
@@ -9,10 +12,10 @@ import json
 import uuid
 from typing import Any, Literal
 
-from .errors import ModelBlockedError
-from .jsonutil import replace_lone_surrogates
-from .llm import ModelResponse, TokenUsage
-from .messages import Message, ToolCall
+from runtime.errors import ModelBlockedError, ModelError
+from runtime.jsonutil import replace_lone_surrogates
+from runtime.llm import ModelResponse, TokenUsage
+from runtime.messages import Message, ToolCall
 
 FinishReason = Literal["stop", "tool_calls", "length", "content_filter", "other"]
 
@@ -23,6 +26,11 @@ _FINISH_REASONS: dict[str, FinishReason] = {
     "content_filter": "content_filter",
 }
 EXCERPT_CHARS = 200
+CONTENT_PARTS = "content_parts"
+"""The ``Message.additional_kwargs`` key whose list of content parts is sent in place of
+the message's text: ``{"type": "text", "text"}``, ``{"type": "image_url", "image_url":
+{"url"}}``, ``{"type": "input_audio", "input_audio": {"data", "format"}}``, or any other
+part the provider accepts (passed through as given)."""
 
 
 class Malformed(Exception):
@@ -30,15 +38,26 @@ class Malformed(Exception):
 
 
 def wire_message(message: Message) -> dict[str, Any]:
+    """One message as the Chat Completions API takes it.
+
+    Raises:
+        ModelError: the message's content parts are not a list of typed JSON objects.
+    """
+    content: Any = message.content
+    parts = message.additional_kwargs.get(CONTENT_PARTS) if message.additional_kwargs else None
+    if parts is not None:
+        if not isinstance(parts, list) or not all(
+                isinstance(p, dict) and isinstance(p.get("type"), str) for p in parts):
+            raise ModelError(f"A message's {CONTENT_PARTS} must be a list of objects with a "
+                             "'type' (text, image_url, input_audio...).")
+        content = parts
     if message.type == "system":
-        return {"role": "system", "content": message.content}
+        return {"role": "system", "content": content}
     if message.type == "human":
-        return {"role": "user", "content": message.content}
+        return {"role": "user", "content": content}
     if message.type == "tool":
-        return {
-            "role": "tool", "tool_call_id": message.tool_call_id or "", "content": message.content,
-        }
-    wire: dict[str, Any] = {"role": "assistant", "content": message.content}
+        return {"role": "tool", "tool_call_id": message.tool_call_id or "", "content": content}
+    wire: dict[str, Any] = {"role": "assistant", "content": content}
     if message.tool_calls:
         wire["tool_calls"] = [
             {
@@ -49,6 +68,92 @@ def wire_message(message: Message) -> dict[str, Any]:
             for call in message.tool_calls
         ]
     return wire
+
+
+class StreamAssembler:
+    """Collects a streamed answer's chunks (parsed JSON) into the completion body they add
+    up to. A field of an unexpected type is skipped here and, when it mattered, reported by
+    :func:`parse_completion` as a malformed completion."""
+
+    __slots__ = ("_calls", "_content", "_finish", "_refusal", "_usage")
+
+    def __init__(self) -> None:
+        self._content: list[str] = []
+        self._refusal: list[str] = []
+        self._calls: dict[int, dict[str, Any]] = {}
+        self._finish: Any = None
+        self._usage: Any = None
+
+    def add(self, chunk: Any) -> tuple[str, list[dict[str, Any]]]:
+        """Take one chunk; returns its text and tool-call chunks (for ``stream_delta``)."""
+        if type(chunk) is not dict:
+            raise Malformed("a streamed chunk is not a JSON object")
+        usage = chunk.get("usage")
+        if usage is not None:
+            self._usage = usage
+        choices = chunk.get("choices")
+        if not choices or type(choices) is not list or type(choices[0]) is not dict:
+            return "", []
+        choice = choices[0]
+        reason = choice.get("finish_reason")
+        if reason is not None:
+            self._finish = reason
+        delta = choice.get("delta")
+        if type(delta) is not dict:
+            return "", []
+        text = delta.get("content")
+        if type(text) is not str:
+            text = ""
+        elif text:
+            self._content.append(text)
+        refusal = delta.get("refusal")
+        if type(refusal) is str and refusal:
+            self._refusal.append(refusal)
+        calls = delta.get("tool_calls")
+        shown: list[dict[str, Any]] = []
+        if calls and type(calls) is list:
+            for position, call in enumerate(calls):
+                if type(call) is dict:
+                    shown.append(self._add_call(call, position))
+        return text, shown
+
+    def _add_call(self, call: dict[str, Any], position: int) -> dict[str, Any]:
+        index = call.get("index")
+        if type(index) is not int:
+            index = position
+        merged = self._calls.setdefault(
+            index, {"id": None, "type": "function", "function": {"name": None, "arguments": ""}})
+        shown: dict[str, Any] = {"index": index}
+        call_id = call.get("id")
+        if type(call_id) is str and call_id:
+            merged["id"] = shown["id"] = call_id
+        function = call.get("function")
+        if type(function) is dict:
+            name = function.get("name")
+            if type(name) is str and name:
+                merged["function"]["name"] = shown["name"] = name
+            arguments = function.get("arguments")
+            if type(arguments) is str and arguments:
+                merged["function"]["arguments"] += arguments
+                shown["arguments"] = arguments
+        return shown
+
+    def completion(self) -> dict[str, Any]:
+        """The completion body of what was streamed (as a non-streamed call returns it)."""
+        message: dict[str, Any] = {"role": "assistant", "content": "".join(self._content)}
+        if self._refusal:
+            message["refusal"] = "".join(self._refusal)
+        if self._calls:
+            message["tool_calls"] = [self._calls[i] for i in sorted(self._calls)]
+        body: dict[str, Any] = {
+            "choices": [{"index": 0, "message": message, "finish_reason": self._finish}],
+        }
+        if self._usage is not None:
+            body["usage"] = self._usage
+        text = message["content"]
+        if not text.isascii():  # a lone surrogate's escape decodes to a code point UTF-8 lacks
+            message["content"] = replace_lone_surrogates(text)
+        return body
 
 
 def parse_completion(data: Any) -> ModelResponse:
