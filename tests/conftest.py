@@ -3,7 +3,9 @@
 Every test runs with strict event building (``PICOFLOW_STRICT_EVENTS=1``): an event built
 with a misspelled, missing or ill-typed field raises instead of being emitted half-empty.
 It is set here, before any test module imports the runtime (the flag is read when
-``runtime.events`` is imported), and subprocesses the tests start inherit it.
+``runtime.events`` is imported), and subprocesses the tests start inherit it. So is
+``PICOFLOW_DEMO_STREAM=0``: the demos' answers come whole unless a test asks for them
+streamed, so the many tests that read a demo's events in order read them as recorded.
 
 The servers and services many tests need are started once per test session and shared:
 a live dashboard (``shared_daphne``; tests that need settings of their own start their own),
@@ -18,6 +20,7 @@ from __future__ import annotations
 import os
 
 os.environ["PICOFLOW_STRICT_EVENTS"] = "1"
+os.environ["PICOFLOW_DEMO_STREAM"] = "0"
 
 from collections.abc import Iterator
 from typing import Any

@@ -69,6 +69,7 @@ DEFAULTS: dict[str, tuple[Reader, Any]] = {
     "DEMOS": (env.env_bool, True),
     "MODEL": (_text, "scripted"),
     "DEMO_LATENCY": (_latency, 0.25),
+    "DEMO_STREAM": (_int0, 8),
     "REDACT_KEYS": (lambda name, default: tuple(env.env_list(name, default)), ""),
 }
 """Every name the ``PICOFLOW`` dict may hold: how its environment variable is read, and

@@ -1,6 +1,7 @@
 """The process-wide flow engine of the web app: the served flows, the Django store, models.
 
-The flows are the demos (``PICOFLOW_DEMOS``, on by default) and your own
+The flows are the demos (``PICOFLOW_DEMOS``, on by default; their scripted answers take
+``PICOFLOW_DEMO_LATENCY`` seconds, written in ``PICOFLOW_DEMO_STREAM`` chunks) and your own
 (``PICOFLOW_FLOWS``; see :mod:`picoflow_web.execute.flows`). ``PICOFLOW_MODEL`` picks the models:
 ``scripted`` (default) plays each demo flow's scripted conversation; ``openai`` sends every
 call to the OpenAI-compatible endpoint at ``OPENAI_BASE_URL`` with ``OPENAI_API_KEY``. Your
@@ -25,9 +26,12 @@ def get_engine() -> FlowEngine:
     """The engine (built once per process)."""
     latency = float(app_settings.get("DEMO_LATENCY"))
     flows = configured_flows(latency, _flow_settings())
+    stream = int(app_settings.get("DEMO_STREAM"))
     for flow, scripted in flows:
         if scripted is not None:
             scripted.keep_requests = False  # a server must not keep every request
+            # The demos write their answers as a streaming provider does (model.delta).
+            scripted.stream = stream
             if scripted.name is None:  # events name the script, not the flow's selection
                 scripted.name = f"{flow.id} script"
     endpoint = OpenAICompatibleModel.from_env()

@@ -76,9 +76,14 @@ async def run_execute_claimed(run: Run, *, cancel: CancelToken | None = None) ->
         # The session store reads and writes only its own. (project_id is never null:
         # django-stubs types a foreign key with a default as nullable.)
         with acting_in(run.project_id):  # type: ignore[arg-type]
-            reply = await get_engine().run(
-                run.flow, run.message or None, session_id=run.session_id or None,
-                config=run.config, run_id=run.id, sinks=[recorder], cancel=cancel)
+            if run.origin.get("resumes"):  # POST /api/runs/<id>/resume queued it
+                # The ledger's turn record holds the flow, message and config it resumes.
+                reply = await get_engine().resume(run.session_id, run_id=run.id,
+                                                  sinks=[recorder], cancel=cancel)
+            else:
+                reply = await get_engine().run(
+                    run.flow, run.message or None, session_id=run.session_id or None,
+                    config=run.config, run_id=run.id, sinks=[recorder], cancel=cancel)
     finally:
         await recorder.close()
     cancelled = reply.error_code == TURN_CANCELLED

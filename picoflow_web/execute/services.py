@@ -26,7 +26,7 @@ from picoflow_web.execute.engine import get_engine
 from picoflow_web.execute.execution import TURN_CANCELLED, run_broadcast, run_finish
 from picoflow_web.models import Project, Run
 from picoflow_web.record.spans import SOURCE as SPANS_SOURCE
-from runtime import ConfigValidationError, FlowInputError, RunReply
+from runtime import ConfigValidationError, FlowInputError, Resumable, RunReply
 from runtime.events import ID_PATTERN, id_problem
 
 logger = logging.getLogger("picoflow.web")
@@ -118,7 +118,6 @@ async def run_start(
     config = redact(_check(flow, message, session_id, config))  # never stored with secrets
     if in_project == DEFAULT_PROJECT:  # made on first use (a fresh or flushed database)
         await Project.objects.aget_or_create(name=DEFAULT_PROJECT)
-    authenticated = user is not None and getattr(user, "is_authenticated", False)
     origin: dict[str, Any] = {"kind": "worker"}
     if coordinator:
         origin["coordinator"] = coordinator
@@ -127,7 +126,7 @@ async def run_start(
             id=run_id or uuid.uuid4().hex, flow=flow, message=redact(message or ""),
             session_id=session_id or "", project_id=in_project,
             config=config, status=Run.Status.QUEUED, origin=origin,
-            started_by=user if authenticated else None)
+            started_by=_starter(user))
     except IntegrityError:
         owner = await Run.objects.filter(id=run_id or "").values_list(
             "project_id", flat=True).afirst()
@@ -137,6 +136,17 @@ async def run_start(
         # A resent request of a coordinator's child: it must never run twice.
         raise Conflict(f"Run {run_id!r} exists already; it is not started again.",
                        code="run_exists") from None
+    await _queue(run)
+    return run
+
+
+def _starter(user: Any) -> Any:
+    """The user a run is started by (None: the dashboard's own code, no one logged in)."""
+    return user if user is not None and getattr(user, "is_authenticated", False) else None
+
+
+async def _queue(run: Run) -> None:
+    """Announce the stored ``queued`` run and queue its task (or end it ``not_queued``)."""
     await run_broadcast(run)
     from picoflow_web.execute.tasks import execute_run  # the task module needs the app registry
 
@@ -148,7 +158,6 @@ async def run_start(
             "success": False, "completed": False, "session_id": run.session_id,
             "message": f"The run could not be queued: {exc}", "content_type": "text/plain",
             "error_code": "not_queued"}, status=Run.Status.FAILED, only_from=Run.Status.QUEUED)
-    return run
 
 
 async def run_execute(
@@ -242,6 +251,87 @@ async def run_cancel(run_id: str, grant: Access) -> Run | None:
     return run
 
 
+RESUMABLE_STATUSES = (Run.Status.INTERRUPTED, Run.Status.FAILED, Run.Status.CANCELLED)
+"""A run that ended without finishing: its turn may have left a branch ledger."""
+
+
+class NotResumable(Conflict):
+    """The run cannot be resumed (409 ``not_resumable``); the message says why."""
+
+    code = "not_resumable"
+
+
+async def run_resumable(run: Run) -> Resumable | None:
+    """What resuming ``run`` would run again and save, or None: only an interrupted, failed
+    or stopped run whose session holds a ledgered turn with it as the turn's latest run
+    (a resumed run's own resumption resumes the resumed run, not the first). A run of
+    another process (shipped or imported) kept its ledger in that process's store."""
+    if run.status not in RESUMABLE_STATUSES or not run.session_id or not run.in_worker:
+        return None
+    # project_id is never null: django-stubs types a foreign key with a default as nullable.
+    with acting_in(run.project_id):  # type: ignore[arg-type]
+        found = await get_engine().resumable(run.session_id)
+    return found if found is not None and found.run_id == run.id else None
+
+
+async def run_resumed_by(run: Run) -> str | None:
+    """The newest run that resumes ``run`` (its origin's ``resumes``), or None."""
+    if run.status not in RESUMABLE_STATUSES or not run.session_id:
+        return None
+    # A resumption continues the run's session: the indexed column narrows the JSON lookup.
+    return await Run.objects.filter(session_id=run.session_id, origin__resumes=run.id
+                                    ).values_list("id", flat=True).afirst()
+
+
+async def run_resume(run_id: str, grant: Access) -> Run | None:
+    """Queue a new run that resumes ``run_id``'s turn (``POST /api/runs/<id>/resume``);
+    None for an unknown run (or another project's).
+
+    The new run has the run's flow, message, session, config and project, and an origin
+    naming the run it resumes (``resumes``); its worker calls ``FlowEngine.resume``, which
+    reuses the branches the turn's ledgered barriers fulfilled. Refused (409
+    ``not_resumable``) unless :func:`run_resumable` names the run, and while another run
+    that resumes it has not ended.
+    """
+    run = await selectors.run_get(run_id, projects=grant.readable())
+    if run is None:
+        return None
+    grant.require(run.project_id, "run", f"run {run_id!r}")  # type: ignore[arg-type]
+    if run.status not in RESUMABLE_STATUSES:
+        raise NotResumable(f"Run {run_id} is {run.status}: only an interrupted, failed or "
+                           "stopped run can be resumed.")
+    pending = await Run.objects.filter(
+        session_id=run.session_id, origin__resumes=run_id,
+        status__in=(Run.Status.QUEUED, Run.Status.RUNNING)).values_list("id", flat=True).afirst()
+    if pending is not None:
+        raise NotResumable(f"Run {run_id} is being resumed already, by run {pending}.",
+                           resumed_by=pending)
+    if await run_resumable(run) is None:
+        raise NotResumable(await _why_not_resumable(run))
+    resumed = await Run.objects.acreate(
+        id=uuid.uuid4().hex, flow=run.flow, message=run.message, session_id=run.session_id,
+        project_id=run.project_id, config=run.config, status=Run.Status.QUEUED,
+        origin={"kind": "worker", "resumes": run.id}, started_by=_starter(grant.user))
+    await _queue(resumed)
+    return resumed
+
+
+async def _why_not_resumable(run: Run) -> str:
+    """Why an ended run of :data:`RESUMABLE_STATUSES` has nothing to resume."""
+    if not run.in_worker:
+        return (f"Run {run.id} did not run in this dashboard's workers: its branch ledger, "
+                "if any, is in the session store of the process that ran it "
+                "(FlowEngine.resume there).")
+    if run.session_id:
+        with acting_in(run.project_id):  # type: ignore[arg-type]
+            found = await get_engine().resumable(run.session_id)
+        if found is not None:
+            return (f"Run {run.id} is not the latest run of its turn: resume run "
+                    f"{found.run_id} instead.")
+    return (f"Run {run.id} left no branch ledger to resume: its flow ledgers no barrier, "
+            "its turn forked none before it ended, or a later turn of its session is over.")
+
+
 async def session_end(session_id: str, grant: Access) -> bool:
     """Delete a session document (``POST /ai/end``); another project's is not found."""
     owner = await selectors.session_project(session_id)
@@ -255,6 +345,7 @@ async def session_end(session_id: str, grant: Access) -> bool:
 __all__ = [
     "TURN_CANCELLED",
     "InputError",
+    "NotResumable",
     "RunEnded",
     "RunStillGoing",
     "reply_of",
@@ -262,6 +353,9 @@ __all__ = [
     "run_cancel",
     "run_execute",
     "run_finish",
+    "run_resumable",
+    "run_resume",
+    "run_resumed_by",
     "run_start",
     "run_wait",
     "session_end",

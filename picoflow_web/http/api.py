@@ -196,7 +196,11 @@ async def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
     run = await selectors.run_get(run_id, projects=_readable(request))
     if run is None:
         return error(f"No run {run_id!r}.", 404, "not_found")
-    return answer(bodies.RunOut.model_validate({"run": run.summary()}))
+    resumable = await services.run_resumable(run)
+    return answer(bodies.RunDetailOut.model_validate({"run": {
+        **run.summary(), "resumed_by": await services.run_resumed_by(run),
+        "resumable": None if resumable is None else {"entries": resumable.entries,
+                                                     "tokens": resumable.tokens}}}))
 
 
 @api_view("POST", scope="run")
@@ -206,6 +210,18 @@ async def run_cancel(request: HttpRequest, run_id: str) -> HttpResponse:
     (told by ingest's answers), stopped the turn (cooperatively, with the flow's grace
     period); 409 when it already ended."""
     run = await services.run_cancel(run_id, _access(request))
+    if run is None:
+        return error(f"No run {run_id!r}.", 404, "not_found")
+    return answer(bodies.RunOut.model_validate({"run": run.summary()}), 202)
+
+
+@api_view("POST", scope="run")
+async def run_resume(request: HttpRequest, run_id: str) -> HttpResponse:
+    """``POST /api/runs/<id>/resume``: queue a new run that resumes the interrupted, failed
+    or stopped run's turn, reusing the branches its branch ledger holds. 202 with the new
+    run's summary (its origin's ``resumes`` names this run); 409 ``not_resumable`` when
+    there is nothing to resume (the message says why)."""
+    run = await services.run_resume(run_id, _access(request))
     if run is None:
         return error(f"No run {run_id!r}.", 404, "not_found")
     return answer(bodies.RunOut.model_validate({"run": run.summary()}), 202)

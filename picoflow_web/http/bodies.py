@@ -87,6 +87,28 @@ class RunOut(BaseModel):
     run: RunSummary
 
 
+class Resumption(BaseModel):
+    """What ``POST /api/runs/<id>/resume`` of the run would save."""
+
+    entries: int
+    """Branches its ledger holds (reused, not run again, by the resumed run)."""
+    tokens: int
+    """Tokens those branches spent."""
+
+
+class RunDetail(RunSummary):
+    """One run's summary, and what it takes to resume it."""
+
+    resumable: Resumption | None
+    """Non-null when the run may be resumed (``POST /api/runs/<id>/resume``)."""
+    resumed_by: str | None
+    """The newest run that resumes this one."""
+
+
+class RunDetailOut(BaseModel):
+    run: RunDetail
+
+
 class RunList(BaseModel):
     runs: list[RunSummary]
 
@@ -377,8 +399,9 @@ class Comparison(_Open):
 
 
 MODELS: tuple[type[BaseModel], ...] = (
-    Error, RunSummary, RunOut, RunList, EventPage, SessionDoc, SessionOut, FlowInfo,
-    FlowList, FlowNames, RunStart, AiRun, AiReply, AiPending, AiEnd, AiEnded, RunPosition,
+    Error, RunSummary, RunOut, Resumption, RunDetail, RunDetailOut, RunList, EventPage,
+    SessionDoc, SessionOut, FlowInfo, FlowList, FlowNames, RunStart, AiRun, AiReply,
+    AiPending, AiEnd, AiEnded, RunPosition,
     IngestReply, Heartbeat, ImportedRun, ImportReply, WhatIfSchedule,
     WhatIfSchedules, WhatIf, ComparedRun, ComparedBranchSide, ComparedBranch, ComparedDifference,
     ComparedTiming, Comparison)

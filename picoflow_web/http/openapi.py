@@ -42,6 +42,7 @@ from picoflow_web.http.bodies import (
     Heartbeat,
     ImportReply,
     IngestReply,
+    RunDetailOut,
     RunList,
     RunOut,
     RunStart,
@@ -197,8 +198,8 @@ def document() -> dict[str, Any]:
                 "post": _operation("Start a run (queued for a worker)", {
                     201: (_ref(RunOut), "The queued run")}, body=RunStart),
             },
-            "/api/runs/{run_id}": {"get": _operation("One run", {
-                200: (_ref(RunOut), "The run")}, params=[run_id])},
+            "/api/runs/{run_id}": {"get": _operation("One run, and whether it may be resumed", {
+                200: (_ref(RunDetailOut), "The run")}, params=[run_id])},
             "/api/runs/{run_id}/events": {"get": _streamable(_operation(
                 "Stored events after a seq: a page, or all of them as JSONL when asked "
                 "with Accept: application/x-ndjson", {
@@ -207,6 +208,11 @@ def document() -> dict[str, Any]:
                         _query("compact", {"type": "string", "enum": ["0", "1"]})]))},
             "/api/runs/{run_id}/cancel": {"post": _operation("Ask a run to stop", {
                 202: (_ref(RunOut), "Asked")}, params=[run_id])},
+            "/api/runs/{run_id}/resume": {"post": _operation(
+                "Queue a new run that resumes an interrupted, failed or stopped run's turn, "
+                "reusing the branches its branch ledger holds (409 not_resumable: nothing "
+                "to resume)", {202: (_ref(RunOut), "The queued run (origin.resumes names "
+                                     "the run it resumes)")}, params=[run_id])},
             "/api/runs/{run_id}/otlp": {"get": _protobuf(_operation(
                 "The run as an OTLP trace (a download; needs the otlp extra): OTLP/JSON, or "
                 "protobuf with Accept: application/x-protobuf", {

@@ -25,6 +25,7 @@ from django.views.decorators.http import require_safe
 
 from picoflow_web import __version__
 from picoflow_web.data import access, selectors
+from picoflow_web.execute import services
 from picoflow_web.execute.engine import get_engine
 from picoflow_web.record import watchdog
 
@@ -62,11 +63,20 @@ async def index(request: HttpRequest) -> HttpResponse:
 @login_required
 async def run_page(request: HttpRequest, run_id: str) -> HttpResponse:
     """One run: the barrier tree, lanes and the inspector."""
-    run = await selectors.run_get(run_id, projects=(await _grant(request)).readable())
+    grant = await _grant(request)
+    run = await selectors.run_get(run_id, projects=grant.readable())
     if run is None:
         raise Http404("No such run.")
-    return await _render(request, "picoflow_web/run.html", {"run": run,
-                                                            "summary": run.summary()})
+    resumable = await services.run_resumable(run)
+    resume = {
+        # project_id is never null: django-stubs types a foreign key with a default as nullable.
+        "can_run": grant.allows(run.project_id, "run"),  # type: ignore[arg-type]
+        "resumable": None if resumable is None else {"entries": resumable.entries,
+                                                     "tokens": resumable.tokens},
+        "resumed_by": await services.run_resumed_by(run),
+    }
+    return await _render(request, "picoflow_web/run.html", {
+        "run": run, "summary": run.summary(), "resume": resume})
 
 
 @require_safe

@@ -14,6 +14,8 @@ from picoflow_web.config import app_settings, locations
 from picoflow_web.config.env import ConfigError
 from picoflow_web.execute.engine import get_engine
 from picoflow_web.execute.flows import FlowsConfigError
+from runtime import events as ev
+from runtime.events import MemorySink
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -109,3 +111,21 @@ def test_a_misspelt_name_in_the_dict_is_a_system_check_error(settings: Any) -> N
         ("picoflow_web.E003", "PICOFLOW has no setting 'WORKER_LEAS'.")]
     settings.PICOFLOW = {"WORKERS": 2}
     assert picoflow_dict() == []
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.anyio
+async def test_the_demos_write_their_answers_in_the_chunks_asked_for(
+        settings: Any, fresh_engine: None) -> None:
+    settings.PICOFLOW = {"DEMO_STREAM": 3, "DEMO_LATENCY": 0.004}
+    sink = MemorySink()
+    reply = await get_engine().run("HotelFlow", "Hi", sinks=[sink])
+    assert reply.success, reply.message
+    written: dict[tuple[str, int, int], str] = {}
+    for event in sink.events:
+        if isinstance(event, ev.ModelDelta):
+            key = (event.path, event.call, event.attempt)
+            written[key] = written.get(key, "") + event.text
+    answers = {(e.path, e.call, e.attempt): e.content for e in sink.events
+               if isinstance(e, ev.ModelFinished) and e.content}
+    assert answers and written == answers

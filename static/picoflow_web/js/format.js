@@ -154,7 +154,7 @@ export function requestOrdinal(index, total) {
  */
 export function describeEvent(e) {
   switch (e.type) {
-    case "turn.started": return `${e.flow}: ${preview(e.message, 80, true)}`;
+    case "turn.started": return `${e.flow}: ${preview(e.message, 80, true)}${e.resumes ? ` (resumes run ${e.resumes})` : ""}`;
     case "turn.finished": return `${e.success ? "replied" : "failed"}: ${preview(e.message, 80, true)}`;
     case "turn.failed": return errorText(e.error);
     case "turn.cancelled": return `${e.reason || "stopped"}${e.requested_by ? ` (by ${e.requested_by})` : ""}${typeof e.revision === "number" ? `, session stays at revision ${e.revision}` : ""}`;
@@ -173,7 +173,8 @@ export function describeEvent(e) {
     case "state.removed": return `${e.step}.${e.field} removed${e.draft ? " (draft)" : ""}`;
     case "state.contributed": return `${e.step}.${e.field} += ${preview(e.value, 60)}${e.draft ? " (draft)" : ""}`;
     case "barrier.forked": return `${e.barrier}: ${(e.requests || []).length} branches, ${e.policy}`;
-    case "branch.started": return `${e.key} (${e.step})`;
+    case "branch.started": return `${e.key} (${e.step})${e.rerun ? `, run again: ${e.rerun}` : ""}`;
+    case "branch.reused": return `${e.key}: reused from run ${e.original_run_id}${typeof e.original_seq === "number" ? ` #${e.original_seq}` : ""}, ${e.total_tokens} tokens saved`;
     case "branch.fulfilled": return `${e.key}: ${preview(e.output, 60)}`;
     case "branch.rejected": return `${e.key}: ${errorText(e.error)}${e.cancelled ? " (cancelled)" : ""}`;
     case "branch.direct_result": return `${e.tool}: ${preview(e.value, 60)}`;

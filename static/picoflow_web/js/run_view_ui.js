@@ -8,6 +8,7 @@
  * Markup: templates/picoflow_web/_workspace.html (plus a `#pf-conflicts` container).
  */
 
+import { syncStreams } from "./calls_ui.js";
 import { conflictOf, writerPaths } from "./conflict.js";
 import { h, on } from "./dom.js";
 import { barrierPublicationOf, publicationOf } from "./fold.js";
@@ -416,6 +417,8 @@ export function createRunView(options) {
         }
       }
     }
+    // The text a model is writing follows every frame; the rest of the panel waits.
+    if (s.selected !== null && s.selectedBarrier === null) syncStreams(els.inspector, view.invocations.get(s.selected));
     critical.sync(els.inspector, els.axis);
     return true;
   };
