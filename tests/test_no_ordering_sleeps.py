@@ -31,6 +31,8 @@ ALLOWED: dict[tuple[str, str], str] = {
                                               "gate its test opens",
     ("flows_pkg/streamed.py", "GatedWriterModel.invoke"): "a model in a worker process "
                                                           "polls the file gate its test opens",
+    ("flows_pkg/ledgered.py", "FolderModel.invoke"): "a model in a worker process polls the "
+                                                     "file gate its test opens",
     ("flows_pkg/ticking.py", "Tick.run_logic"): "polls the pause gate; paces a run that goes "
                                                 "on until its test stops it",
     # Durations that are the behaviour under test: deadlines on one clock, far apart.
