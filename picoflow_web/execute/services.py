@@ -252,6 +252,8 @@ async def run_cancel(run_id: str, grant: Access) -> Run | None:
 
 
 RESUMABLE_STATUSES = (Run.Status.INTERRUPTED, Run.Status.FAILED, Run.Status.CANCELLED)
+_RESUMPTIONS = uuid.UUID("6d1f4c52-2f0e-4a8e-9d7b-5b1f3e0c9a41")
+"""The namespace of resumption run ids (:func:`run_resume`)."""
 """A run that ended without finishing: its turn may have left a branch ledger."""
 
 
@@ -306,12 +308,21 @@ async def run_resume(run_id: str, grant: Access) -> Run | None:
     if pending is not None:
         raise NotResumable(f"Run {run_id} is being resumed already, by run {pending}.",
                            resumed_by=pending)
+    made = await Run.objects.filter(session_id=run.session_id, origin__resumes=run_id).acount()
     if await run_resumable(run) is None:
         raise NotResumable(await _why_not_resumable(run))
-    resumed = await Run.objects.acreate(
-        id=uuid.uuid4().hex, flow=run.flow, message=run.message, session_id=run.session_id,
-        project_id=run.project_id, config=run.config, status=Run.Status.QUEUED,
-        origin={"kind": "worker", "resumes": run.id}, started_by=_starter(grant.user))
+    # The resumption's id follows from the run and how many resumptions it had: a request
+    # that checked the same state in the same moment makes the same id, and the database
+    # refuses the second (the checks above cannot: both pass them).
+    resumption = uuid.uuid5(_RESUMPTIONS, f"{run.id}:{made + 1}").hex
+    try:
+        resumed = await Run.objects.acreate(
+            id=resumption, flow=run.flow, message=run.message, session_id=run.session_id,
+            project_id=run.project_id, config=run.config, status=Run.Status.QUEUED,
+            origin={"kind": "worker", "resumes": run.id}, started_by=_starter(grant.user))
+    except IntegrityError:
+        raise NotResumable(f"Run {run_id} is being resumed already, by run {resumption}.",
+                           resumed_by=resumption) from None
     await _queue(resumed)
     return resumed
 

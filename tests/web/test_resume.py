@@ -194,6 +194,30 @@ async def test_only_the_latest_run_of_a_turn_resumes_and_a_resume_resumes_once(
     assert Counter(calls(tmp_path))["site 0"] == 1
 
 
+async def test_two_resumes_of_one_run_at_once_queue_one_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    auth = bearer(await atoken(await amake_user("di")))
+    first = await stop(await held_run(tmp_path, "survey-race"), auth)
+    checked, other = services.run_resumable, []
+
+    async def then_another_request(run: Run) -> Any:
+        found = await checked(run)
+        if not other:  # a second request passes every check in this very moment
+            other.append(None)
+            other[0] = await AsyncClient().post(resume_path(first.id), headers=auth)
+        return found
+
+    monkeypatch.setattr(services, "run_resumable", then_another_request)
+    late = await AsyncClient().post(resume_path(first.id), headers=auth)
+    assert other[0].status_code == 202, other[0].content
+    queued = other[0].json()["run"]["id"]
+    assert assert_error(late, 409, "not_resumable")["resumed_by"] == queued
+    assert [r async for r in Run.objects.filter(origin__resumes=first.id).values_list(
+        "id", flat=True)] == [queued]
+    (tmp_path / "open").touch()
+    assert (await wait_run_done(queued, timeout=30)).status == Run.Status.FINISHED
+
+
 async def test_resume_refusals_use_the_json_error_shape(tmp_path: Path) -> None:
     user = await amake_user("cy")
     auth = bearer(await atoken(user))
