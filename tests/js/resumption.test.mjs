@@ -9,6 +9,7 @@ import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 
 import { fold, parseJsonl } from "../../static/picoflow_web/js/fold.js";
+import { createCursor } from "../../static/picoflow_web/js/fold/undo.js";
 import { describeEvent } from "../../static/picoflow_web/js/format.js";
 import {
   RESUMABLE_STATUSES, resumeControl, resumeDetail, reuseCounts, reuseLine, reusedHref, reusedTitle,
@@ -79,4 +80,17 @@ test("event lists say what a resume did: the run resumed, a branch reused, one r
   const plain = events.find((e) => e.run_id === "resumed-2" && e.type === "branch.started");
   assert.equal(describeEvent(plain), `${plain.key} (${plain.step})`);
   assert.equal(describeEvent({ ...plain, rerun: "its request changed" }), `${plain.key} (${plain.step}), run again: its request changed`);
+});
+
+test("a branch the ledger held that ran again says why, and scrubbing back before it forgets it", () => {
+  const resumed = events.filter((e) => e.run_id === "resumed-2");
+  const first = resumed.find((e) => e.type === "branch.started");
+  assert.ok(first);
+  const why = "its request changed since the ledger held it (params)";
+  const changed = resumed.map((e) => (e === first ? { ...e, rerun: why } : e));
+  assert.equal(fold(changed).invocations.get(first.path)?.rerun, why);
+  assert.equal(fold(resumed).invocations.get(first.path)?.rerun, null);
+  const cursor = createCursor(fold(changed));
+  assert.equal(cursor.moveTo(first.seq - 1).invocations.get(first.path)?.rerun, null);
+  assert.equal(cursor.moveTo(first.seq).invocations.get(first.path)?.rerun, why);
 });

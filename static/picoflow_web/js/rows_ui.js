@@ -163,7 +163,7 @@ function signature(row, selected, run) {
     case "branch": {
       const inv = row.inv;
       const marks = branchMarks(run, row.path);
-      return `p|${marks ? `${marks.state}|${marks.reason}` : ""}|${row.path}|${inv.key}|${inv.step}|${row.depth}|${inv.status}|${inv.started}|${inv.startedSeq}|${inv.finished}|${inv.cancelled}|${inv.lostRights}|${inv.cancelTold}|${inv.hasDirectResult}|${inv.barriers.length}|${inv.interrupted}|${inv.reused?.runId}|${selected}`;
+      return `p|${marks ? `${marks.state}|${marks.reason}` : ""}|${row.path}|${inv.key}|${inv.step}|${row.depth}|${inv.status}|${inv.started}|${inv.startedSeq}|${inv.finished}|${inv.cancelled}|${inv.lostRights}|${inv.cancelTold}|${inv.hasDirectResult}|${inv.barriers.length}|${inv.interrupted}|${inv.reused?.runId}|${inv.rerun}|${selected}`;
     }
     case "activity": {
       const a = row.item;
@@ -270,6 +270,7 @@ function fillRow(slot, row, selected, run) {
         h("span", "pf-row-path pf-mono", inv.path),
         inv.hasDirectResult ? h("span", "pf-chip", "direct") : null,
         inv.reused ? reusedChip(inv.reused) : null,
+        inv.rerun ? rerunChip(inv.rerun) : null,
         stopped ? stopChip(stopped) : null,
         inv.interrupted ? h("span", "pf-chip pf-chip-interrupted", "interrupted") : null,
         inv.status === "rejected" && inv.error && !inv.cancelled ? errorChip(inv.error) : null,
@@ -340,6 +341,16 @@ function reusedChip(reused) {
   const chip = /** @type {HTMLAnchorElement} */ (h("a", "pf-chip pf-chip-reused", "reused"));
   chip.href = reusedHref(reused);
   chip.title = reusedTitle(reused);
+  return chip;
+}
+
+/**
+ * A branch the ledger held that a resumed turn ran again: its request changed.
+ * @param {string} reason
+ */
+function rerunChip(reason) {
+  const chip = h("span", "pf-chip pf-chip-rerun", "run again");
+  chip.title = `Run again although the branch ledger held it: ${reason}`;
   return chip;
 }
 

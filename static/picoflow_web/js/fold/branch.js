@@ -47,6 +47,10 @@ export const HANDLERS = {
     keep(inv, "startedSeq");
     inv.started = event.offset;
     inv.startedSeq = event.seq;
+    if (event.rerun) {
+      keep(inv, "rerun");
+      inv.rerun = event.rerun;
+    }
   },
 
   "branch.fulfilled"(run, event, inv) {

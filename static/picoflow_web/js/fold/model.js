@@ -53,6 +53,8 @@
  * @property {boolean} lostRights  a cancel.grace_expired closed it
  * @property {{runId: string, seq: number | null, tokens: number} | null} reused  restored
  *   from the ledger by a resumed turn (branch.reused): where it ran, what it spent there
+ * @property {string | null} rerun  why a resumed turn ran it again although the ledger
+ *   held it (its request changed: branch.started's `rerun`)
  */
 /**
  * @typedef {object} Barrier
@@ -164,7 +166,7 @@ export function newInvocation(path, step, key, index, barrier, status = "queued"
     barriers: [], changes: [], drafts: [], tokens: 0,
     params: null, userMessage: null, seqs: [], models: [], tools: [],
     directResult: null, hasDirectResult: false, cancelTold: false, lostRights: false,
-    reused: null,
+    reused: null, rerun: null,
   };
 }
 
