@@ -1,0 +1,123 @@
+"""Live page benchmark: a wide run's page while it streams, in headless Debian chromium.
+
+For a FanOutFlow run of ``--branches`` (default 100,000) started from the page and
+executed by a worker, with its run page opened at once:
+
+* **first row**: from the POST that starts the run to the first branch row drawn (a
+  MutationObserver in the page; clocks of the page, Unix milliseconds);
+* **lag**: once a second while the run streams, how many events the page is behind the
+  events stored (``#pf-last-seq`` against the run's ``event_count``): the median and the
+  largest;
+* **long tasks** on the page's main thread while it streams (a ``longtask``
+  PerformanceObserver): how many took over 50 ms, and the longest;
+* **JS heap** once the run ended, after a collection.
+
+Measured in the same run, the baseline: the same run opened again once stored, first row
+drawn from navigation start (``bench/replay.py`` measures that page at length); the ratio
+live / stored is printed. Production settings (``PICOFLOW_DEBUG=0``, collected static
+files), as ``bench/replay.py``.
+
+    .venv/bin/python bench/live.py [--branches 100000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).parent)]
+
+from browser import production_page, wait_finished  # noqa: E402
+from playwright.sync_api import Page  # noqa: E402
+from replay import heap_mb  # noqa: E402
+
+# Installed before the run page's own scripts: when the first branch row appears, and
+# every long task of the main thread.
+WATCH = """() => {
+  window.__pfLive = {firstRow: null, longTasks: []};
+  new PerformanceObserver(list => {
+    for (const entry of list.getEntries()) window.__pfLive.longTasks.push(entry.duration);
+  }).observe({type: 'longtask', buffered: true});
+  const seen = () => {
+    if (window.__pfLive.firstRow === null && document.querySelector('.pf-branch')) {
+      window.__pfLive.firstRow = performance.timeOrigin + performance.now();
+    }
+  };
+  new MutationObserver(seen).observe(document, {childList: true, subtree: true});
+}"""
+
+STARTED_AT = """async ([flow, config]) => {
+  const csrf = document.cookie.split('; ').find(c => c.startsWith('csrftoken='))?.split('=')[1];
+  const at = performance.timeOrigin + performance.now();
+  const response = await fetch('/api/runs', {method: 'POST', headers: {
+    'Content-Type': 'application/json', 'X-CSRFToken': csrf}, body: JSON.stringify({
+    flow, message: 'go', config})});
+  return [(await response.json()).run.id, at];
+}"""
+
+SHOWN_SEQ = "() => Number(document.querySelector('#pf-last-seq')?.textContent || -1)"
+STORED = "async id => (await (await fetch(`/api/runs/${id}`)).json()).run"
+
+
+def live(page: Page, branches: int) -> dict[str, Any]:
+    page.goto("/")
+    run_id, posted = page.evaluate(STARTED_AT, ["FanOutFlow", {"branches": branches}])
+    page.add_init_script(f"({WATCH})()")
+    page.goto(f"/runs/{run_id}/")
+    lags: list[int] = []
+    while True:
+        run = page.evaluate(STORED, run_id)
+        behind = run["event_count"] - 1 - page.evaluate(SHOWN_SEQ)
+        lags.append(max(behind, 0))
+        if run["status"] not in ("queued", "running") and behind <= 0:
+            break
+        if run["status"] not in ("queued", "running") and len(lags) > 600:
+            break
+        time.sleep(1)
+    watched = page.evaluate("() => window.__pfLive")
+    long_tasks = [t for t in watched["longTasks"] if t > 50]
+    return {"run_id": run_id, "events": run["event_count"], "status": run["status"],
+            "first_row": (watched["firstRow"] - posted) / 1000
+            if watched["firstRow"] is not None else None,
+            "lag_median": statistics.median(lags), "lag_max": max(lags),
+            "long_tasks": len(long_tasks), "long_max": max(long_tasks, default=0.0),
+            "heap": heap_mb(page)}
+
+
+def stored(page: Page, run_id: str) -> float:
+    """First branch row of the stored run, from navigation start, in seconds."""
+    page.goto(f"/runs/{run_id}/")
+    page.wait_for_selector(".pf-branch", timeout=600_000)
+    return float(page.evaluate("() => window.__pfLive.firstRow - performance.timeOrigin"
+                               )) / 1000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--branches", type=int, nargs="+", default=[100_000])
+    args = parser.parse_args()
+    with production_page() as page:
+        for branches in args.branches:
+            seen = live(page, branches)
+            wait_finished(page, seen["run_id"], timeout=1800)
+            baseline = stored(page, seen["run_id"])
+            first = seen["first_row"]
+            shown = f"{first:.2f} s" if first is not None else "never"
+            ratio = f"{first / baseline:.1f}x" if first is not None and baseline else "-"
+            print(f"live {branches:,}-branch run ({seen['events']:,} events, "
+                  f"{seen['status']}):\n"
+                  f"  POST -> first branch row drawn: {shown}   stored run, navigation -> "
+                  f"first row: {baseline:.2f} s   live / stored: {ratio}\n"
+                  f"  events behind the stored ones, sampled each second: median "
+                  f"{seen['lag_median']:,.0f}, max {seen['lag_max']:,}\n"
+                  f"  long tasks over 50 ms while it streamed: {seen['long_tasks']} "
+                  f"(longest {seen['long_max']:.0f} ms)\n"
+                  f"  JS heap at the end: {seen['heap']:.0f} MB")
+
+
+if __name__ == "__main__":
+    main()
