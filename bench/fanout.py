@@ -1,8 +1,10 @@
 """Fan-out benchmark: per-branch cost of one run_steps() barrier over N no-op branches.
 
 Measured in the same run against like-for-like baselines:
-  * a bare anyio task group of N no-op tasks (the floor: structured concurrency alone),
-    against our no-op branches;
+  * a bare ``asyncio.TaskGroup`` of N no-op coroutines (the floor: asyncio's own
+    structured concurrency, which the branches run in on asyncio), against our no-op
+    branches, with no sink and with a ``MemorySink`` (every branch's events built);
+  * a bare anyio task group of N no-op tasks (what anyio users would write);
   * LangGraph's Send fan-out of N *async* nodes (``graph.ainvoke``, no checkpointer): nodes
     that return nothing, against our no-op branches, and nodes that append one item to an
     ``operator.add`` list, against our branches that contribute one item to an ``append``
@@ -13,12 +15,16 @@ per-round ratios, so drift on a shared machine hits both sides of a ratio alike.
 
 Also reports peak memory (tracemalloc) for N branches forked off a ~10 MB state.
 
-    .venv/bin/python bench/fanout.py [--n 1000] [--reps 15] [--no-langgraph]
+Several ``--n`` measure each width in its own interleaved block.
+
+    PICOFLOW_DEBUG=0 .venv/bin/python bench/fanout.py [--n 1000 10000] [--reps 15] \
+        [--no-langgraph]
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import gc
 import json
 import operator
@@ -44,6 +50,7 @@ from runtime import (
     RunStepRequest,
     StepChannels,
 )
+from runtime.events import EventSink, MemorySink
 
 TIMINGS: list[float] = []
 
@@ -125,12 +132,25 @@ def make_big_state(size_mb: int = 10) -> dict[str, Any]:
     return {f"r{i}": dict(record) for i in range(count)}
 
 
-async def picoflow_fanout(n: int, kind: str) -> float:
+async def picoflow_fanout(n: int, kind: str, sinks: list[EventSink] | None = None) -> float:
     TIMINGS.clear()
-    engine = FlowEngine(flows=[FanFlow])
+    engine = FlowEngine(flows=[FanFlow], sinks=sinks or [])
     reply = await engine.run("FanFlow", "go", config={"n": n, "kind": kind})
     assert reply.success, reply.message
     return TIMINGS[0]
+
+
+async def asyncio_task_group(n: int) -> float:
+    """N no-op coroutines in one ``asyncio.TaskGroup``: what a barrier's branches cannot
+    cost less than, as they run in one."""
+    async def noop() -> None:
+        return None
+
+    start = time.perf_counter()
+    async with asyncio.TaskGroup() as tg:
+        for _ in range(n):
+            tg.create_task(noop())
+    return time.perf_counter() - start
 
 
 async def bare_task_group(n: int) -> float:
@@ -184,19 +204,25 @@ def langgraph_fanout(n: int, kind: str) -> Any:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=1000)
+    parser.add_argument("--n", type=int, nargs="+", default=[1000, 10000])
     parser.add_argument("--reps", type=int, default=15)
     parser.add_argument("--no-langgraph", action="store_true",
                         help="skip LangGraph (at 100,000 branches it takes minutes per round)")
     args = parser.parse_args()
-    n, reps = args.n, args.reps
+    for n in args.n:
+        measure(n, args.reps, not args.no_langgraph)
 
+
+def measure(n: int, reps: int, with_langgraph: bool) -> None:
+    """One width's interleaved rounds, printed."""
     variants: dict[str, Any] = {
         "noop": lambda: picoflow_fanout(n, "noop"),
+        "noop_events": lambda: picoflow_fanout(n, "noop", [MemorySink()]),
         "add": lambda: picoflow_fanout(n, "add"),
+        "taskgroup": lambda: asyncio_task_group(n),
         "bare": lambda: bare_task_group(n),
     }
-    lg = None if args.no_langgraph else langgraph_fanout(n, "noop")
+    lg = langgraph_fanout(n, "noop") if with_langgraph else None
     if lg:
         variants["langgraph"] = lg
         variants["langgraph_add"] = langgraph_fanout(n, "add")
@@ -204,22 +230,30 @@ def main() -> None:
     per = {name: statistics.median(xs) / n * 1e6 for name, xs in samples.items()}
 
     print(f"fan-out of N={n} branches, median of {reps} interleaved rounds (µs per branch)")
-    print(f"  run_steps, no-op branches         {per['noop']:8.1f}")
-    print(f"  run_steps, append contribution    {per['add']:8.1f}")
-    print(f"  bare anyio task group             {per['bare']:8.1f}")
+    print(f"  run_steps, no-op branches         {per['noop']:8.2f}")
+    print(f"  run_steps, no-op, MemorySink      {per['noop_events']:8.2f}")
+    print(f"  run_steps, append contribution    {per['add']:8.2f}")
+    print(f"  bare asyncio.TaskGroup            {per['taskgroup']:8.2f}")
+    print(f"  bare anyio task group             {per['bare']:8.2f}")
     if lg:
-        print(f"  LangGraph Send, async no-op node  {per['langgraph']:8.1f}")
-        print(f"  LangGraph Send + operator.add     {per['langgraph_add']:8.1f}")
-    print(f"ratio run_steps(no-op) / bare task group    {ratio(samples, 'noop', 'bare'):6.2f}x"
-          f"  {spread(samples, 'noop', 'bare')}  (target <= 1.5)")
+        print(f"  LangGraph Send, async no-op node  {per['langgraph']:8.2f}")
+        print(f"  LangGraph Send + operator.add     {per['langgraph_add']:8.2f}")
+    print(f"ratio run_steps(no-op) / asyncio.TaskGroup     "
+          f"{ratio(samples, 'noop', 'taskgroup'):6.2f}x  "
+          f"{spread(samples, 'noop', 'taskgroup')}  (target <= 2)")
+    print(f"ratio run_steps(no-op, MemorySink) / TaskGroup "
+          f"{ratio(samples, 'noop_events', 'taskgroup'):6.2f}x  "
+          f"{spread(samples, 'noop_events', 'taskgroup')}")
+    print(f"ratio run_steps(no-op) / anyio task group      "
+          f"{ratio(samples, 'noop', 'bare'):6.2f}x  {spread(samples, 'noop', 'bare')}")
     if lg:
-        print(f"ratio run_steps(no-op) / LangGraph no-op    "
+        print(f"ratio run_steps(no-op) / LangGraph no-op       "
               f"{ratio(samples, 'noop', 'langgraph'):6.3f}")
-        print(f"ratio run_steps(append) / LangGraph append  "
+        print(f"ratio run_steps(append) / LangGraph append     "
               f"{ratio(samples, 'add', 'langgraph_add'):6.3f}  "
               f"{spread(samples, 'add', 'langgraph_add', 3)}  (target <= 0.1; both reduce "
               "one list)")
-    elif not args.no_langgraph:
+    elif with_langgraph:
         print("LangGraph not installed: pip install langgraph to measure the ratio")
     TIMINGS.clear()
     anyio.run(picoflow_fanout, n, "big")

@@ -475,15 +475,18 @@ class Turn:
         bus = self.bus
         if bus is not None and bus.pressure and bus.congested():
             await self.wait_while_congested()
-        worker = type(registered)(self.flow)
+        kind = type(registered)
+        worker = kind(self.flow)
         # The fresh instance keeps the registered one's configuration (use_memory and
         # use_model in define_steps), which its constructor does not repeat.
         name = worker.name
         namespace = registered.get_memory_space()
         if namespace != name:
             worker.use_memory(namespace)
-        if registered.model_override is not None:
-            worker.use_model(registered.model_override)
+        override = registered.model_override
+        if override is not None:
+            worker.use_model(override)
+        doc = self.doc if self.doc is not None else self.require_doc()
         view_token = current_view.set(view)
         stack = (*frames.get(), worker)
         frame_token = frames.set(stack)
@@ -494,17 +497,16 @@ class Turn:
             entry = self._trail.get((level, name))
             if entry is None:
                 entry = self._trail[level, name] = _SEQUENCE_ENTRY(level=level, step_name=name)
-            self.require_doc().flow.sequence.append(entry)
+            doc.flow.sequence.append(entry)
             # No step.entered/exited for a branch: branch.started/fulfilled/rejected say it.
-            kind = type(worker)
             if kind.on_enter is not _step.Step.on_enter:  # the base hooks do nothing
                 await worker.on_enter()
             if worker.is_logic() and kind.run is _step.Step.run:
                 # A logic branch's output is what run_logic() returns; it cannot route.
                 output = await worker.run_logic()  # type: ignore[attr-defined]
-                if isinstance(output, Transition) or (
+                if output is not None and (isinstance(output, Transition) or (
                     isinstance(output, type) and issubclass(output, _step.Step)
-                ):
+                )):
                     raise view.violate("route from run_logic() (return the output instead)")
             else:
                 output = await worker.run(message)

@@ -50,7 +50,7 @@ class RunsQuery:
         if self.until is not None:
             runs = runs.filter(started_at__lte=self.until)
         if self.text:
-            forks = (EventRecord.objects.filter(type="barrier.forked")
+            forks = (EventRecord.objects.filter(type__in=("barrier.forked", "barrier.requested"))
                      .annotate(text=Cast("payload", TextField()))
                      .filter(text__icontains=self.text).values("run_id"))
             runs = runs.annotate(reply_text=Cast("reply", TextField())).filter(

@@ -149,6 +149,7 @@ def _conflict(tally: _Tally, data: Mapping[str, Any], session_id: str) -> None:
 
 
 def _fork(tally: _Tally, data: Mapping[str, Any], session_id: str) -> None:
+    # A wide fork's own event carries its first page; each barrier.requested the next.
     tally.branch_count += len(data["requests"])
 
 
@@ -190,6 +191,7 @@ _Counter = Callable[[_Tally, Mapping[str, Any], str], None]
 _OWN_RUN: dict[str, _Counter] = {
     "join.invalidated": _conflict,
     "barrier.forked": _fork,
+    "barrier.requested": _fork,
     "branch.rejected": _rejected,
     "run.interrupted": _interrupted,
 }

@@ -337,11 +337,15 @@ def _barrier(out: _Emitter, parent: _Node, group: list[_Node], level: int) -> No
         child.branch = (barrier, index, key)
         requests.append(request(index=index, path=child.path, step=child.step, key=key,
                                 params=shown_attributes(attrs), user_message=None))
-    out.at(min(child.start for child in group), ev.BarrierForked, caller, barrier=barrier,
+    forked, pages = min(child.start for child in group), ev.fork_pages(requests)
+    out.at(forked, ev.BarrierForked, caller, barrier=barrier,
            caller_step=parent.step,
-           requests=requests, policy="retain-successes", checkpoint="none",
+           requests=pages[0], policy="retain-successes", checkpoint="none",
            max_concurrency=None, branch_timeout=None, token_budget=None,
-           base=caller or "canonical")
+           base=caller or "canonical", count=len(requests) if len(pages) > 1 else None)
+    for page in pages[1:]:
+        out.at(forked, ev.BarrierRequested, caller, barrier=barrier, first=page[0].index,
+               requests=page)
     rejected = []
     for index, child in enumerate(group):
         key = requests[index].key

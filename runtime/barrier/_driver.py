@@ -27,7 +27,6 @@ late writes are dropped) and are cancelled, again once per grace period while th
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from functools import partial
 from typing import Any, final
 
 import anyio
@@ -59,10 +58,9 @@ from .types import (
     ParallelBatchResult,
     Publication,
     RunStepRequest,
-    build_frozen,
     format_path,
 )
-from .views import BranchView, View, current_view, snapshot_of
+from .views import BranchView, View, current_view, fork_views, snapshot_of
 
 
 async def run_barrier(
@@ -103,9 +101,16 @@ asyncio's, 32 to 256 a turn were within the noise of one another)."""
 
 def _result(index: int, key: str, step: str, path: InvocationPath, status: BranchStatus,
             output: Any, error: BaseException | None, started: bool) -> BranchResult:
-    """A :class:`BranchResult`, one per branch: frozen for the flows that read it."""
-    return build_frozen(BranchResult, index=index, key=key, step=step, path=path,
-                        status=status, output=output, error=error, started=started)
+    """A :class:`BranchResult`, one per branch: frozen for the flows that read it (made as
+    :func:`build_frozen` makes one, without a second call)."""
+    made = _new(BranchResult)
+    _set(made, "__dict__", {"index": index, "key": key, "step": step, "path": path,
+                            "status": status, "output": output, "error": error,
+                            "started": started})
+    return made
+
+
+_new, _set = object.__new__, object.__setattr__
 
 
 # The events of every branch, built by their makers: one call each, no dict merge.
@@ -159,15 +164,10 @@ class _Barrier:
             ordinal, parent.barriers = parent.barriers, parent.barriers + 1
         self.caller_path = parent.path_str if parent else ""
         self.id = f"{self.caller_path}/b{ordinal}" if parent else f"b{ordinal}"
-        prefix = parent.path if parent else ()
         usages = (*(parent.usages if parent else ()), self.usage)
-        self.views = [
-            BranchView(base=self.fork_view, step=item.name, index=i, key=item.key,
-                       path=(*prefix, (ordinal, i)), params=item.params, cancel=self.token,
-                       channels_of=host.channels_of, usages=usages, depth=depth,
-                       barrier_id=self.id, outer=parent)
-            for i, item in enumerate(self.plan)
-        ]
+        self.views: list[BranchView] = fork_views(
+            self.fork_view, self.plan, ordinal, self.token, host.channels_of, usages, depth,
+            self.id, parent)
         self.ledger = ledger
         self.digests: list[str] = []
         """Each request's digest, for a ledgered barrier."""
@@ -228,9 +228,16 @@ class _Barrier:
                      user_message=item.message)
             for i, item in enumerate(self.plan)
         ]
-        self.host.emit(ev.BarrierForked, path=self.caller_path, barrier=self.id,
-                       caller_step=caller_step, requests=requests, **dict(self.options),
-                       base=self.caller_path if self.parent else "canonical")
+        # A wide fork's requests go out in pages, all of them before any branch starts.
+        pages = ev.fork_pages(requests)
+        emit, caller = self.host.emit, self.caller_path
+        emit(ev.BarrierForked, path=caller, barrier=self.id, caller_step=caller_step,
+             requests=pages[0], **dict(self.options),
+             base=caller if self.parent else "canonical",
+             count=len(requests) if len(pages) > 1 else None)
+        for page in pages[1:]:
+            emit(ev.BarrierRequested, path=caller, barrier=self.id, first=page[0].index,
+                 requests=page)
 
     # -- run -----------------------------------------------------------------------------
 
@@ -241,6 +248,7 @@ class _Barrier:
         limiter = anyio.CapacityLimiter(limit) if limit else None
         batch, due = _START_BATCH, _START_BATCH
         reuse, ledger = self.reuse, self.ledger
+        token, tasks, run_branch = self.token, self.tasks, self._run_branch
         for index in reuse:
             self._reuse(index)
         try:
@@ -262,12 +270,12 @@ class _Barrier:
                             batch = _START_BATCH if self.running else min(2 * batch,
                                                                           _MAX_START_BATCH)
                             due = index + batch
-                        if self.token.cancelled:
+                        if token.cancelled:
                             if limiter is not None:
                                 limiter.release_on_behalf_of(index)
                             self._never_start(index)
                             break
-                        self.tasks[index] = spawn(partial(self._run_branch, index, limiter))
+                        tasks[index] = spawn(run_branch(index, limiter))
                 outer.cancel_scope.cancel()
         finally:
             self._forget_cancel()  # a token cancelled once the branches ended asks nothing
@@ -295,7 +303,7 @@ class _Barrier:
         # through a cancel scope per branch: one would cost as much as a no-op branch.
         item, view = self.plan[index], self.views[index]
         bus = self.host.bus
-        if bus is not None:
+        if bus is not None and bus.sinks:  # the maker's own test, before its arguments
             _STARTED(bus, view.path_str, barrier=self.id, index=index, key=item.key,
                      step=item.name, rerun=self.reruns.get(index) if self.reruns else None)
         timeout = self.options.branch_timeout
@@ -303,11 +311,12 @@ class _Barrier:
         try:
             try:
                 if timeout is None:
-                    self._fulfil(index, await self.host.run_branch(item.step, view, item.message))
+                    self._fulfil(index, await self.host.run_branch(item.step, view, item.message),
+                                 item, view)
                 else:
                     with anyio.move_on_after(timeout) as deadline:
                         output = await self.host.run_branch(item.step, view, item.message)
-                        self._fulfil(index, output)
+                        self._fulfil(index, output, item, view)
                     if deadline.cancelled_caught:
                         view.closed = True
                         self.reasons[index] = BranchTimeoutError(
@@ -337,7 +346,9 @@ class _Barrier:
                 f"Branch {view.path_str} ({view.key}) did not finish within the cancellation "
                 "grace period; its writes were dropped."))
         self.finished.append(view.path_str)
-        self._report_branch(index, started=True)
+        bus = self.host.bus
+        if bus is not None and bus.sinks:  # _report_branch's own test, without the call
+            self._report_branch(index, started=True)
         if self.ledger is not None:
             self._ledger(index)
 
@@ -372,17 +383,16 @@ class _Barrier:
                     output_tokens=entry.tokens.get("output_tokens", 0),
                     total_tokens=entry.tokens.get("total_tokens", 0))
 
-    def _fulfil(self, index: int, output: Any) -> None:
+    def _fulfil(self, index: int, output: Any, item: PlannedBranch, view: BranchView) -> None:
         # A branch that lost its publication rights (grace expired, budget spent) is not
         # fulfilled even if it returned before noticing: its writes were dropped.
-        view = self.views[index]
         if view.closed:
             return
-        try:
-            output = json_copy(output)  # plain JSON out, e.g. frozen params as dicts
-        except StateValueError:
-            self.unjson.add(index)  # the join reports non-JSON outputs
-        item = self.plan[index]
+        if output is not None:  # None is JSON already
+            try:
+                output = json_copy(output)  # plain JSON out, e.g. frozen params as dicts
+            except StateValueError:
+                self.unjson.add(index)  # the join reports non-JSON outputs
         self.outcomes[index] = _result(index, item.key, item.name, view.path, "fulfilled",
                                        output, None, True)
 
@@ -465,7 +475,7 @@ class _Barrier:
     async def publish(self) -> ParallelBatchResult:
         """Join (validate, reduce) and apply the publication where it belongs."""
         host, parent = self.host, self.parent
-        branches = tuple(o for o in self.outcomes if o is not None)
+        branches = tuple(filter(None, self.outcomes))  # a BranchResult is never false
         # A nested join reduces from its caller's fork-time view (the outer join re-reduces
         # everything in request-path order); a root join from the canonical state as it is
         # now, so concurrent root barriers of one caller keep each other's contributions.

@@ -98,7 +98,8 @@ def join(
             first = view.violations[0]
             raise type(first)(first.message, extra=_all_provenance(views)) from first
     for branch in branches:
-        if branch.status == "fulfilled" and not is_json(branch.output):
+        if branch.output is not None and branch.status == "fulfilled" \
+                and not is_json(branch.output):
             raise ParallelOutputError(
                 f"Branch {branch.path_str} ({branch.step}) returned a value that is not plain "
                 f"JSON: {type(branch.output).__name__}.",
@@ -120,10 +121,13 @@ def join(
     writes: dict[tuple[str, str], list[Draft]] = {}
     contributions: dict[tuple[str, str], list[Contribution]] = {}
     for view in candidates:
-        for write in view.all_writes():
-            writes.setdefault((write.step, write.field), []).append(write)
-        for item in view.all_contributions():
-            contributions.setdefault((item.step, item.field), []).append(item)
+        # Most branches of a wide fork write nothing: no lists built for them.
+        if view.writes:
+            for write in view.all_writes():
+                writes.setdefault((write.step, write.field), []).append(write)
+        if view.contributions or view.overridden:
+            for item in view.all_contributions():
+                contributions.setdefault((item.step, item.field), []).append(item)
 
     for target, items in writes.items():
         others = contributions.get(target, [])

@@ -40,11 +40,12 @@ def plan_branches(
     """The branches of a barrier in request order; configuration errors raise."""
     if not requests:
         raise ParallelConfigurationError("run_steps() needs at least one request.")
-    items = [_request(raw) for raw in requests]
+    items = [raw if type(raw) is RunStepRequest else _request(raw) for raw in requests]
     # A fan-out names few distinct steps: each is looked up (and asked for its params
     # schema) once, not once per request.
     resolved: dict[Any, _Resolved] = {}
     steps: list[_Resolved] = []
+    counts: dict[str, int] = {}
     for item in items:
         try:
             entry = resolved.get(item.step)
@@ -54,14 +55,16 @@ def plan_branches(
             if entry is None:
                 entry = resolved[item.step] = _resolve(host, item.step)
         steps.append(entry)
-    counts: dict[str, int] = {}
-    for entry in steps:
         counts[entry.name] = counts.get(entry.name, 0) + 1
     out = []
     seen: dict[str, int] = {}
     for index, (item, entry) in enumerate(zip(items, steps, strict=True)):
         step, name = entry.step, entry.name
-        key = _key(item, name, counts[name])
+        key = item.key
+        # A key given as non-blank text (most requests of a fan-out) is that text trimmed;
+        # _key decides the rest (a missing, blank or non-text key).
+        if type(key) is not str or not (key := key.strip()):
+            key = _key(item, name, counts[name])
         if key in seen:
             raise ParallelDuplicateKeyError(
                 f"Requests {seen[key]} and {index} share the branch key '{key}'.",
@@ -76,8 +79,12 @@ def plan_branches(
             frozen: Mapping[str, Any] = _NO_PARAMS  # most requests: nothing to copy or check
         else:
             frozen = freeze(_validate_params(step, key, item.params))
-        out.append(PlannedBranch(step, name, key, frozen, item.user_message))
+        # The named tuple's own __new__ is a Python frame per branch: made as it makes one.
+        out.append(_new_tuple(PlannedBranch, (step, name, key, frozen, item.user_message)))
     return out
+
+
+_new_tuple = tuple.__new__
 
 
 class _Resolved(NamedTuple):

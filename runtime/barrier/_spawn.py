@@ -36,9 +36,10 @@ class BranchTask(Protocol):
     def cancel(self) -> object: ...
 
 
-BranchBody = Callable[[], Coroutine[Any, Any, None]]
-Spawn = Callable[[BranchBody], BranchTask]
-"""Starts one branch's body in the group and gives back its task."""
+BranchBody = Coroutine[Any, Any, None]
+Spawn = Callable[[BranchBody], BranchTask | None]
+"""Starts one branch's body (its coroutine, not yet started) in the group and gives back
+its task. On asyncio it is the group's own ``create_task``: no frame of ours per branch."""
 
 
 def _on_asyncio() -> bool:
@@ -55,7 +56,11 @@ async def branch_group() -> AsyncIterator[Spawn]:
     """A task group for the branches of one barrier; leaving it waits for all of them."""
     if _on_asyncio():
         async with asyncio.TaskGroup() as group:
-            yield lambda body: group.create_task(body())
+            yield group.create_task
         return
     async with anyio.create_task_group() as tg:
-        yield lambda body: tg.start_soon(body)
+        yield lambda body: tg.start_soon(_run, body)
+
+
+async def _run(body: BranchBody) -> None:
+    await body

@@ -186,8 +186,11 @@ def build_frozen(cls: type[_Frozen], **fields: Any) -> _Frozen:
     makes per branch, where that is a large part of making one. Only for classes without
     ``__post_init__`` or ``__slots__``, given every field."""
     made = object.__new__(cls)
-    made.__dict__.update(fields)
+    _set(made, "__dict__", fields)  # the keyword arguments' own dict, made for this call
     return made
+
+
+_set = object.__setattr__
 
 
 @dataclass(frozen=True)

@@ -110,10 +110,13 @@ class Contribution:
 ChannelsOf = Callable[[str], Mapping[str, Channel]]
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class BranchView:
     """The private view of one branch: its fork-time base, its drafts and contributions,
-    and what the join will need to know about them."""
+    and what the join will need to know about them.
+
+    Slotted, and a barrier makes its views with :func:`fork_views` rather than through
+    ``__init__``: one is made per branch, on the fork's hot path."""
 
     base: View
     step: str
@@ -150,6 +153,8 @@ class BranchView:
     _folding: dict[tuple[str, str], tuple[Sequence[Contribution], int, bool]] | None = None
     """Per field: the contribution list :meth:`folds_reduce` last saw, how many of its items
     it checked and its verdict (made on the first observed contribution)."""
+    path_str: str = field(init=False, default="")
+    """The invocation path as text (computed once: every event of the branch uses it)."""
 
     # -- reading -------------------------------------------------------------------------
 
@@ -257,7 +262,6 @@ class BranchView:
 
     def __post_init__(self) -> None:
         self.path_str = format_path(self.path)
-        """The invocation path as text (computed once: every event of the branch uses it)."""
 
     def invocation(self, session_id: str) -> ParallelInvocation:
         """What the branch knows about itself (``step.parallel_invocation()``)."""
@@ -351,6 +355,53 @@ class BranchView:
         """Every contribution, own and bubbled up (hidden ones too)."""
         return [*self.overridden, *(c for fields in self.contributions.values()
                                     for items in fields.values() for c in items)]
+
+
+def fork_views(
+    base: View, plan: Sequence[tuple[Any, str, str, Mapping[str, Any], str | None]],
+    ordinal: int, cancel: CancelToken, channels_of: ChannelsOf,
+    usages: tuple[BarrierUsage, ...], depth: int, barrier_id: str, outer: BranchView | None,
+) -> list[BranchView]:
+    """The views of one barrier's branches, one per planned branch (``_plan``'s
+    ``(step, name, key, params, message)``) in request order: what ``BranchView(...)``
+    makes, without its keyword-argument binding or a path formatted from scratch per
+    branch (the outer branch's is formatted already)."""
+    prefix = outer.path if outer is not None else ()
+    # format_path's text: the outer path, then this level, "<ordinal>:" unless the first.
+    head = (f"{outer.path_str}." if outer is not None else "") + (
+        f"{ordinal}:" if ordinal else "")
+    new = object.__new__
+    views: list[BranchView] = []
+    append = views.append
+    for index, (_, step, key, params, _) in enumerate(plan):
+        view = new(BranchView)
+        view.base = base
+        view.step = step
+        view.index = index
+        view.key = key
+        view.path = (*prefix, (ordinal, index)) if prefix else ((ordinal, index),)
+        view.params = params
+        view.cancel = cancel
+        view.channels_of = channels_of
+        view.usages = usages
+        view.depth = depth
+        view.barrier_id = barrier_id
+        view.writes = {}
+        view.contributions = {}
+        view.private = {}
+        view.violations = []
+        view.memory = {}
+        view.direct = None
+        view.overridden = []
+        view.barriers = 0
+        view.closed = False
+        view.outer = outer
+        view.tokens = None
+        view._seq = 0
+        view._folding = None
+        view.path_str = head + str(index)
+        append(view)
+    return views
 
 
 @dataclass(frozen=True, eq=False)

@@ -38,7 +38,9 @@ Event types, ``<subject>.<past verb>``:
 ``state.replaced``         a field replaced (canonical, or a branch's draft): value, base
 ``state.removed``          a field removed
 ``state.contributed``      a contribution to a channel: value, call order
-``barrier.forked``         a barrier began: requests in order, policy, limits, view
+``barrier.forked``         a barrier began: requests in order (the first page of a wide
+                           fork's), how many, policy, limits, view
+``barrier.requested``      the next page of a wide fork's requests
 ``branch.started``         a branch began running
 ``branch.fulfilled``       a branch finished with an output
 ``branch.rejected``        a branch failed (error); ``cancelled`` says if by cancellation
@@ -424,12 +426,30 @@ class _BarrierForkHead(EventBase):
 # reversed MRO (EventBase's, _BarrierForkHead's, BarrierOptions', then this class's own), so
 # they serialise after ``requests`` and before ``base``, as they always have.
 class BarrierForked(BarrierOptions, _BarrierForkHead):
-    """A barrier began. ``path`` is the caller's path; branches are ``requests[i].path``."""
+    """A barrier began. ``path`` is the caller's path; branches are ``requests[i].path``.
+
+    A fork wider than one page (:data:`~runtime.events.values.FORK_PAGE` requests, or
+    :data:`~runtime.events.values.FORK_PAGE_CHARS` of them) carries its first page and says
+    how many requests there are (``count``); ``barrier.requested`` events bring the rest, in
+    order, before any of its branches starts. ``count`` is absent when ``requests`` is
+    every request (as in every fork recorded before pages existed)."""
 
     base: str
     """What the branches see: ``canonical`` (the session state as of this event), or the
     caller's invocation path (its view as of this event: its fork-time base, its drafts
     and the publications it received)."""
+    count: int | None = Field(None, ge=0, exclude_if=_absent)
+    """How many requests the fork has, when ``requests`` holds only the first page."""
+
+
+class BarrierRequested(EventBase):
+    """The next page of a wide fork's requests (``path`` is the caller's, as the fork's)."""
+
+    type: Literal["barrier.requested"] = "barrier.requested"
+    barrier: str
+    first: int = Field(ge=0)
+    """The index of the page's first request."""
+    requests: list[BranchRequest]
 
 
 class BranchStarted(EventBase):
@@ -699,7 +719,8 @@ Event = Annotated[
     | StepEntered | StepExited | CursorMoved | ModelStarted | ModelDelta | ModelFinished
     | ModelFailed | ToolStarted
     | ToolFinished | StateReplaced | StateRemoved | StateContributed | BarrierForked
-    | BranchStarted | BranchFulfilled | BranchRejected | BranchReused | BranchDirectResult
+    | BarrierRequested | BranchStarted | BranchFulfilled | BranchRejected | BranchReused
+    | BranchDirectResult
     | JoinReduced
     | JoinPublished | JoinInvalidated | CancelRequested | CancelPropagated
     | CancelGraceExpired | CheckpointSaved | CheckpointFailed | ConcurrentBatchStarted

@@ -29,6 +29,7 @@ from pydantic import BaseModel, ValidationError
 from .schema import ErrorInfo, RunInterrupted
 
 _E = TypeVar("_E", bound=BaseModel)
+_R = TypeVar("_R")
 
 MAX_VALUE_CHARS = 64_000
 """A value whose JSON is longer than this is replaced by a :class:`Truncated` marker."""
@@ -144,6 +145,53 @@ def _small_leaf(value: Any, depth: int) -> bool:
 
 
 _INF = float("inf")
+
+
+FORK_PAGE = 256
+"""The most requests one fork event carries (``barrier.forked``'s first page, then each
+``barrier.requested``'s): no event grows with a fan-out's width."""
+FORK_PAGE_CHARS = 48_000
+"""The most characters of requests (their JSON, roughly) one page carries, so that a page
+of requests with large params stays near 64 KB too; a page holds one request at least."""
+_REQUEST_CHARS = 96
+"""Roughly the JSON of a request's keys and index, beside its own strings and params."""
+
+
+def _request_chars(request: Any) -> int:
+    return _REQUEST_CHARS + len(request.path) + len(request.key) + len(request.step) + len(
+        request.user_message or "") + len(json.dumps(request.params, default=repr))
+
+
+def fork_pages(requests: list[_R]) -> list[list[_R]]:
+    """``requests`` (a fork's, in order) cut into the pages its events carry: at most
+    :data:`FORK_PAGE` requests and :data:`FORK_PAGE_CHARS` characters each. One page (the
+    list itself) for most forks. Measured a page at a time: one ``json.dumps`` of its
+    params, then request by request only when that page is too large."""
+    page, budget = FORK_PAGE, FORK_PAGE_CHARS
+    if len(requests) <= page and _page_chars(requests) <= budget:
+        return [requests]
+    pages: list[list[_R]] = []
+    start, total = 0, len(requests)
+    while start < total:
+        chunk = requests[start:start + page]
+        if _page_chars(chunk) > budget:
+            used, take = 0, 0
+            for request in chunk:
+                used += _request_chars(request)
+                if take and used > budget:
+                    break
+                take += 1
+            chunk = chunk[:take]
+        pages.append(chunk)
+        start += len(chunk)
+    return pages
+
+
+def _page_chars(requests: list[Any]) -> int:
+    strings = sum(len(r.path) + len(r.key) + len(r.step) + len(r.user_message or "")
+                  for r in requests)
+    params = json.dumps([r.params for r in requests], default=repr)
+    return _REQUEST_CHARS * len(requests) + strings + len(params)
 
 
 def safe_list(items: list[Any]) -> list[Any]:

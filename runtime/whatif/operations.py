@@ -120,9 +120,9 @@ def _get(item: Any, name: str) -> Any:
 _ENDS = frozenset({"turn.finished", "turn.failed", "turn.cancelled", "run.interrupted"})
 
 READ = frozenset({
-    "turn.started", *_ENDS, "barrier.forked", "branch.started", "branch.fulfilled",
-    "branch.rejected", "join.published", "join.invalidated", "model.started",
-    "model.finished", "model.failed", "tool.started", "tool.finished"})
+    "turn.started", *_ENDS, "barrier.forked", "barrier.requested", "branch.started",
+    "branch.fulfilled", "branch.rejected", "join.published", "join.invalidated",
+    "model.started", "model.finished", "model.failed", "tool.started", "tool.finished"})
 """The event types :func:`read` looks at: a store may hand it only these (a fan-out's
 state and reduction events are most of its bytes)."""
 
@@ -149,6 +149,11 @@ def read(events: Iterable[Any]) -> Plan:
         path = e.get("path", "")
         if kind == "barrier.forked":
             _forked(plan, e, at)
+        elif kind == "barrier.requested":
+            barrier = plan.barriers.get(e["barrier"])
+            caller = plan.frames.get(path)
+            if barrier is not None and caller is not None:
+                _requested(plan, barrier, caller, e.get("requests") or [])
         elif kind == "branch.started":
             frame = plan.frames.get(path)
             if frame is not None:
@@ -185,23 +190,28 @@ def _forked(plan: Plan, e: Mapping[str, Any], at: float) -> None:
     caller = plan.frames.get(e.get("path", ""))
     if caller is None:
         return
-    requests = e.get("requests") or []
+    barrier = plan.barriers[e["barrier"]] = Barrier(
+        e["barrier"], caller.path, at, [], [], e.get("max_concurrency"), None)
+    _requested(plan, barrier, caller, e.get("requests") or [])
+    caller.items.append(e["barrier"])
+
+
+def _requested(plan: Plan, barrier: Barrier, caller: Frame, requests: list[Any]) -> None:
+    """Add a page of ``barrier``'s requests (its fork's, or a ``barrier.requested``'s)."""
     after: dict[str, list[str]] = {}
-    paths, keys = [], []
     for request in requests:
         path, key = str(_get(request, "path")), str(_get(request, "key"))
-        paths.append(path)
-        keys.append(key)
+        barrier.branches.append(path)
+        barrier.keys.append(key)
         tagged = _get(request, "after")
         if tagged is not None:
             after[path] = [str(k) for k in tagged]
         plan.frames[path] = Frame(path=path, key=key, step=str(_get(request, "step")),
-                                  parent=caller.path, barrier=e["barrier"],
+                                  parent=caller.path, barrier=barrier.id,
                                   depth=caller.depth + 1)
-    plan.uses_after = plan.uses_after or bool(after)
-    plan.barriers[e["barrier"]] = Barrier(e["barrier"], caller.path, at, paths, keys,
-                                          e.get("max_concurrency"), after or None)
-    caller.items.append(e["barrier"])
+    if after:
+        plan.uses_after = True
+        barrier.after = {**(barrier.after or {}), **after}
 
 
 def _open(plan: Plan, calls: dict[Any, Call], key: Any, kind: str, at: float) -> None:

@@ -149,7 +149,7 @@ def test_with_strict_mode_the_same_emit_raises_in_a_fresh_process() -> None:
 
 FORKED_ORDER = ("v", "run_id", "session_id", "seq", "time", "offset", "path", "type",
                 "barrier", "caller_step", "requests", "policy", "checkpoint",
-                "max_concurrency", "branch_timeout", "token_budget", "ledger", "base")
+                "max_concurrency", "branch_timeout", "token_budget", "ledger", "base", "count")
 
 
 def test_barrier_forked_takes_its_options_from_barrier_options_in_the_serialised_order() -> None:

@@ -276,10 +276,18 @@ async def test_every_path_is_announced_by_a_fork_and_started_before_use() -> Non
     for run_id, events in (await all_runs()).items():
         announced: set[str] = set()
         started: set[str] = set()
+        owed: dict[str, int] = {}  # a wide fork's requests not announced yet
         for event in events:
-            if isinstance(event, ev.BarrierForked):
+            if isinstance(event, ev.BarrierForked | ev.BarrierRequested):
                 assert event.path == "" or event.path in started, (run_id, event.seq)
                 announced.update(r.path for r in event.requests)
+                if isinstance(event, ev.BarrierForked):
+                    owed[event.barrier] = (event.count or len(event.requests)) - len(
+                        event.requests)
+                else:
+                    owed[event.barrier] -= len(event.requests)
+            elif hasattr(event, "barrier"):  # every page of a fork before its branches
+                assert owed.get(event.barrier, 0) == 0, (run_id, event.seq, event.type)
             if event.path == "":
                 continue
             assert event.path in announced, (run_id, event.seq, event.path)

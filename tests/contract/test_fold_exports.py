@@ -41,7 +41,9 @@ def test_the_export_covers_every_run_branch_and_barrier(name: str) -> None:
     for run in data["runs"]:
         forks = [e for e in events if e["run_id"] == run["run_id"]
                  and e["type"] == "barrier.forked"]
+        pages = [e for e in events if e["run_id"] == run["run_id"]
+                 and e["type"] in ("barrier.forked", "barrier.requested")]
         assert sorted(run["barriers"]) == sorted(e["barrier"] for e in forks)
-        assert sorted(run["branches"]) == sorted(r["path"] for e in forks for r in e["requests"])
+        assert sorted(run["branches"]) == sorted(r["path"] for e in pages for r in e["requests"])
         for branch in run["branches"].values():
             assert (branch["view_at_fulfilled"] is None) == (branch["status"] != "fulfilled")

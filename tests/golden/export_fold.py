@@ -38,8 +38,9 @@ from runtime.events.fold.concurrent import export_groups  # noqa: E402
 
 GOLDEN_DIR = Path(__file__).resolve().parent
 SNAPSHOT_TYPES = frozenset({
-    "barrier.forked", "branch.fulfilled", "branch.rejected", "join.published",
-    "join.invalidated", "checkpoint.saved", "checkpoint.failed", "cancel.requested",
+    "barrier.forked", "barrier.requested", "branch.fulfilled", "branch.rejected",
+    "join.published", "join.invalidated", "checkpoint.saved", "checkpoint.failed",
+    "cancel.requested",
     "run.interrupted", "concurrent.batch_finished", "model.delta",
 })
 """Event types after which the export records a snapshot of the fold stopped there."""

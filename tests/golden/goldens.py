@@ -18,7 +18,8 @@ start, so that a slow start on a busy machine cannot move it relative to the bra
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,6 +57,7 @@ from runtime.events import (
     interruption,
     runs_of,
 )
+from runtime.events import values as ev_values
 from tests.golden.flows import (
     STOP_AFTER,
     ProcessKilled,
@@ -151,6 +153,9 @@ class Golden:
     """Turns (from 1) that are ``FlowEngine.resume`` of the session's interrupted turn."""
     engine: Callable[[], dict[str, Any]] | None = None
     """More arguments of its ``FlowEngine`` (a coordinator's self URL and token)."""
+    fork_page: int | None = None
+    """Requests per page of a fork's events while it is recorded (default: the runtime's
+    :data:`~runtime.events.FORK_PAGE`): small, so that a golden of a few branches pages."""
 
     @property
     def session_id(self) -> str:
@@ -206,6 +211,9 @@ GOLDENS: tuple[Golden, ...] = (
     # A ledgered fan-out killed mid-way, then resumed: two branches reused, two run.
     Golden("resumed", survey_flow, ("Survey the sites", ""), interrupted=frozenset({1}),
            resumes=frozenset({2})),
+    # A fork wider than a page: its head carries two requests and the count, a
+    # barrier.requested the third, before any branch starts.
+    Golden("paged_fork", atomic_flow, ("Book the trip",), fork_page=2),
 )
 """Every golden: the demos', then those of ``tests/golden/flows.py``."""
 BY_NAME = {golden.name: golden for golden in GOLDENS}
@@ -266,6 +274,26 @@ async def record(golden: Golden) -> Recorded:
                         sinks=[sink, *extra, watch], store=golden.store() if golden.store else None,
                         **(golden.engine() if golden.engine else {}))
     recorded = Recorded(events=sink.events, views=views)
+    with _fork_page(golden.fork_page):
+        await _turns(engine, flow, golden, recorded, watch)
+    return recorded
+
+
+@contextmanager
+def _fork_page(page: int | None) -> Iterator[None]:
+    """Fork events paged every ``page`` requests while the block runs (None: as ever)."""
+    if page is None:
+        yield
+        return
+    before, ev_values.FORK_PAGE = ev_values.FORK_PAGE, page
+    try:
+        yield
+    finally:
+        ev_values.FORK_PAGE = before
+
+
+async def _turns(engine: FlowEngine, flow: type[Flow], golden: Golden, recorded: Recorded,
+                 watch: _Watch) -> None:
     session_id = golden.session_id
     for turn, message in enumerate(golden.turns, 1):
         reply: RunReply | None = None
@@ -283,7 +311,6 @@ async def record(golden: Golden) -> Recorded:
         assert doc is not None, f"{golden.name}: turn {turn} left no session document"
         recorded.replies.append(reply)
         recorded.docs.append(doc)
-    return recorded
 
 
 async def _play(engine: FlowEngine, flow_id: str, message: str, session_id: str,

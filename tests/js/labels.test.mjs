@@ -141,3 +141,16 @@ test("the timing panels name a barrier by its label and id, never by a bare id",
   const id = [...cancelled.barriers.values()].find((b) => b.cancel).id;
   assert.ok(cancelTitle(cancelled, id, 0).includes(`for ${barrierNameOf(cancelled, id)}:`));
 });
+
+test("a paged fork is listed with all its branches, its later pages by the requests they bring", () => {
+  const run = fold(parseJsonl(readFileSync(join(GOLDEN, "paged_fork.jsonl"), "utf8")));
+  const head = run.events.find((e) => e.type === "barrier.forked");
+  const page = run.events.find((e) => e.type === "barrier.requested");
+  assert.equal(describeEvent(head), "b0: 3 branches, atomic");
+  assert.equal(describeEvent(page), "b0: 1 more request from request 3");
+  const old = fold(parseJsonl(readFileSync(join(GOLDEN, "atomic_failure.jsonl"), "utf8")));
+  assert.equal(describeEvent(old.events.find((e) => e.type === "barrier.forked")), "b0: 3 branches, atomic");
+  assert.deepEqual(run.barriers.get("b0").branches, old.barriers.get("b0").branches);
+  assert.deepEqual(run.barriers.get("b0").counts, old.barriers.get("b0").counts);
+  assert.equal(run.branchCount, old.branchCount);
+});

@@ -17,7 +17,7 @@ const GOLDEN = join(dirname(fileURLToPath(import.meta.url)), "..", "golden");
  * duration drawn from a seeded generator; every 9th is rejected; the join (when `join`)
  * discards the rejected ones. Returns the events.
  */
-function fanOut(n, { join = true, seed = 7, finish = n, durations = null } = {}) {
+function fanOut(n, { join = true, seed = 7, finish = n, durations = null, page = 0 } = {}) {
   let x = seed;
   const random = () => { x = (x * 48271) % 2147483647; return x / 2147483647; };
   const events = [];
@@ -26,10 +26,16 @@ function fanOut(n, { join = true, seed = 7, finish = n, durations = null } = {})
   add("turn.started", 0, { flow: "Wide", message: "go" });
   add("session.loaded", 0, { steps: {}, current_step: "Top", tokens: {} });
   const step = (i) => (i % 3 === 0 ? "Fetch" : "Rank");
+  const requests = Array.from({ length: n }, (_, i) => ({ index: i, path: String(i), step: step(i), key: `k${i}`, params: {} }));
+  // With `page`, a wide fork as the runtime records it: its first page and the count, then
+  // barrier.requested pages.
   add("barrier.forked", 0, {
     barrier: "b0", caller_step: "Top", policy: "retain-successes", checkpoint: "none", base: "canonical",
-    requests: Array.from({ length: n }, (_, i) => ({ index: i, path: String(i), step: step(i), key: `k${i}`, params: {} })),
+    requests: page ? requests.slice(0, page) : requests, ...(page && n > page ? { count: n } : {}),
   });
+  for (let first = page; page && first < n; first += page) {
+    add("barrier.requested", 0, { barrier: "b0", first, requests: requests.slice(first, first + page) });
+  }
   const ends = [];
   for (let i = 0; i < n; i += 1) {
     add("branch.started", i / 1000, { barrier: "b0", index: i, key: `k${i}`, step: step(i) }, String(i));
@@ -183,6 +189,23 @@ test("kept up to date event by event, it says what a fresh fold of the same even
     const fresh = barrierOverview(fold(events, events[i].seq), "b0", { slowest: 4, failed: 3 });
     assert.deepStrictEqual(strip(barrierOverview(live, "b0", { slowest: 4, failed: 3 })), strip(fresh), `after #${events[i].seq}`);
   }
+});
+
+test("a fork in pages, looked at between its pages, counts every branch its pages bring", () => {
+  const events = fanOut(120, { page: 50, durations: Array.from({ length: 120 }, (_, i) => (i % 3) / 1000 + 0.2) });
+  assert.deepStrictEqual(events.filter((e) => e.type === "barrier.requested").map((e) => e.first), [50, 100]);
+  const live = createRun();
+  const strip = (o) => JSON.parse(JSON.stringify(o));
+  for (let i = 0; i < events.length; i += 1) {
+    applyEvent(live, events[i]);
+    const seen = strip(barrierOverview(live, "b0", { slowest: 4, failed: 3 }));
+    if (i % 5 && i > 8 && i !== events.length - 1) continue;
+    const fresh = barrierOverview(fold(events, events[i].seq), "b0", { slowest: 4, failed: 3 });
+    assert.deepStrictEqual(seen, strip(fresh), `after #${events[i].seq}`);
+  }
+  const whole = fanOut(120, { durations: Array.from({ length: 120 }, (_, i) => (i % 3) / 1000 + 0.2) });
+  assert.deepStrictEqual(strip(barrierOverview(live, "b0", { slowest: 4, failed: 3 })),
+    strip(barrierOverview(fold(whole), "b0", { slowest: 4, failed: 3 })));
 });
 
 test("table orders: slowest first, last to finish first, request order", () => {

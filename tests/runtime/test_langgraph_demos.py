@@ -24,6 +24,7 @@ pytest.importorskip("langgraph")
 from langgraph.errors import InvalidUpdateError
 
 from runtime.events import schema as ev
+from runtime.events import values
 from runtime.events.fold import fold
 from runtime.events.sinks import MemorySink, read_jsonl
 from runtime.integrations import langgraph_demos as demos
@@ -143,6 +144,24 @@ async def test_send_demo_is_one_barrier_of_200_branches_reduced_in_task_order() 
     assert reduced.completion_order == [e.path for e in fulfilled]
     assert reduced.result == list(range(200))
     assert isinstance(events[-1], ev.TurnFinished)
+    assert_folds(events)
+
+
+async def test_a_superstep_wider_than_a_page_is_recorded_in_pages_before_its_branches(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(values, "FORK_PAGE", 64)
+    _, events, output = await traced("send", unit=0.005, tasks=200)
+    assert output["items"] == list(range(200))
+    (fork,) = of_type(events, ev.BarrierForked)
+    pages = of_type(events, ev.BarrierRequested)
+    assert (fork.count, len(fork.requests)) == (200, 64)
+    assert [(p.first, len(p.requests)) for p in pages] == [(64, 64), (128, 64), (192, 8)]
+    assert [p.seq for p in pages] == [fork.seq + 1, fork.seq + 2, fork.seq + 3]
+    requests = [*fork.requests, *(r for p in pages for r in p.requests)]
+    assert [r.index for r in requests] == list(range(200))
+    assert min(e.seq for e in of_type(events, ev.BranchStarted)) > pages[-1].seq
+    run = fold(events)
+    assert run.barriers[fork.barrier].branches == [r.path for r in requests]
     assert_folds(events)
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from picoflow_web.record.span_events import PENDING_ROOT, Span, clusters, derive, tree
-from runtime.events import fold, parse_event
+from runtime.events import fold, parse_event, values
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 TRACE = "0af7651916cd43dd8448eb211c80319c"
@@ -220,3 +220,29 @@ def test_a_branch_s_span_attributes_are_its_params_for_the_inspector() -> None:
     events, _ = folded(exported)
     (request,) = next(e for e in events if e.type == "barrier.forked").requests  # type: ignore[attr-defined]
     assert request.params == {"city": "Lisbon"}
+
+
+def test_a_fork_wider_than_a_page_is_derived_in_pages(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(values, "FORK_PAGE", 4)
+    events, model = folded(fan_out())
+    (head,) = [e for e in events if e.type == "barrier.forked"]
+    (page,) = [e for e in events if e.type == "barrier.requested"]
+    assert (head.count, len(head.requests)) == (6, 4)  # type: ignore[attr-defined]
+    assert (page.first, [r.path for r in page.requests]) == (4, ["4", "5"])  # type: ignore[attr-defined]
+    assert page.seq == head.seq + 1  # type: ignore[attr-defined]
+    assert model.barriers["b0"].branches == ["0", "1", "2", "3", "4", "5"]
+
+
+def test_a_paged_fork_exports_its_count_as_the_barrier_s_branches() -> None:
+    from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+
+    from picoflow_web.data import otlp_export
+    from picoflow_web.http.otlp_receiver import received_of
+
+    lines = [json.loads(line) for line in (GOLDEN / "paged_fork.jsonl").read_text().splitlines()]
+    message = trace_service_pb2.ExportTraceServiceRequest()
+    message.ParseFromString(otlp_export.to_protobuf(lines))
+    ((_, spans),) = received_of(message).spans.items()
+    (barrier,) = [s for s in spans if s.attributes.get("picoflow.barrier.id") == "b0"
+                  and "picoflow.barrier.branches" in s.attributes]
+    assert barrier.attributes["picoflow.barrier.branches"] == 3

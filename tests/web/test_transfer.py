@@ -191,6 +191,9 @@ async def test_every_golden_trace_imports_and_exports_unchanged(
         assert_same_fold(events, await payloads(run_id))
         run = await Run.objects.aget(id=run_id)
         assert run.event_count == len(events)
+        # A wide fork's later pages of requests count as its branches too.
+        assert run.branch_count == sum(len(e["requests"]) for e in events if e["type"] in (
+            "barrier.forked", "barrier.requested"))
         exported += await export(client, f"/api/runs/{run_id}/export", auth)
     assert jsonl(exported) == sent
 

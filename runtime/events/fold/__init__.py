@@ -13,7 +13,7 @@ built-in channels' rules it shares with the join are in :mod:`runtime.events.cha
                    ``run.interrupted``, ``sink.overflowed``
 ``state``          ``state.replaced``, ``state.removed``, ``state.contributed``
 ``reduce``         a contribution that names its channel, reduced onto the view before it
-``barrier``        ``barrier.forked`` and ``cancel.*``
+``barrier``        ``barrier.forked``, ``barrier.requested`` and ``cancel.*``
 ``join``           ``join.*`` and ``checkpoint.*``
 ``branch``         ``branch.*``
 ``calls``          ``model.*`` (the tokens used, the open attempt's streamed text)

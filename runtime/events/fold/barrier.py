@@ -1,10 +1,13 @@
-"""A barrier's fork and its cancellation: ``barrier.forked`` and ``cancel.*``.
+"""A barrier's fork and its cancellation: ``barrier.forked``, ``barrier.requested`` and
+``cancel.*``.
 
-A fork announces its branches (their invocations start ``queued``) and, when its base is
+A fork announces its branches (their invocations start ``queued``; a wide fork's later
+pages of requests, ``barrier.requested``, announce the rest) and, when its base is
 the canonical state, keeps that state as of the fork for its branches' views. A fork that
 reuses a barrier id or an invocation path, comes from an invocation no fork announced, or
 whose base is not its caller is an anomaly (applied as far as it can be); so is a
-``cancel.*`` naming a barrier no fork announced.
+``cancel.*`` or a page of requests naming a barrier no fork announced, and a page that
+does not follow the requests announced so far.
 """
 
 from __future__ import annotations
@@ -32,12 +35,27 @@ def _forked(run: RunModel, event: ev.BarrierForked, inv: Invocation | None) -> N
     )
     if inv is not None:
         inv.barriers.append(event.barrier)
-    for request in event.requests:
+    _announce(run, event, event.barrier, event.requests)
+
+
+def _announce(run: RunModel, event: ev.Event, barrier: str,
+              requests: list[ev.BranchRequest]) -> None:
+    for request in requests:
         if request.path in run.invocations:
-            anomaly(run, event, f"barrier {event.barrier} reuses path {request.path}")
+            anomaly(run, event, f"barrier {barrier} reuses path {request.path}")
         run.invocations[request.path] = Invocation(
             path=request.path, step=request.step, key=request.key,
-            index=request.index, barrier=event.barrier)
+            index=request.index, barrier=barrier)
+
+
+def _requested(run: RunModel, event: ev.BarrierRequested, inv: Invocation | None) -> None:
+    if (barrier := barrier_of(run, event, event.barrier)) is None:
+        return
+    if event.first != len(barrier.branches):
+        anomaly(run, event, f"barrier {event.barrier} requests from {event.first}, not "
+                            f"{len(barrier.branches)}")
+    barrier.branches.extend(r.path for r in event.requests)
+    _announce(run, event, event.barrier, event.requests)
 
 
 def _cancel_requested(run: RunModel, event: ev.CancelRequested, inv: Invocation | None) -> None:
@@ -59,6 +77,7 @@ def _grace_expired(run: RunModel, event: ev.CancelGraceExpired, inv: Invocation 
 
 HANDLERS: Handlers = {
     "barrier.forked": _forked,
+    "barrier.requested": _requested,
     "cancel.requested": _cancel_requested,
     "cancel.propagated": _cancel_propagated,
     "cancel.grace_expired": _grace_expired,

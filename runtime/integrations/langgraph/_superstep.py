@@ -155,13 +155,18 @@ def render(bus: ReplayBus, step: Superstep, now: float) -> ev.ErrorInfo | None:
         task.path = f"{caller}.{own}" if caller else own
     request = ev.record_maker(ev.BranchRequest)
     first = min((t.started for t in tasks), default=now)
+    requests = [request(index=t.index, path=t.path, step=t.node, key=t.key,
+                        params=plain(t.given), user_message=None, after=t.after)
+                for t in tasks]
+    pages = ev.fork_pages(requests)
     bus.emit_at(first, ev.BarrierForked, caller, barrier=barrier,
                 caller_step=scope.owner.node if scope.owner is not None else STATE_STEP,
-                requests=[request(index=t.index, path=t.path, step=t.node, key=t.key,
-                                  params=plain(t.given), user_message=None, after=t.after)
-                          for t in tasks],
-                policy="atomic", checkpoint="none", max_concurrency=None,
-                branch_timeout=None, token_budget=None, base=caller or "canonical")
+                requests=pages[0], policy="atomic", checkpoint="none", max_concurrency=None,
+                branch_timeout=None, token_budget=None, base=caller or "canonical",
+                count=len(requests) if len(pages) > 1 else None)
+    for page in pages[1:]:
+        bus.emit_at(first, ev.BarrierRequested, caller, barrier=barrier,
+                    first=page[0].index, requests=page)
     views: dict[str, dict[str, Any]] = {t.path: {} for t in tasks}
     conflict: ev.ErrorInfo | None = None
     for what, item in step.log:

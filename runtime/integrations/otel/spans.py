@@ -244,12 +244,15 @@ class RunSpans:
         key = f"barrier:{barrier}"
         if kind == "barrier.forked":
             self._requested.update((r["path"], r["step"]) for r in e["requests"])
+            count = e.get("count")
             self._open(key, f"barrier {barrier}", self._enclosing(e["path"]), at, **{
                 "picoflow.barrier.id": barrier, "picoflow.barrier.path": e["path"],
                 "picoflow.barrier.policy": e["policy"],
                 "picoflow.barrier.checkpoint": e["checkpoint"],
                 "picoflow.barrier.caller_step": e["caller_step"],
-                "picoflow.barrier.branches": len(e["requests"])})
+                "picoflow.barrier.branches": len(e["requests"]) if count is None else count})
+        elif kind == "barrier.requested":  # a wide fork's next page of requests
+            self._requested.update((r["path"], r["step"]) for r in e["requests"])
         elif kind == "branch.started":
             self._open(f"branch:{e['path']}", f"branch {e['key']}", key, at, **{
                 "picoflow.branch.key": e["key"], "picoflow.branch.index": e["index"],

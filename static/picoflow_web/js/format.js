@@ -172,7 +172,8 @@ export function describeEvent(e) {
     case "state.replaced": return `${e.step}.${e.field} = ${preview(e.value, 60)}${e.draft ? " (draft)" : ""}`;
     case "state.removed": return `${e.step}.${e.field} removed${e.draft ? " (draft)" : ""}`;
     case "state.contributed": return `${e.step}.${e.field} += ${preview(e.value, 60)}${e.draft ? " (draft)" : ""}`;
-    case "barrier.forked": return `${e.barrier}: ${(e.requests || []).length} branches, ${e.policy}`;
+    case "barrier.forked": return `${e.barrier}: ${e.count ?? (e.requests || []).length} branches, ${e.policy}`;
+    case "barrier.requested": return `${e.barrier}: ${(e.requests || []).length} more ${(e.requests || []).length === 1 ? "request" : "requests"} from request ${e.first + 1}`;
     case "branch.started": return `${e.key} (${e.step})${e.rerun ? `, run again: ${e.rerun}` : ""}`;
     case "branch.reused": return `${e.key}: reused from run ${e.original_run_id}${typeof e.original_seq === "number" ? ` #${e.original_seq}` : ""}, ${e.total_tokens} tokens saved`;
     case "branch.fulfilled": return `${e.key}: ${preview(e.output, 60)}`;

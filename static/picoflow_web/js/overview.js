@@ -127,6 +127,16 @@ function tallyOf(run, barrier, keepSlowest, keepFailed) {
     }
     return tally;
   }
+  const known = tally.statusOf.length;
+  if (barrier.branches.length > known) {
+    // A wide fork's later pages of requests (barrier.requested) arrived since the last look.
+    tally.statusOf = grown(tally.statusOf, barrier.branches.length);
+    tally.measured = grown(tally.measured, barrier.branches.length);
+    for (let i = known; i < barrier.branches.length; i += 1) {
+      const inv = run.invocations.get(barrier.branches[i]);
+      if (inv) count(tally, inv, keepSlowest, keepFailed);
+    }
+  }
   const branches = new Set();
   for (let i = tally.scanned; i < run.events.length; i += 1) {
     const event = run.events[i];
@@ -138,6 +148,13 @@ function tallyOf(run, barrier, keepSlowest, keepFailed) {
     if (inv && inv.barrier === barrier.id) count(tally, inv, keepSlowest, keepFailed);
   }
   return tally;
+}
+
+/** `items` copied into a longer array of `length`. @param {Uint8Array} items @param {number} length */
+function grown(items, length) {
+  const out = new Uint8Array(length);
+  out.set(items);
+  return out;
 }
 
 /**

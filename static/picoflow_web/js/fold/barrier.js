@@ -1,12 +1,14 @@
 // @ts-check
 /**
  * A barrier's fork and its cancellation: `barrier.forked` opens the barrier and announces
- * its branches (queued invocations); `cancel.requested`, `cancel.propagated` and
+ * its branches (queued invocations), a wide fork's first page of them; each
+ * `barrier.requested` announces the next page; `cancel.requested`, `cancel.propagated` and
  * `cancel.grace_expired` record how a cancellation went through it, and mark the branches
  * it told and the ones it closed. Mirrors `runtime/events/fold/barrier.py`.
  *
  * A fork that reuses a barrier id or a branch path, whose base is not its caller, or from
- * an invocation the run does not know is an anomaly (and still applied).
+ * an invocation the run does not know is an anomaly (and still applied); so is a page of
+ * requests that does not follow the ones announced so far.
  */
 
 import { keep, keepEntry, keepLength } from "./log.js";
@@ -14,6 +16,23 @@ import { anomaly, barrierOf, newInvocation, snapshot } from "./model.js";
 
 /** @typedef {import("./model.js").Barrier} Barrier */
 /** @typedef {import("./model.js").Handler} Handler */
+
+/**
+ * The queued invocations of a page of a fork's requests (the fork's own, or a later one).
+ * @param {import("./model.js").Run} run @param {any} event @param {any[]} requests
+ */
+function announce(run, event, requests) {
+  for (const request of requests) {
+    if (run.invocations.has(request.path)) anomaly(run, event, `barrier ${event.barrier} reuses path ${request.path}`);
+    const child = newInvocation(request.path, request.step, request.key, request.index, event.barrier);
+    child.params = request.params ?? null;
+    child.userMessage = request.user_message ?? null;
+    keepEntry(run.invocations, request.path);
+    run.invocations.set(request.path, child);
+  }
+  keep(run, "branchCount");
+  run.branchCount += requests.length;
+}
 
 /** @type {Record<string, Handler>} */
 export const HANDLERS = {
@@ -46,16 +65,19 @@ export const HANDLERS = {
       keepLength(inv.barriers);
       inv.barriers.push(event.barrier);
     }
-    for (const request of requests) {
-      if (run.invocations.has(request.path)) anomaly(run, event, `barrier ${event.barrier} reuses path ${request.path}`);
-      const child = newInvocation(request.path, request.step, request.key, request.index, event.barrier);
-      child.params = request.params ?? null;
-      child.userMessage = request.user_message ?? null;
-      keepEntry(run.invocations, request.path);
-      run.invocations.set(request.path, child);
-    }
-    keep(run, "branchCount");
-    run.branchCount += requests.length;
+    announce(run, event, requests);
+  },
+
+  "barrier.requested"(run, event) {
+    const barrier = barrierOf(run, event);
+    if (!barrier) return;
+    const requests = event.requests || [];
+    if (event.first !== barrier.branches.length) anomaly(run, event, `barrier ${event.barrier} requests from ${event.first}, not ${barrier.branches.length}`);
+    keepLength(barrier.branches);
+    for (const request of requests) barrier.branches.push(request.path);
+    keep(barrier.counts, "queued");
+    barrier.counts.queued += requests.length;
+    announce(run, event, requests);
   },
 
   "cancel.requested"(run, event) {

@@ -1,0 +1,150 @@
+"""A fork's requests in pages: ``barrier.forked`` carries the first page and the count,
+``barrier.requested`` the rest, so that no event grows with the fan-out's width; and a
+fork recorded before pages existed (every request in its ``barrier.forked``, no count)
+folds as it always did."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from runtime import ParallelConfig, Step
+from runtime import events as ev
+from runtime.events import MemorySink, dump_event, fold, read_jsonl, runs_of
+from runtime.whatif import what_if
+from runtime.whatif.operations import read
+from tests.golden.goldens import BY_NAME
+from tests.runtime.barrier_helpers import branch_step, run_body
+from tests.runtime.helpers import make_engine
+
+pytestmark = pytest.mark.anyio
+
+WIDE = 10_000
+LIMIT = 64 * 1024
+
+
+def _request(index: int, params: Any, message: str | None = None) -> ev.BranchRequest:
+    return ev.BranchRequest(index=index, path=str(index), step="S", key=f"k{index}",
+                            params=params, user_message=message)
+
+
+def _unpaged(events: list[ev.Event]) -> list[ev.Event]:
+    """``events`` as a recorder without pages writes them: each fork's requests all in its
+    ``barrier.forked``, no count, no ``barrier.requested``; sequence numbers from 0."""
+    pages: dict[str, list[ev.BranchRequest]] = {}
+    for e in events:
+        if isinstance(e, ev.BarrierRequested):
+            pages.setdefault(e.barrier, []).extend(e.requests)
+    out: list[ev.Event] = []
+    for e in events:
+        if isinstance(e, ev.BarrierRequested):
+            continue
+        data = e.model_dump(mode="json")
+        if isinstance(e, ev.BarrierForked):
+            data.pop("count", None)
+            data["requests"] += [r.model_dump(mode="json") for r in pages.get(e.barrier, [])]
+        data["seq"] = len(out)
+        out.append(ev.parse_event(data))
+    return out
+
+
+def _branches(run: ev.RunModel) -> list[tuple[str, list[tuple[Any, ...]]]]:
+    """Every barrier's branches as the fold has them, seq numbers aside."""
+    return [(b.id, [(p, (inv := run.invocations[p]).step, inv.key, inv.index, inv.status,
+                     inv.output, inv.barrier) for p in b.branches])
+            for b in run.barriers.values()]
+
+
+async def test_a_10000_branch_fork_has_no_event_over_64_kb_and_folds_to_the_same_barrier(
+) -> None:
+    async def work(step: Step, message: str | None) -> Any:
+        return step.parallel_invocation().index
+
+    W = branch_step("W", work)
+    sink = MemorySink()
+
+    async def body(coord: Step) -> Any:
+        return await coord.run_steps([{"step": W, "key": f"w{i}", "params": {"item": i}}
+                                      for i in range(WIDE)])
+
+    engine, _ = make_engine()
+    engine.sinks.append(sink)
+    await run_body(body, [W], engine=engine, config=ParallelConfig(max_invocations=WIDE))
+    events = sink.events
+    assert max(len(dump_event(e).encode()) for e in events) <= LIMIT
+    (head,) = [e for e in events if isinstance(e, ev.BarrierForked)]
+    pages = [e for e in events if isinstance(e, ev.BarrierRequested)]
+    assert head.count == WIDE and 0 < len(head.requests) <= ev.FORK_PAGE
+    # The pages follow the head at once, in order, before any branch starts.
+    assert [e.seq for e in pages] == list(range(head.seq + 1, head.seq + 1 + len(pages)))
+    assert [p.first for p in pages] == [len(head.requests) + sum(
+        len(q.requests) for q in pages[:i]) for i in range(len(pages))]
+    requests = [*head.requests, *(r for p in pages for r in p.requests)]
+    assert [r.index for r in requests] == list(range(WIDE))
+    started = [e.seq for e in events if isinstance(e, ev.BranchStarted)]
+    assert min(started) > pages[-1].seq
+    paged, whole = fold(events), fold(_unpaged(events))
+    assert not paged.anomalies and not whole.anomalies
+    assert _branches(paged) == _branches(whole)
+    assert len(paged.barriers[head.barrier].branches) == WIDE
+    assert paged.state == whole.state
+
+
+def test_a_page_holds_at_most_fork_page_requests_and_fork_page_chars_of_them() -> None:
+    small = [_request(i, {"item": i}) for i in range(ev.FORK_PAGE * 2 + 3)]
+    assert [len(p) for p in ev.fork_pages(small)] == [ev.FORK_PAGE, ev.FORK_PAGE, 3]
+    assert ev.fork_pages(small[:5]) == [small[:5]]
+    big = [_request(i, {"text": "x" * 20_000}, "m" * 5_000) for i in range(7)]
+    pages = ev.fork_pages(big)
+    assert [r for p in pages for r in p] == big
+    assert [len(p) for p in pages] == [1] * 7  # two would be over FORK_PAGE_CHARS
+    medium = [_request(i, {"text": "x" * 1_000}) for i in range(200)]
+    pages = ev.fork_pages(medium)
+    assert [r for p in pages for r in p] == medium and len(pages) > 1
+    for page in pages:
+        assert sum(len(r.model_dump_json()) for r in page) <= ev.FORK_PAGE_CHARS
+    # One request larger than a page still goes, alone on its page.
+    huge = [_request(0, {}), _request(1, {"text": "x" * 60_000}), _request(2, {})]
+    assert [len(p) for p in ev.fork_pages(huge)] == [1, 1, 1]
+
+
+def test_an_old_file_with_every_request_in_its_fork_folds_as_the_paged_one() -> None:
+    """atomic_failure is the old shape (one barrier.forked, no count); paged_fork is the
+    same flow and turn recorded with pages of two."""
+    old = read_jsonl(BY_NAME["atomic_failure"].jsonl_path)
+    new = read_jsonl(BY_NAME["paged_fork"].jsonl_path)
+    (forked,) = [e for e in old if isinstance(e, ev.BarrierForked)]
+    assert forked.count is None and len(forked.requests) == 3
+    assert "count" not in forked.model_dump(mode="json")
+    assert not any(isinstance(e, ev.BarrierRequested) for e in old)
+    (head,) = [e for e in new if isinstance(e, ev.BarrierForked)]
+    assert (head.count, len(head.requests)) == (3, 2)
+    (old_run,), (new_run,) = runs_of(old).values(), runs_of(new).values()
+    before, after = fold(old_run), fold(new_run)
+    assert not before.anomalies and not after.anomalies
+    assert _branches(before) == _branches(after)
+    assert before.state == after.state
+    assert _branches(fold(_unpaged(new_run))) == _branches(before)
+
+
+def test_a_page_out_of_order_or_of_an_unknown_barrier_is_an_anomaly() -> None:
+    (run,) = runs_of(read_jsonl(BY_NAME["paged_fork"].jsonl_path)).values()
+    page = next(i for i, e in enumerate(run) if isinstance(e, ev.BarrierRequested))
+    moved = run[page].model_dump(mode="json")
+    wrong = [*run[:page], ev.parse_event({**moved, "first": 5}), *run[page + 1:]]
+    assert [a.message for a in fold(wrong).anomalies] == ["barrier b0 requests from 5, not 2"]
+    stray = [*run[:page], ev.parse_event({**moved, "barrier": "b9"}), *run[page + 1:]]
+    assert "barrier.requested for unknown barrier b9" in [
+        a.message for a in fold(stray).anomalies]
+
+
+def test_the_what_if_of_a_paged_fork_is_that_of_the_same_fork_unpaged() -> None:
+    (run,) = runs_of(read_jsonl(BY_NAME["paged_fork"].jsonl_path)).values()
+    dicts = [e.model_dump(mode="json") for e in run]
+    paged, whole = what_if(dicts).as_dict(), what_if(
+        [e.model_dump(mode="json") for e in _unpaged(run)]).as_dict()
+    assert paged == whole
+    plan = read(dicts)
+    assert plan.barriers["b0"].branches == ["0", "1", "2"]
+    assert plan.barriers["b0"].keys == ["flight", "hotel", "car"]
