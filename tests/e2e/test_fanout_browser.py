@@ -46,7 +46,11 @@ def server() -> Iterator[tuple[LiveDaphne, str]]:
 def from_events(events: list[dict[str, Any]]) -> dict[str, Any]:
     """What the recorded events say of the one barrier, read without the page's fold."""
     fork = next(e for e in events if e["type"] == "barrier.forked")
-    step = {r["path"]: r["step"] for r in fork["requests"]}
+    # A fork this wide is recorded in pages: its head, then barrier.requested events.
+    requests = [r for e in events if e["type"] in ("barrier.forked", "barrier.requested")
+                and e["barrier"] == fork["barrier"] for r in e["requests"]]
+    assert len(requests) == fork.get("count", len(fork["requests"]))
+    step = {r["path"]: r["step"] for r in requests}
     status = dict.fromkeys(step, "queued")
     started: dict[str, float] = {}
     finished: dict[str, float] = {}

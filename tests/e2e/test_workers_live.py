@@ -96,11 +96,11 @@ def stop_workers(live: LiveDaphne) -> None:
 async def test_a_large_run_executes_in_a_worker_while_daphne_keeps_answering(
         server: tuple[LiveDaphne, str, str], api: Api) -> None:
     live = server[0]
-    # The default lease: with the short one of this module, a 20,000-branch fork keeps the
+    # The default lease: with the short one of this module, a 10,000-branch fork keeps the
     # worker too busy to renew it in time on two cores.
     worker = live.start_worker("big", env={"PICOFLOW_WORKER_LEASE": "10"})
     try:
-        run_id = api.start("FanOutFlow", {"branches": 20_000})
+        run_id = api.start("FanOutFlow", {"branches": 10_000})
         answered_while_running = 0
         statuses: list[str] = []
         while True:
@@ -119,7 +119,7 @@ async def test_a_large_run_executes_in_a_worker_while_daphne_keeps_answering(
         assert statuses[-1] == "finished", statuses
         final = api.run(run_id)
         assert final["worker"] == "big" and final["origin"]["kind"] == "worker"
-        assert final["branch_count"] == 20_000
+        assert final["branch_count"] == 10_000
         events = api.events(run_id)
         assert_gap_free([e["seq"] for e in events])
         assert events[0]["type"] == "turn.started" and events[-1]["type"] == "turn.finished"
