@@ -187,6 +187,18 @@ class _Emitter:
     def at(self, ns: int, cls: type[ev.EventBase], path: str, **fields: Any) -> None:
         self.items.append((ns, len(self.items), cls, path, fields))
 
+    def paged(self, ns: int, cls: type[ev.EventBase], path: str, barrier: str,
+              lists: dict[str, list[Any]], **fields: Any) -> None:
+        """``cls`` with its per-branch ``lists`` in pages, as the runtime records them: the
+        first page on it (and the counts), ``list.continued`` events after it."""
+        heads, counts, rest = ev.paged_lists(lists)
+        self.at(ns, cls, path, barrier=barrier, **fields, **heads,
+                **({"counts": counts} if counts else {}))
+        of = cls.model_fields["type"].default
+        for name, first, items in rest:
+            self.at(ns, ev.ListContinued, path, barrier=barrier, of=of, name=name,
+                    first=first, items=items)
+
     def events(self) -> list[ev.EventBase]:
         out = []
         for seq, (ns, _, cls, path, fields) in enumerate(sorted(
@@ -375,11 +387,12 @@ def _barrier(out: _Emitter, parent: _Node, group: list[_Node], level: int) -> No
         if parent.span.attributes.get(UNFINISHED):
             return  # its run's record ends before it joined
         if parent.span.attributes.get("picoflow.barrier.outcome") == "invalidated":
-            out.at(max(joined, parent.end), ev.JoinInvalidated, caller, barrier=barrier,
-                   **_invalidation(parent.span))
+            error, provenance = _invalidation(parent.span)
+            out.paged(max(joined, parent.end), ev.JoinInvalidated, caller, barrier,
+                      {"provenance": provenance}, error=error)
             return
-    out.at(joined, ev.JoinPublished, caller, barrier=barrier,
-           target="caller-scope" if caller else "canonical", fields=[], discarded=rejected)
+    out.paged(joined, ev.JoinPublished, caller, barrier, {"discarded": rejected},
+              target="caller-scope" if caller else "canonical", fields=[])
     if BARRIER_ATTRIBUTE in parent.span.attributes:
         _checkpoint(out, parent, barrier, joined)
 
@@ -400,7 +413,7 @@ def _checkpoint(out: _Emitter, node: _Node, barrier: str, joined: int) -> None:
                    revision=attrs["revision"])
 
 
-def _invalidation(span: Span) -> dict[str, Any]:
+def _invalidation(span: Span) -> tuple[ev.ErrorInfo, list[Any]]:
     """The error and provenance of a join our own export says was invalidated."""
     kind, _, message = span.status_message.partition(": ")
     code = span.attributes.get("picoflow.barrier.error_code")
@@ -411,10 +424,10 @@ def _invalidation(span: Span) -> dict[str, Any]:
                 provenance = json.loads(str((event.get("attributes") or {}).get("provenance")))
             except ValueError:
                 provenance = []
-    return {"error": ev.ErrorInfo(type=kind or "SpanError", code=str(code or "span_error"),
-                                  message=ev.safe_text(message or span.status_message),
-                                  extra={}),
-            "provenance": ev.safe_list(provenance if isinstance(provenance, list) else [])}
+    return (ev.ErrorInfo(type=kind or "SpanError", code=str(code or "span_error"),
+                         message=ev.safe_text(message or span.status_message), extra={}),
+            [ev.safe_value(entry) for entry in provenance]
+            if isinstance(provenance, list) else [])
 
 
 # -- model and tool calls -----------------------------------------------------------------

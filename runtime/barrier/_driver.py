@@ -440,16 +440,28 @@ class _Barrier:
         host = self.host
         host.emit(ev.CancelRequested, path=self.caller_path, barrier=self.id,
                   reason=self.token.reason or "cancelled")
-        host.emit(ev.CancelPropagated, path=self.caller_path, barrier=self.id,
-                  running=[self.views[i].path_str for i in sorted(self.running)],
-                  queued=[v.path_str for v, o in zip(self.views, self.outcomes, strict=True)
-                          if o is None and v.index not in self.running])
+        self._emit_paged(ev.CancelPropagated, {
+            "running": [self.views[i].path_str for i in sorted(self.running)],
+            "queued": [v.path_str for v, o in zip(self.views, self.outcomes, strict=True)
+                       if o is None and v.index not in self.running]})
+
+    def _emit_paged(self, kind: type[Any], lists: dict[str, list[Any]],
+                    **fields: Any) -> None:
+        """``kind`` with its per-branch ``lists``, each cut into pages: the event carries
+        every list's first page (and ``counts`` when one is cut), ``list.continued`` events
+        the rest, list by list, right after it."""
+        emit, caller = self.host.emit, self.caller_path
+        heads, counts, rest = ev.paged_lists(lists)
+        emit(kind, path=caller, barrier=self.id, **fields, **heads, counts=counts)
+        of = kind.model_fields["type"].default
+        for name, first, items in rest:
+            emit(ev.ListContinued, path=caller, barrier=self.id, of=of, name=name,
+                 first=first, items=items)
 
     async def _watch_cancel(self) -> None:
         """Wait out the grace period of running branches, then close the late ones."""
         await self.token.wait()
         self.drained = anyio.Event()
-        host = self.host
         if self.running:
             with anyio.move_on_after(self.config.cancellation_grace):
                 await self.drained.wait()
@@ -458,8 +470,8 @@ class _Barrier:
             self.views[index].closed = True  # late writes are dropped from here on
             self._stop(index)
         if late:
-            host.emit(ev.CancelGraceExpired, path=self.caller_path, barrier=self.id,
-                      closed=[self.views[i].path_str for i in late])
+            self._emit_paged(ev.CancelGraceExpired,
+                             {"closed": [self.views[i].path_str for i in late]})
         # On asyncio a task's cancellation is delivered once: a branch that swallowed it
         # (a library retrying on it, say) would keep the barrier open, and a stopped turn
         # waits for its barriers to close. Cancel what still runs again, once per grace
@@ -484,9 +496,9 @@ class _Barrier:
                           caller_view=self.fork_view if parent else host.live_view(),
                           channels_of=host.channels_of)
         except BarrierInvalidError as exc:
-            host.emit(ev.JoinInvalidated, path=self.caller_path, barrier=self.id,
-                      error=ev.error_info(exc),
-                      provenance=safe_value(exc.extra.get("provenance", [])))
+            provenance = exc.extra.get("provenance", [])
+            self._emit_paged(ev.JoinInvalidated, {"provenance": [
+                safe_value(entry) for entry in provenance]}, error=ev.error_info(exc))
             raise
         if host.observed:
             self._report_join(result)
@@ -534,12 +546,11 @@ class _Barrier:
             contributing = {
                 path if path.count(".") < depth else ".".join(path.split(".")[:depth])
                 for path in (entry["path"] for entry in inputs)}
-            self.host.emit(ev.JoinReduced, path=self.caller_path, barrier=self.id,
-                           step=item.step, field=item.field, channel=item.channel,
-                           initial=safe_value(item.initial),
-                           inputs=[_input_record(entry) for entry in inputs],
-                           completion_order=[p for p in self.finished if p in contributing],
-                           result=safe_value(item.result))
+            self._emit_paged(ev.JoinReduced, {
+                "inputs": [_input_record(entry) for entry in inputs],
+                "completion_order": [p for p in self.finished if p in contributing]},
+                step=item.step, field=item.field, channel=item.channel,
+                initial=safe_value(item.initial), result=safe_value(item.result))
         writers = {(w.step, w.field): w.path for w in result.writes}
         published = [
             ev.PublishedField(step=step, field=name, value=None if value is DELETED else
@@ -548,10 +559,9 @@ class _Barrier:
                               if (step, name) in writers else None)
             for (step, name), value in result.values.items()
         ]
-        self.host.emit(ev.JoinPublished, path=self.caller_path, barrier=self.id,
-                       target="caller-scope" if self.parent else "canonical", fields=published,
-                       discarded=[{"index": d.index, "key": d.key, "reason": d.reason}
-                                  for d in result.discarded])
+        self._emit_paged(ev.JoinPublished, {"discarded": [
+            {"index": d.index, "key": d.key, "reason": d.reason} for d in result.discarded]},
+            target="caller-scope" if self.parent else "canonical", fields=published)
 
 
 def _input_record(entry: dict[str, Any]) -> dict[str, Any]:

@@ -41,6 +41,9 @@ Event types, ``<subject>.<past verb>``:
 ``barrier.forked``         a barrier began: requests in order (the first page of a wide
                            fork's), how many, policy, limits, view
 ``barrier.requested``      the next page of a wide fork's requests
+``list.continued``         the next page of a per-branch list of the event before it (a
+                           wide join's inputs, completion order, discarded branches or
+                           provenance; a wide cancellation's paths)
 ``branch.started``         a branch began running
 ``branch.fulfilled``       a branch finished with an output
 ``branch.rejected``        a branch failed (error); ``cancelled`` says if by cancellation
@@ -531,6 +534,9 @@ class JoinReduced(EventBase):
     completion_order: list[str]
     """Paths of the contributing branches in the order they finished."""
     result: Any
+    counts: dict[str, int] | None = Field(None, exclude_if=_absent)
+    """How many items each list holds, when one of them carries only its first page
+    (``list.continued`` events bring the rest); absent when every list is whole."""
 
 
 class PublishedField(BaseModel):
@@ -555,6 +561,9 @@ class JoinPublished(EventBase):
     fields: list[PublishedField]
     discarded: list[dict[str, Any]]
     """Branches whose drafts did not publish: ``{index, key, reason}``."""
+    counts: dict[str, int] | None = Field(None, exclude_if=_absent)
+    """How many items each list holds, when one of them carries only its first page
+    (``list.continued`` events bring the rest); absent when every list is whole."""
 
 
 class JoinInvalidated(EventBase):
@@ -564,6 +573,9 @@ class JoinInvalidated(EventBase):
     barrier: str
     error: ErrorInfo
     provenance: list[dict[str, Any]]
+    counts: dict[str, int] | None = Field(None, exclude_if=_absent)
+    """How many items each list holds, when one of them carries only its first page
+    (``list.continued`` events bring the rest); absent when every list is whole."""
 
 
 class CancelRequested(EventBase):
@@ -581,6 +593,9 @@ class CancelPropagated(EventBase):
     barrier: str
     running: list[str]
     queued: list[str]
+    counts: dict[str, int] | None = Field(None, exclude_if=_absent)
+    """How many items each list holds, when one of them carries only its first page
+    (``list.continued`` events bring the rest); absent when every list is whole."""
 
 
 class CancelGraceExpired(EventBase):
@@ -589,6 +604,25 @@ class CancelGraceExpired(EventBase):
     type: Literal["cancel.grace_expired"] = "cancel.grace_expired"
     barrier: str
     closed: list[str]
+    counts: dict[str, int] | None = Field(None, exclude_if=_absent)
+    """How many items each list holds, when one of them carries only its first page
+    (``list.continued`` events bring the rest); absent when every list is whole."""
+
+class ListContinued(EventBase):
+    """The next page of a per-branch list of the paged event just before it (``type`` of
+    ``of``, same ``barrier``; for ``join.reduced``, the latest reduction): ``items`` are
+    that list's entries from index ``first`` on."""
+
+    type: Literal["list.continued"] = "list.continued"
+    barrier: str
+    of: str
+    """The type of the event whose list this continues."""
+    name: str
+    """The name of the list (``inputs``, ``completion_order``, ``discarded``,
+    ``provenance``, ``running``, ``queued`` or ``closed``)."""
+    first: int = Field(ge=0)
+    """The index of the page's first item."""
+    items: list[Any]
 
 
 class CheckpointSaved(EventBase):
@@ -722,7 +756,7 @@ Event = Annotated[
     | BarrierRequested | BranchStarted | BranchFulfilled | BranchRejected | BranchReused
     | BranchDirectResult
     | JoinReduced
-    | JoinPublished | JoinInvalidated | CancelRequested | CancelPropagated
+    | JoinPublished | JoinInvalidated | ListContinued | CancelRequested | CancelPropagated
     | CancelGraceExpired | CheckpointSaved | CheckpointFailed | ConcurrentBatchStarted
     | ConcurrentChildStarted | ConcurrentChildFinished | ConcurrentBatchFinished
     | SinkOverflowed | RunInterrupted,

@@ -194,6 +194,95 @@ def _page_chars(requests: list[Any]) -> int:
     return _REQUEST_CHARS * len(requests) + strings + len(params)
 
 
+LIST_PAGE = 256
+"""The most items of one per-branch list (a join's inputs, completion order, discarded
+branches or provenance; a cancellation's paths) one event carries: the head's first page,
+then each ``list.continued``'s."""
+LIST_PAGE_CHARS = 48_000
+"""The most characters of a list's items (their JSON) one page carries; a page holds one
+item at least (an item's values are themselves cut at :data:`MAX_VALUE_CHARS`)."""
+
+
+def list_pages(items: list[Any]) -> list[list[Any]]:
+    """``items`` (JSON values, in order) cut into the pages their events carry: at most
+    :data:`LIST_PAGE` items and :data:`LIST_PAGE_CHARS` characters each. One page (the list
+    itself, empty or not) for most events."""
+    page, budget = LIST_PAGE, LIST_PAGE_CHARS
+    if len(items) <= page and len(json.dumps(items, default=repr)) <= budget:
+        return [items]
+    pages: list[list[Any]] = []
+    start, total = 0, len(items)
+    while start < total:
+        chunk = items[start:start + page]
+        if len(json.dumps(chunk, default=repr)) > budget:
+            used, take = 0, 0
+            for item in chunk:
+                used += len(json.dumps(item, default=repr)) + 2
+                if take and used > budget:
+                    break
+                take += 1
+            chunk = chunk[:take]
+        pages.append(chunk)
+        start += len(chunk)
+    return pages
+
+
+def paged_lists(lists: dict[str, list[Any]]) -> tuple[
+        dict[str, list[Any]], dict[str, int] | None, list[tuple[str, int, list[Any]]]]:
+    """An event's per-branch ``lists`` as it and its ``list.continued`` events carry them:
+    each list's first page, the ``counts`` (None when every list fits one page) and the
+    continuations ``(name, first, items)``, list by list, in order."""
+    pages = {name: list_pages(items) for name, items in lists.items()}
+    if all(len(cut) == 1 for cut in pages.values()):
+        return lists, None, []
+    rest: list[tuple[str, int, list[Any]]] = []
+    for name, cut in pages.items():
+        first = len(cut[0])
+        for page in cut[1:]:
+            rest.append((name, first, page))
+            first += len(page)
+    return ({name: cut[0] for name, cut in pages.items()},
+            {name: len(items) for name, items in lists.items()}, rest)
+
+
+class Unpager:
+    """Event dicts in record order, a paged event handed on once its ``list.continued``
+    pages have joined it (whole, as an unpaged event would be): for readers that look at
+    an event's lists where it is (an exporter), not at where the fold keeps them."""
+
+    def __init__(self) -> None:
+        self._held: dict[str, Any] | None = None
+        self._missing = 0
+
+    def feed(self, event: dict[str, Any]) -> list[dict[str, Any]]:
+        """The events ready after ``event``: none while a paged one waits for its pages."""
+        held = self._held
+        if event.get("type") == "list.continued":
+            if (held is None or held["type"] != event.get("of")
+                    or held.get("barrier") != event.get("barrier")
+                    or not isinstance(held.get(str(event.get("name"))), list)):
+                return []  # a page of nothing held: the fold reports it
+            held[str(event["name"])].extend(event.get("items") or [])
+            self._missing -= len(event.get("items") or [])
+            return self.flush() if self._missing <= 0 else []
+        ready = self.flush()
+        counts = event.get("counts")
+        if not counts:
+            ready.append(event)
+            return ready
+        held = self._held = {**event, **{name: list(event.get(name) or []) for name in counts}}
+        del held["counts"]
+        self._missing = sum(counts.values()) - sum(len(held[name]) for name in counts)
+        if self._missing <= 0:
+            ready.extend(self.flush())
+        return ready
+
+    def flush(self) -> list[dict[str, Any]]:
+        """The paged event held, as far as its pages came (at the record's end)."""
+        held, self._held, self._missing = self._held, None, 0
+        return [held] if held is not None else []
+
+
 def safe_list(items: list[Any]) -> list[Any]:
     """A list of JSON values for an event: whole if small enough, else item by item."""
     try:

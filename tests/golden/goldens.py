@@ -156,6 +156,9 @@ class Golden:
     fork_page: int | None = None
     """Requests per page of a fork's events while it is recorded (default: the runtime's
     :data:`~runtime.events.FORK_PAGE`): small, so that a golden of a few branches pages."""
+    list_page: int | None = None
+    """Items per page of an event's per-branch lists while it is recorded (default: the
+    runtime's :data:`~runtime.events.LIST_PAGE`): small, so that a few branches page."""
 
     @property
     def session_id(self) -> str:
@@ -214,6 +217,13 @@ GOLDENS: tuple[Golden, ...] = (
     # A fork wider than a page: its head carries two requests and the count, a
     # barrier.requested the third, before any branch starts.
     Golden("paged_fork", atomic_flow, ("Book the trip",), fork_page=2),
+    # A cancellation and its join wider than a page: the cancellation's running and
+    # queued paths, the reduction's inputs and completion order and the discarded
+    # branches in pages of one (list.continued after each head).
+    Golden("paged_cancellation", cancel_flow, ("Watch prices until the deadline",),
+           list_page=1),
+    # An invalidated join whose provenance is in pages of one.
+    Golden("paged_conflict", conflict_flow, ("Plan the team offsite",), list_page=1),
 )
 """Every golden: the demos', then those of ``tests/golden/flows.py``."""
 BY_NAME = {golden.name: golden for golden in GOLDENS}
@@ -274,7 +284,7 @@ async def record(golden: Golden) -> Recorded:
                         sinks=[sink, *extra, watch], store=golden.store() if golden.store else None,
                         **(golden.engine() if golden.engine else {}))
     recorded = Recorded(events=sink.events, views=views)
-    with _fork_page(golden.fork_page):
+    with _fork_page(golden.fork_page), _list_page(golden.list_page):
         await _turns(engine, flow, golden, recorded, watch)
     return recorded
 
@@ -290,6 +300,19 @@ def _fork_page(page: int | None) -> Iterator[None]:
         yield
     finally:
         ev_values.FORK_PAGE = before
+
+
+@contextmanager
+def _list_page(page: int | None) -> Iterator[None]:
+    """Per-branch lists paged every ``page`` items while the block runs (None: as ever)."""
+    if page is None:
+        yield
+        return
+    before, ev_values.LIST_PAGE = ev_values.LIST_PAGE, page
+    try:
+        yield
+    finally:
+        ev_values.LIST_PAGE = before
 
 
 async def _turns(engine: FlowEngine, flow: type[Flow], golden: Golden, recorded: Recorded,

@@ -154,3 +154,25 @@ test("a paged fork is listed with all its branches, its later pages by the reque
   assert.deepEqual(run.barriers.get("b0").counts, old.barriers.get("b0").counts);
   assert.equal(run.branchCount, old.branchCount);
 });
+
+test("a paged cancellation and join say how many in all, their pages what they bring", () => {
+  const run = fold(parseJsonl(readFileSync(join(GOLDEN, "paged_cancellation.jsonl"), "utf8")));
+  const old = fold(parseJsonl(readFileSync(join(GOLDEN, "cancellation.jsonl"), "utf8")));
+  const of = (r, type) => r.events.find((e) => e.type === type);
+  assert.equal(describeEvent(of(run, "cancel.propagated")), "b0: running 0 … (2 in all); queued 2 … (2 in all)");
+  assert.equal(describeEvent(of(run, "list.continued")), "b0 cancel.propagated: 1 more running from 2");
+  assert.equal(describeEvent(of(run, "join.published")), describeEvent(of(old, "join.published")));
+  assert.equal(describeEvent(of(run, "join.reduced")), describeEvent(of(old, "join.reduced")));
+  const cancel = (r) => { const c = r.barriers.get("b0").cancel; return [c.running, c.queued, c.closed]; };
+  assert.deepEqual(cancel(run), cancel(old));
+  assert.deepEqual(run.barriers.get("b0").discarded, old.barriers.get("b0").discarded);
+  assert.deepEqual([...run.barriers.get("b0").discardedAt.keys()], [...old.barriers.get("b0").discardedAt.keys()]);
+  assert.deepEqual(run.barriers.get("b0").reductions.map((r) => [r.inputs, r.completion_order]),
+    old.barriers.get("b0").reductions.map((r) => [r.inputs, r.completion_order]));
+  assert.deepEqual([...run.invocations.values()].map((i) => [i.path, i.cancelTold, i.lostRights]),
+    [...old.invocations.values()].map((i) => [i.path, i.cancelTold, i.lostRights]));
+  assert.deepEqual(run.anomalies, []);
+  const conflict = fold(parseJsonl(readFileSync(join(GOLDEN, "paged_conflict.jsonl"), "utf8")));
+  const whole = fold(parseJsonl(readFileSync(join(GOLDEN, "conflict.jsonl"), "utf8")));
+  assert.deepEqual(conflict.barriers.get("b0").provenance, whole.barriers.get("b0").provenance);
+});

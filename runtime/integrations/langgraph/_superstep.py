@@ -190,8 +190,8 @@ def render(bus: ReplayBus, step: Superstep, now: float) -> ev.ErrorInfo | None:
     failed = [t for t in tasks if t.error is not None]
     target = "caller-scope" if caller else "canonical"
     if failed:
-        bus.emit_at(last, ev.JoinPublished, caller, barrier=barrier, target=target,
-                    fields=[], discarded=_discarded(tasks, failed[0]))
+        _paged(bus, last, ev.JoinPublished, caller, barrier,
+               {"discarded": _discarded(tasks, failed[0])}, target=target, fields=[])
         return conflict
     invalid = _conflict(bus, step, barrier, caller, last)
     if invalid is None:
@@ -250,8 +250,8 @@ def _conflict(bus: ReplayBus, step: Superstep, barrier: str, caller: str, at: fl
                    "fix": f"Give {name!r} a reducer in the state schema "
                           f"({name}: Annotated[T, operator.add], or add_messages for "
                           "messages), or have one node write it per superstep."})
-        bus.emit_at(at, ev.JoinInvalidated, caller, barrier=barrier, error=error,
-                    provenance=provenance)
+        _paged(bus, at, ev.JoinInvalidated, caller, barrier, {"provenance": provenance},
+               error=error)
         return error
     return None
 
@@ -291,12 +291,11 @@ def _join(bus: ReplayBus, step: Superstep, barrier: str, caller: str, target: st
                     and plain(_reduced(reducer, initial, split)) == plain(result):
                 inputs = split
         paths = {t.path for t, _ in found}
-        bus.emit_at(at, ev.JoinReduced, caller, barrier=barrier, step=STATE_STEP, field=name,
-                    channel=reducer_name(reducer), initial=plain(initial),
-                    inputs=[{"path": path, "key": key, "value": plain(v)}
-                            for path, key, v in inputs],
-                    completion_order=[t.path for t in finished if t.path in paths],
-                    result=plain(result))
+        _paged(bus, at, ev.JoinReduced, caller, barrier, {
+            "inputs": [{"path": path, "key": key, "value": plain(v)} for path, key, v in inputs],
+            "completion_order": [t.path for t in finished if t.path in paths]},
+            step=STATE_STEP, field=name, channel=reducer_name(reducer), initial=plain(initial),
+            result=plain(result))
         if reducer is not None:  # an unknown reducer's result is not in the callbacks
             scope.state[name] = result
             if scope.owner is not None:
@@ -308,6 +307,18 @@ def _join(bus: ReplayBus, step: Superstep, barrier: str, caller: str, target: st
             scope.origins.pop(name, None)
     bus.emit_at(at, ev.JoinPublished, caller, barrier=barrier, target=target, fields=fields,
                 discarded=[])
+
+
+def _paged(bus: ReplayBus, at: float, cls: type[Any], caller: str, barrier: str,
+           lists: dict[str, list[Any]], **fields: Any) -> None:
+    """``cls`` with its per-branch ``lists`` in pages, as the runtime's joins record them
+    (``list.continued`` events after it), so that no event grows with a superstep's width."""
+    heads, counts, rest = ev.paged_lists(lists)
+    bus.emit_at(at, cls, caller, barrier=barrier, **fields, **heads, counts=counts)
+    of = cls.model_fields["type"].default
+    for name, first, items in rest:
+        bus.emit_at(at, ev.ListContinued, caller, barrier=barrier, of=of, name=name,
+                    first=first, items=items)
 
 
 def _reduced(reducer: Reducer, initial: Any, inputs: list[Piece]) -> Any:

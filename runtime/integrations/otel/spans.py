@@ -1,6 +1,7 @@
 """A run's events as OpenTelemetry spans: the one mapping of the live sink and the export.
 
-Pure (the standard library alone): :class:`RunSpans` reads one run's events in order, as
+Pure (the standard library, and the events' :class:`~runtime.events.Unpager` to read a
+paged event whole): :class:`RunSpans` reads one run's events in order, as
 plain JSON dicts (an event's ``model_dump(mode="json")``, or a stored payload), and says
 which span opens and which span is complete after each. The live sink
 (:mod:`runtime.integrations.otel.sink`) starts an SDK span at ``opened`` and ends it at
@@ -29,10 +30,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...events.values import Unpager
+
 KIND_INTERNAL, KIND_CLIENT = "internal", "client"
 TURN_ENDS = frozenset({"turn.finished", "turn.failed", "turn.cancelled", "run.interrupted"})
 _PREFIXES = ("turn.", "run.", "barrier.", "branch.", "join.", "cancel.", "checkpoint.",
-             "model.", "tool.")
+             "model.", "tool.", "list.")
 _ROLES = {"system": "system", "human": "user", "ai": "assistant", "tool": "tool"}
 
 
@@ -143,12 +146,19 @@ class RunSpans:
         self._tools: dict[str, list[str]] = {}  # open tool spans per invocation path
         self._requested: dict[str, str] = {}  # each forked branch's step, by its path
         self._changes = Changes()
+        self._pages = Unpager()  # a paged event is read whole
 
     # -- building ------------------------------------------------------------------------
 
     def add(self, e: dict[str, Any]) -> Changes:
-        """Read the next event of the run; what it opened and completed."""
+        """Read the next event of the run; what it opened and completed (a paged event's,
+        once its ``list.continued`` pages have come)."""
         self._changes = changes = Changes()
+        for whole in self._pages.feed(e):
+            self._read(whole)
+        return changes
+
+    def _read(self, e: dict[str, Any]) -> None:
         kind, at = e["type"], float(e["time"])
         self.last = max(self.last, at)
         if not self.run_id:
@@ -166,11 +176,12 @@ class RunSpans:
             self._on_barrier(e, at)
         elif kind.startswith(("model.", "tool.")):
             self._on_call(e, at)
-        return changes
 
     def finish(self) -> Changes:
         """End every span still open at the record's last time (a record cut short)."""
         self._changes = changes = Changes()
+        for whole in self._pages.flush():
+            self._read(whole)
         self._end_all(self.last)
         return changes
 

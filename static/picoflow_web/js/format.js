@@ -149,6 +149,16 @@ export function requestOrdinal(index, total) {
 }
 
 /**
+ * The paths an event's list names; a paged one's first page, then how many in all.
+ * @param {any} e @param {string} name
+ */
+function pathsOf(e, name) {
+  const paths = (e[name] || []).join(", ");
+  const total = e.counts?.[name];
+  return total > (e[name] || []).length ? `${paths} … (${total} in all)` : paths;
+}
+
+/**
  * A one-line summary of an event for event lists.
  * @param {any} e
  */
@@ -179,12 +189,13 @@ export function describeEvent(e) {
     case "branch.fulfilled": return `${e.key}: ${preview(e.output, 60)}`;
     case "branch.rejected": return `${e.key}: ${errorText(e.error)}${e.cancelled ? " (cancelled)" : ""}`;
     case "branch.direct_result": return `${e.tool}: ${preview(e.value, 60)}`;
-    case "join.reduced": return `${e.barrier} ${e.step}.${e.field} (${e.channel}, ${(e.inputs || []).length} inputs)`;
-    case "join.published": return `${e.barrier} → ${e.target}: ${(e.fields || []).length} fields, ${(e.discarded || []).length} discarded`;
+    case "join.reduced": return `${e.barrier} ${e.step}.${e.field} (${e.channel}, ${e.counts?.inputs ?? (e.inputs || []).length} inputs)`;
+    case "join.published": return `${e.barrier} → ${e.target}: ${(e.fields || []).length} fields, ${e.counts?.discarded ?? (e.discarded || []).length} discarded`;
     case "join.invalidated": return `${e.barrier}: ${e.error?.code}`;
     case "cancel.requested": return `${e.barrier}: ${e.reason}`;
-    case "cancel.propagated": return `${e.barrier}: running ${(e.running || []).join(", ") || "—"}; queued ${(e.queued || []).join(", ") || "—"}`;
-    case "cancel.grace_expired": return `${e.barrier}: closed ${(e.closed || []).join(", ")}`;
+    case "cancel.propagated": return `${e.barrier}: running ${pathsOf(e, "running") || "—"}; queued ${pathsOf(e, "queued") || "—"}`;
+    case "cancel.grace_expired": return `${e.barrier}: closed ${pathsOf(e, "closed")}`;
+    case "list.continued": return `${e.barrier} ${e.of}: ${(e.items || []).length} more ${e.name} from ${e.first + 1}`;
     case "checkpoint.saved": return `${e.barrier}: revision ${e.revision}`;
     case "checkpoint.failed": return `${e.barrier}: ${e.error?.message}`;
     case "concurrent.batch_started": return `${e.group} batch ${e.batch + 1} of ${e.batches}: items ${(e.items || []).join(", ")} of ${e.total} → ${e.flow}`;

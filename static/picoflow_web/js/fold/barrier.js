@@ -93,7 +93,7 @@ export const HANDLERS = {
     const barrier = barrierOf(run, event);
     if (!barrier) return;
     keep(barrier, "cancel");
-    barrier.cancel = { ...(barrier.cancel || { seq: event.seq, closed: [] }), running: event.running || [], queued: event.queued || [] };
+    barrier.cancel = { ...(barrier.cancel || { seq: event.seq, closed: [] }), running: [...(event.running || [])], queued: [...(event.queued || [])] };
     for (const p of event.running || []) {
       const told = run.invocations.get(p);
       if (told) {
@@ -107,7 +107,7 @@ export const HANDLERS = {
     const barrier = barrierOf(run, event);
     if (!barrier) return;
     keep(barrier, "cancel");
-    barrier.cancel = { ...(barrier.cancel || { seq: event.seq, running: [], queued: [] }), closed: event.closed || [] };
+    barrier.cancel = { ...(barrier.cancel || { seq: event.seq, running: [], queued: [] }), closed: [...(event.closed || [])] };
     for (const p of event.closed || []) {
       const closed = run.invocations.get(p);
       if (closed) {

@@ -3,11 +3,13 @@
  * A barrier's join and its checkpoint: `join.reduced` (one field's contributions reduced),
  * `join.published` (the join's publication record, applied to the canonical state or
  * into its caller's scope), `join.invalidated`, `checkpoint.saved`, and `checkpoint.failed`
- * (the canonical join rolled back). Mirrors `runtime/events/fold/join.py`.
+ * (the canonical join rolled back); `list.continued` appends the next page of a paged
+ * event's list (a join's, or a cancellation's) to what that event recorded. Mirrors
+ * `runtime/events/fold/join.py`.
  */
 
 import { keep, keepAll, keepEntry, keepField, keepLength } from "./log.js";
-import { barrierOf, setField, splitUndoKey, undoKey } from "./model.js";
+import { anomaly, barrierOf, setField, splitUndoKey, undoKey } from "./model.js";
 import { appliedIndex } from "./publication.js";
 
 /** @typedef {import("./model.js").Handler} Handler */
@@ -33,7 +35,10 @@ export const HANDLERS = {
     keepLength(barrier.reductions);
     barrier.reductions.push({
       step: event.step, field: event.field, channel: event.channel,
-      inputs: event.inputs, completion_order: event.completion_order, result: event.result,
+      // A paged reduction's lists grow with its list.continued events: its own arrays.
+      inputs: event.counts ? [...event.inputs] : event.inputs,
+      completion_order: event.counts ? [...event.completion_order] : event.completion_order,
+      result: event.result,
       initial: event.initial, seq: event.seq,
     });
   },
@@ -80,6 +85,46 @@ export const HANDLERS = {
     barrier.provenance = [...(event.provenance || [])];
     keepLength(run.conflicts);
     run.conflicts.push(event.barrier);
+  },
+
+  "list.continued"(run, event) {
+    const barrier = barrierOf(run, event);
+    if (!barrier) return;
+    const { of, name } = event;
+    const items = event.items || [];
+    /** @type {any[] | null} */
+    let held = null;
+    if (of === "join.reduced" && barrier.reductions.length && (name === "inputs" || name === "completion_order")) {
+      held = barrier.reductions[barrier.reductions.length - 1][name];
+    } else if (of === "join.published" && name === "discarded") {
+      held = barrier.discarded;
+      for (const d of items) {
+        keepEntry(barrier.discardedAt, d.index);
+        barrier.discardedAt.set(d.index, d);
+      }
+    } else if (of === "join.invalidated" && name === "provenance") {
+      held = barrier.provenance;
+    } else if ((of === "cancel.propagated" && (name === "running" || name === "queued"))
+               || (of === "cancel.grace_expired" && name === "closed")) {
+      held = barrier.cancel ? barrier.cancel[name] : null;
+      const flag = name === "running" ? "cancelTold" : name === "closed" ? "lostRights" : null;
+      if (flag) {
+        for (const p of items) {
+          const marked = run.invocations.get(p);
+          if (marked) {
+            keep(marked, flag);
+            marked[flag] = true;
+          }
+        }
+      }
+    }
+    if (!held) {
+      anomaly(run, event, `barrier ${event.barrier}: no ${of} ${name} to continue`);
+      return;
+    }
+    if (event.first !== held.length) anomaly(run, event, `barrier ${event.barrier}: ${of} ${name} continues from ${event.first}, not ${held.length}`);
+    keepLength(held);
+    for (const item of items) held.push(item);
   },
 
   "checkpoint.saved"(run, event) {
