@@ -11,7 +11,6 @@ file appears.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sqlite3
@@ -23,9 +22,10 @@ from typing import Any
 import pytest
 
 from tests.e2e.browsing import dashboard, logged_in_page, run_ended, shot
+from tests.e2e.test_workers_live import Api
 from tests.flows_pkg.ledgered import USAGE, calls
 from tests.livedaphne import REPO_ROOT, LiveDaphne, run_manage
-from tests.webhelpers import HttpSession, wait_until
+from tests.webhelpers import wait_until
 
 playwright_api = pytest.importorskip("playwright.async_api", reason="pip install playwright")
 
@@ -50,32 +50,6 @@ async def page(server: tuple[LiveDaphne, str, str], browser: Any) -> AsyncIterat
     live, password, _ = server
     async with logged_in_page(live.base_url, password, browser) as page:
         yield page
-
-
-class Api:
-    def __init__(self, live: LiveDaphne, token: str) -> None:
-        self.http = HttpSession(live.base_url)
-        self.auth = {"Authorization": f"Bearer {token}"}
-
-    def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-        answer = self.http.request(method, path, json_body=body, headers=self.auth,
-                                   timeout=30)
-        return answer.status, json.loads(answer.body)
-
-    def run(self, run_id: str) -> dict[str, Any]:
-        status, body = self.call("GET", f"/api/runs/{run_id}")
-        assert status == 200, body
-        return dict(body["run"])
-
-    def events(self, run_id: str) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
-        while True:
-            after = out[-1]["seq"] if out else -1
-            status, body = self.call("GET", f"/api/runs/{run_id}/events?after={after}")
-            assert status == 200, body
-            if not body["events"]:
-                return out
-            out += body["events"]
 
 
 def ledger_entries(live: LiveDaphne) -> int:
