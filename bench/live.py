@@ -80,12 +80,32 @@ def live(page: Page, branches: int) -> dict[str, Any]:
         time.sleep(1)
     watched = page.evaluate("() => window.__pfLive")
     long_tasks = [t for t in watched["longTasks"] if t > 50]
-    return {"run_id": run_id, "events": run["event_count"], "status": run["status"],
+    return {"run_id": run_id, "posted": posted, "events": run["event_count"],
+            "status": run["status"],
             "first_row": (watched["firstRow"] - posted) / 1000
             if watched["firstRow"] is not None else None,
             "lag_median": statistics.median(lags), "lag_max": max(lags),
             "long_tasks": len(long_tasks), "long_max": max(long_tasks, default=0.0),
             "heap": heap_mb(page)}
+
+
+MILESTONES = """async id => {
+  const run = (await (await fetch(`/api/runs/${id}`)).json()).run;
+  const first = (await (await fetch(`/api/runs/${id}/events?after=-1`)).json()).events;
+  const at = type => first.find(e => e.type === type)?.time;
+  return {created: run.created_at, started: at('turn.started'), forked: at('barrier.forked'),
+          branch: at('branch.started')};
+}"""
+
+
+def milestones(page: Page, run_id: str, posted: float) -> str:
+    """When the run's first events were emitted, in seconds after the POST."""
+    def since(stamp: float | None) -> str:
+        return "-" if stamp is None else f"{stamp - posted / 1000:.2f} s"
+
+    seen = page.evaluate(MILESTONES, run_id)
+    return (f"  emitted after the POST: turn.started {since(seen['started'])}, barrier.forked "
+            f"{since(seen['forked'])}, first branch.started {since(seen['branch'])}")
 
 
 def stored(page: Page, run_id: str) -> float:
@@ -108,6 +128,7 @@ def main() -> None:
             first = seen["first_row"]
             shown = f"{first:.2f} s" if first is not None else "never"
             ratio = f"{first / baseline:.1f}x" if first is not None and baseline else "-"
+            timeline = milestones(page, seen["run_id"], seen["posted"])
             print(f"live {branches:,}-branch run ({seen['events']:,} events, "
                   f"{seen['status']}):\n"
                   f"  POST -> first branch row drawn: {shown}   stored run, navigation -> "
@@ -116,7 +137,7 @@ def main() -> None:
                   f"{seen['lag_median']:,.0f}, max {seen['lag_max']:,}\n"
                   f"  long tasks over 50 ms while it streamed: {seen['long_tasks']} "
                   f"(longest {seen['long_max']:.0f} ms)\n"
-                  f"  JS heap at the end: {seen['heap']:.0f} MB")
+                  f"  JS heap at the end: {seen['heap']:.0f} MB\n{timeline}")
 
 
 if __name__ == "__main__":

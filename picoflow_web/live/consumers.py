@@ -47,11 +47,10 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer, AsyncWebsocke
 from picoflow_web.data import access, selectors
 from picoflow_web.errors import ApiError, error_body
 from picoflow_web.live import relay
-from picoflow_web.live.groups import RUNS_GROUP, run_group
+from picoflow_web.live.groups import MESSAGE_BYTES, RUNS_GROUP, run_group
 
 logger = logging.getLogger("picoflow.web")
 
-MESSAGE_BYTES = 256 * 1024
 CLOSE_BAD_REQUEST = 4400
 """A bad query parameter, a message from the client, a malformed relay frame."""
 CLOSE_UNAUTHENTICATED = 4401

@@ -16,6 +16,12 @@ from typing import Any
 from picoflow_web.live import relay
 from picoflow_web.live.relay_sender import RawJSON
 
+MESSAGE_BYTES = 256 * 1024
+"""About the most characters of events one message to a run page carries (a single larger
+event travels alone): websocket servers cap a message's size (Daphne: 1 MiB unless
+``--websocket-max-message-size`` says otherwise), and smaller messages let the page draw
+while more arrive."""
+
 RUNS_GROUP = "runs"
 """Summaries of runs as they start and finish (the runs list)."""
 

@@ -15,7 +15,7 @@ everything it was told.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -278,20 +278,36 @@ def append(run: Run, events: Sequence[Incoming], *, now: datetime, ends_turn: bo
 def messages(appended: Iterable[Appended], size: int = BROADCAST_EVENTS
              ) -> list[relay.Message]:
     """What to tell browsers about what was appended: each run's events in messages of
-    ``size``, as their stored text (the run socket puts it into its frame unparsed), then
-    the runs list's summaries."""
+    ``size`` events and about :data:`~picoflow_web.live.groups.MESSAGE_BYTES` at most (a
+    larger event alone), as their stored text (the run socket puts it into its frame
+    unparsed), then the runs list's summaries."""
     out: list[relay.Message] = []
     summaries: list[relay.Message] = []
     for done in appended:
-        events = done.events
-        for start in range(0, len(events), size):
-            chunk = events[start:start + size]
+        for chunk in _chunked(done.events, size):
             out.append(groups.events_message(
                 done.run_id, RawJSON("[" + ",".join([text for _, _, _, text, _ in chunk]) + "]"),
                 chunk[0][0], chunk[-1][0]))
         if done.summary is not None:
             summaries.append(groups.summary_message(done.summary))
     return out + summaries
+
+
+def _chunked(events: Sequence[Incoming], size: int) -> Iterator[Sequence[Incoming]]:
+    limit = groups.MESSAGE_BYTES
+    for start in range(0, len(events), size):
+        chunk = events[start:start + size]
+        if sum(len(text) for _, _, _, text, _ in chunk) <= limit:
+            yield chunk
+            continue
+        # A wide fork's pages (tens of KB each) come in a row: cut by size too.
+        first, used = 0, 0
+        for at, (_, _, _, text, _) in enumerate(chunk):
+            if at > first and used + len(text) > limit:
+                yield chunk[first:at]
+                first, used = at, 0
+            used += len(text)
+        yield chunk[first:]
 
 
 async def broadcast(appended: Iterable[Appended], size: int = BROADCAST_EVENTS) -> None:

@@ -4,7 +4,8 @@
 runtime's bus) only appends to a buffer, so it never stalls a branch or a join. Its pump
 task takes the buffer in batches — once ``batch_events`` events wait, or ``batch_seconds``
 after the first of them arrived, so a lone event is not held back by a fixed tick; a
-backlog is taken whole, up to ``store_events`` — **stores each batch, then publishes it** to
+backlog is taken whole, up to ``store_events`` events and about ``store_chars`` characters —
+**stores each batch, then publishes it** to
 the run's channel group in messages of ``batch_events``, through the door every source of
 events uses (:mod:`picoflow_web.record.append`; published by :mod:`picoflow_web.live.relay`:
 from a worker, across processes). Persist before broadcast: a browser only ever hears of an event
@@ -53,13 +54,15 @@ class RunRecorder:
     def __init__(self, run_id: str, *, batch_events: int = 200,
                  batch_seconds: float = 0.01, max_buffered: int = 20_000,
                  lease_seconds: float | None = None, store_events: int = 2_000,
-                 worker: str | None = None) -> None:
+                 store_chars: int = 1_000_000, worker: str | None = None) -> None:
         self.run_id = run_id
         self.worker = worker
         """The worker executing the run: while another one holds it, nothing is stored."""
         self.lease_seconds = lease_seconds
         self.batch_events = batch_events
         self.store_events = max(batch_events, store_events)
+        self.store_chars = store_chars
+        """About the most characters of events one transaction stores."""
         self.batch_seconds = batch_seconds
         self.max_buffered = max_buffered
         self._buffer: list[Event] = []
@@ -121,17 +124,20 @@ class RunRecorder:
                 # Browsers still get messages of batch_events.
                 take = min(max(self.batch_events, len(self._buffer)), self.store_events)
                 batch = self._buffer[:take]
-                del self._buffer[:take]
                 if not batch or self.ended:
+                    del self._buffer[:take]
                     continue
                 try:
                     # Serialised once (and redacted): this text is stored and relayed as
                     # it is.
-                    texts = [event_text(e) for e in batch]
+                    texts = self._serialise(batch)
                 except Exception:  # keep pumping; the run itself must not die of it
+                    del self._buffer[:take]
                     logger.exception("Serialising events of run %s failed", self.run_id)
                     self._lost(batch)
                     continue
+                batch = batch[:len(texts)]
+                del self._buffer[:len(texts)]
                 if committing is not None:
                     await committing
                 committing = asyncio.get_running_loop().create_task(
@@ -140,6 +146,20 @@ class RunRecorder:
         finally:
             if committing is not None:
                 await committing
+
+    def _serialise(self, batch: list[Event]) -> list[str]:
+        """The JSON of ``batch``'s first events, up to about ``store_chars`` characters
+        (one event at least): a wide fork's pages of requests are stored and shown a few at
+        a time, not megabytes in one transaction before the page hears of the first."""
+        texts: list[str] = []
+        size, limit = 0, self.store_chars
+        for event in batch:
+            text = event_text(event)
+            texts.append(text)
+            size += len(text)
+            if size >= limit:
+                break
+        return texts
 
     async def _commit(self, batch: list[Event], texts: list[str]) -> None:
         """Store one batch, then tell browsers (never raises: the pump goes on)."""

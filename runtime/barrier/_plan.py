@@ -75,16 +75,46 @@ def plan_branches(
             _check_text(f"The key of request {index}", key)
         if item.user_message and not item.user_message.isascii():
             _check_text(f"The user_message of branch '{key}'", item.user_message)
-        if not item.params and not entry.has_schema:
-            frozen: Mapping[str, Any] = _NO_PARAMS  # most requests: nothing to copy or check
-        else:
-            frozen = freeze(_validate_params(step, key, item.params))
+        params = item.params
+        frozen: Mapping[str, Any] | None
+        if entry.has_schema:
+            frozen = freeze(_validate_params(step, key, params))
+        elif not params:
+            frozen = _NO_PARAMS  # most requests: nothing to copy or check
+        elif (frozen := _flat(params)) is None:
+            frozen = freeze(_validate_params(step, key, params))
         # The named tuple's own __new__ is a Python frame per branch: made as it makes one.
         out.append(_new_tuple(PlannedBranch, (step, name, key, frozen, item.user_message)))
     return out
 
 
 _new_tuple = tuple.__new__
+
+_FLAT_KINDS = frozenset({str, int, float, bool, type(None)})
+_TEXT = frozenset({str})
+
+
+def _flat(params: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """A fan-out's usual params — a dict of a few ASCII texts, numbers, booleans and
+    nulls — frozen as they are: the JSON round trip that checks any other params would give
+    back an equal dict. None for anything else (left to that check)."""
+    if type(params) is not dict or len(params) > _FLAT_ITEMS:
+        return None
+    # Set operations over map(type, ...): the checks run in C, once per branch of a fork.
+    kinds = set(map(type, params.values()))
+    if not _FLAT_KINDS.issuperset(kinds) or not _TEXT.issuperset(map(type, params)) \
+            or not "".join(params).isascii():
+        return None
+    if str in kinds and not "".join(v for v in params.values() if type(v) is str).isascii():
+        return None
+    if float in kinds and not all(
+            v == v and v not in (_INF, -_INF) for v in params.values() if type(v) is float):
+        return None
+    return MappingProxyType(dict(params))
+
+
+_FLAT_ITEMS = 32
+_INF = float("inf")
 
 
 class _Resolved(NamedTuple):
@@ -167,17 +197,28 @@ def _validate_params(
 def freeze(value: Any) -> Any:
     """A read-only copy: params are shared by reference with the branch, which may not
     change them."""
-    if isinstance(value, dict):
+    kind = type(value)
+    if kind is dict:
         return MappingProxyType({k: freeze(v) for k, v in value.items()})
-    if isinstance(value, list):
+    if kind is list:
         return tuple(freeze(v) for v in value)
     return value
 
 
 def thaw(value: Any) -> Any:
     """Plain JSON again (for events and outputs)."""
+    kind = type(value)
+    # Type checks first: an isinstance against the Mapping ABC costs more than the copy
+    # of a fan-out's small params.
+    if kind is MappingProxyType or kind is dict:
+        plain = dict(value)
+        if _FLAT_KINDS.issuperset(map(type, plain.values())):
+            return plain
+        return {k: thaw(v) for k, v in plain.items()}
+    if kind is tuple:
+        return [thaw(v) for v in value]
+    if kind in _FLAT_KINDS:
+        return value
     if isinstance(value, Mapping):
         return {k: thaw(v) for k, v in value.items()}
-    if isinstance(value, tuple):
-        return [thaw(v) for v in value]
     return value

@@ -199,6 +199,48 @@ async def test_params_are_frozen_inside_the_branch() -> None:
     assert callers_params == {"opts": {"k": 0}, "items": [1, 2]}
 
 
+async def test_flat_params_are_a_frozen_copy_and_the_rest_still_meet_the_json_rules() -> None:
+    # A fan-out's usual params (a few texts, numbers, booleans) skip the JSON round trip:
+    # the branch must still get a read-only copy the caller cannot change, and anything
+    # else (non-ASCII text, NaN, a tuple, an int key) the JSON check's answer.
+    seen: dict[str, Any] = {}
+
+    async def read(step: Step, message: str | None) -> Any:
+        invocation = step.parallel_invocation()
+        seen[invocation.key] = invocation.params
+        return dict(invocation.params)
+
+    R = branch_step("R", read)
+    flat = {"n": 1, "x": 0.5, "on": True, "s": "a", "none": None}
+
+    async def body(coord: Step) -> Any:
+        batch = await coord.run_steps([
+            {"step": R, "key": "flat", "params": flat},
+            {"step": R, "key": "text", "params": {"s": "caf\u00e9"}},
+            {"step": R, "key": "tuple", "params": {"t": (1, 2), 3: "int key"}},
+        ])
+        flat["n"] = 2  # after the fork: the branch's copy does not change
+        return batch
+
+    out = await run_body(body, [R])
+    assert [b.output for b in out.value.branches] == [
+        {"n": 1, "x": 0.5, "on": True, "s": "a", "none": None}, {"s": "caf\u00e9"},
+        {"t": [1, 2], "3": "int key"}]
+    assert seen["flat"]["n"] == 1
+    with pytest.raises(TypeError):
+        operator.setitem(seen["flat"], "n", 3)
+    cases: list[tuple[dict[str, Any], str]] = [
+        ({"x": float("nan")}, "Out of range float values"), ({"s": "a\ud800"}, "lone surrogate"),
+        ({"x": float("inf")}, "Out of range float values")]
+    for bad, said in cases:
+
+        async def refused(coord: Step, params: dict[str, Any] = bad) -> Any:
+            return await coord.run_steps([{"step": R, "key": "bad", "params": params}])
+
+        failed = await run_body(refused, [R])
+        assert said in failed.raised(ParallelConfigurationError).message
+
+
 async def test_a_params_object_can_be_saved_and_returned_as_plain_json() -> None:
     async def echo(step: Step, message: str | None) -> Any:
         opts = step.parallel_invocation().params["opts"]

@@ -8,6 +8,7 @@ file); the stored rows and the run's counters come out identical. The door itsel
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -234,3 +235,29 @@ async def test_a_batch_the_store_lost_leaves_a_gap_and_what_follows_is_stored(
     assert seqs == [0, 1, 2, 3, 8, 9, 10, 11]
     stored_run = await Run.objects.aget(id=run.id)
     assert (stored_run.event_count, stored_run.last_seq) == (8, 11)
+
+
+def test_a_batch_of_large_events_is_told_to_browsers_in_messages_of_bounded_size() -> None:
+    # A wide fork's request pages (tens of KB each) are stored in a row: one message of a
+    # batch's 200 events would be megabytes, over a websocket server's default message cap
+    # (Daphne's 1 MiB), and the page would parse it in one long task.
+    from picoflow_web.live.groups import MESSAGE_BYTES, run_group
+    from picoflow_web.record.append import Appended, messages
+
+    page = '{"seq":%d,"pad":"' + "x" * 40_000 + '"}'
+    small = '{"seq":%d}'
+    texts = [(page if 10 <= seq < 150 else small) % seq for seq in range(200)]
+    texts.append('{"seq":200,"pad":"' + "y" * (MESSAGE_BYTES + 10) + '"}')  # one too large
+    events: list[Incoming] = [(seq, "barrier.requested", "", text, {})
+                              for seq, text in enumerate(texts)]
+    sent = messages([Appended("r1", events)], size=200)
+    assert {group for group, _ in sent} == {run_group("r1")}
+    bodies = [message for _, message in sent]
+    assert len(bodies) > 10
+    seqs = []
+    for body in bodies:
+        listed = [event["seq"] for event in json.loads(body["events"])]
+        assert (body["first"], body["upto"]) == (listed[0], listed[-1])
+        assert len(str(body["events"])) <= MESSAGE_BYTES or len(listed) == 1
+        seqs.extend(listed)
+    assert seqs == list(range(201))  # every event once, in order

@@ -24,6 +24,7 @@ from django.test import override_settings
 
 from picoflow_web.asgi import application
 from picoflow_web.data import selectors
+from picoflow_web.data.eventlog import read_texts
 from picoflow_web.execute import services
 from picoflow_web.execute.engine import get_engine
 from picoflow_web.live import relay, relay_sender
@@ -508,6 +509,38 @@ async def test_bridge_broadcasts_at_most_batch_events_per_message() -> None:
     assert sum(sizes) == 1_000
     assert await stored_count(run.id) == 1_000
     assert max(sizes) <= recorder.batch_events, sizes
+
+
+async def test_a_burst_of_large_events_is_stored_in_transactions_of_bounded_size(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # A wide fork's pages of requests come in a row: stored in one transaction, the page
+    # would hear of the first only once megabytes were written.
+    from picoflow_web.record import append as door
+    from picoflow_web.record import recorder as recording
+
+    stored: list[list[int]] = []
+    real = door.append
+
+    def append(run: Run, events: Any, **kwargs: Any) -> Any:
+        stored.append([len(text) for _, _, _, text, _ in events])
+        return real(run, events, **kwargs)
+
+    monkeypatch.setattr(recording, "append", append)
+    run = await Run.objects.acreate(id="wide", flow="HotelFlow", status=Run.Status.RUNNING)
+    recorder = RunRecorder(run.id, store_chars=100_000)
+    recorder.start()
+    bus = EventBus([recorder], run_id=run.id)
+    for number in range(60):  # no await in between, as a fork emits its pages
+        bus.emit(StepEntered, step=f"{number}:" + "p" * 20_000, level=1, how="child")
+    await recorder.close()
+    assert await stored_count(run.id) == 60
+    assert sum(len(sizes) for sizes in stored) == 60
+    assert len(stored) >= 12
+    for sizes in stored:  # up to the limit, and one event over it at most
+        assert sum(sizes[:-1]) < 100_000
+    texts = await sync_to_async(read_texts)(run.id, -1, 100)
+    assert [json.loads(text)["step"].split(":")[0] for _, text in texts] == [
+        str(n) for n in range(60)]
 
 
 @override_settings(DEBUG=True)
