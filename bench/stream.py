@@ -4,7 +4,8 @@ Measured in the same run, against the same Daphne process and the same events:
 
 * **raw**: :class:`RawPushConsumer` (defined here, mounted at ``/ws/bench/raw/``) holds
   the N events of a finished turn in memory and pushes them with ``send_json``, in
-  frames of the bridge's batch size (``RunRecorder.batch_events``). No store, no
+  frames cut as the bridge cuts them (``RunRecorder.batch_events`` events, about
+  ``MESSAGE_BYTES``). No store, no
   channel layer: the floor of Daphne + one websocket.
 * **ours**: a real turn of :class:`~bench.stream_flow.StreamBenchFlow` (a LogicStep
   fanning out no-op branches; the events a branch adds are counted first) started with
@@ -73,6 +74,7 @@ def _build_application() -> Any:
 
     from picoflow_web.asgi_stack import with_picoflow
     from picoflow_web.data import selectors
+    from picoflow_web.live.groups import MESSAGE_BYTES
     from picoflow_web.record.recorder import RunRecorder
 
     batch_size = RunRecorder("size").batch_events
@@ -91,8 +93,19 @@ def _build_application() -> Any:
                         content["run"], events[-1]["seq"] if events else -1):
                     events.extend(page)
                 size = int(content.get("batch") or batch_size)
-                self.frames = [{"type": "events", "events": events[i:i + size]}
-                               for i in range(0, len(events), size)]
+                # Frames as the bridge cuts them: ``size`` events, about MESSAGE_BYTES.
+                self.frames = []
+                for i in range(0, len(events), size):
+                    frame: list[dict[str, Any]] = []
+                    used = 0
+                    for event in events[i:i + size]:
+                        chars = len(json.dumps(event, separators=(",", ":")))
+                        if frame and used + chars > MESSAGE_BYTES:
+                            self.frames.append({"type": "events", "events": frame})
+                            frame, used = [], 0
+                        frame.append(event)
+                        used += chars
+                    self.frames.append({"type": "events", "events": frame})
                 await self.send_json({"type": "loaded", "events": len(events),
                                       "frames": len(self.frames), "batch": size})
             elif content.get("cmd") == "go":

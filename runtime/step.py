@@ -65,6 +65,10 @@ class Step:
     id: ClassVar[str] = "Step"
     content_type: str = "text/plain"
     """Content type of replies produced while this step is current."""
+    # What the constructor sets, as class defaults too: a fan-out makes its branches'
+    # instances without calling Step's own constructor (one per branch).
+    _namespace: str | None = None
+    _model: ModelSelection | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

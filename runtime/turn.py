@@ -16,7 +16,7 @@ import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, Literal, final
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, final
 
 import anyio
 
@@ -83,6 +83,37 @@ _CONTRIBUTED = ev.event_maker(ev.StateContributed)
 logger = logging.getLogger("picoflow")
 
 
+class _Recipe(NamedTuple):
+    """What a branch of one registered step needs of it, read once per turn (the registered
+    step is configured in ``define_steps`` and not changed afterwards)."""
+
+    kind: type[_step.Step]
+    name: str
+    namespace: str | None
+    """Its memory namespace when it is not the step's name."""
+    override: ModelSelection | None
+    plain: bool
+    """Whether it uses Step's own constructor."""
+    logic: bool
+    """A logic step with Step's own ``run``: the branch's output is ``run_logic()``'s."""
+    entering: bool
+    exiting: bool
+    """Whether it has ``on_enter`` / ``on_exit`` hooks of its own (Step's do nothing)."""
+
+
+def _recipe(registered: _step.Step) -> _Recipe:
+    kind = type(registered)
+    name = registered.name
+    namespace = registered.get_memory_space()
+    return _Recipe(
+        kind, name, namespace if namespace != name else None, registered.model_override,
+        kind.__init__ is _step.Step.__init__, registered.is_logic() and kind.run is _step.Step.run,
+        kind.on_enter is not _step.Step.on_enter, kind.on_exit is not _step.Step.on_exit)
+
+
+_new_step = object.__new__
+
+
 class StoreLedgerWriter:
     """A turn's ledger writes, to its session's ledger in the store."""
 
@@ -126,6 +157,8 @@ class Turn:
         self._trail: dict[tuple[int, str], SequenceEntry] = {}
         """One trail entry per (level, step name), shared by every branch that appends it:
         entries are frozen, and siblings of a fan-out append equal ones."""
+        self._recipes: dict[int, _Recipe] = {}
+        """How the branches of each registered step (by id) are made: see :func:`_recipe`."""
         self.ledger: TurnLedger | None = None
         """The turn's branch ledger, once a ledgered barrier forked (or the turn resumes)."""
         self.request: tuple[str | None, dict[str, Any] | None] = (None, None)
@@ -475,15 +508,19 @@ class Turn:
         bus = self.bus
         if bus is not None and bus.pressure and bus.congested():
             await self.wait_while_congested()
-        kind = type(registered)
-        worker = kind(self.flow)
+        recipe = self._recipes.get(id(registered))
+        if recipe is None:
+            recipe = self._recipes[id(registered)] = _recipe(registered)
+        kind, name, namespace, override, plain, logic, entering, exiting = recipe
         # The fresh instance keeps the registered one's configuration (use_memory and
         # use_model in define_steps), which its constructor does not repeat.
-        name = worker.name
-        namespace = registered.get_memory_space()
-        if namespace != name:
+        if plain:  # Step's own constructor sets nothing but the flow beside the defaults
+            worker = _new_step(kind)
+            worker.flow = self.flow
+        else:
+            worker = kind(self.flow)
+        if namespace is not None:
             worker.use_memory(namespace)
-        override = registered.model_override
         if override is not None:
             worker.use_model(override)
         doc = self.doc if self.doc is not None else self.require_doc()
@@ -499,9 +536,9 @@ class Turn:
                 entry = self._trail[level, name] = _SEQUENCE_ENTRY(level=level, step_name=name)
             doc.flow.sequence.append(entry)
             # No step.entered/exited for a branch: branch.started/fulfilled/rejected say it.
-            if kind.on_enter is not _step.Step.on_enter:  # the base hooks do nothing
+            if entering:
                 await worker.on_enter()
-            if worker.is_logic() and kind.run is _step.Step.run:
+            if logic:
                 # A logic branch's output is what run_logic() returns; it cannot route.
                 output = await worker.run_logic()  # type: ignore[attr-defined]
                 if output is not None and (isinstance(output, Transition) or (
@@ -512,7 +549,7 @@ class Turn:
                 output = await worker.run(message)
             if view.direct is not None:
                 output = view.direct.value
-            if kind.on_exit is not _step.Step.on_exit:
+            if exiting:
                 await worker.on_exit()
             return output
         finally:

@@ -60,7 +60,7 @@ from .types import (
     RunStepRequest,
     format_path,
 )
-from .views import BranchView, View, current_view, fork_views, snapshot_of
+from .views import BranchView, View, current_view, fork_views, path_head, snapshot_of
 
 
 async def run_barrier(
@@ -88,6 +88,10 @@ started branches are waiting (on I/O, say). Started all at once, the first branc
 wide fork would wait for every other one to run up to its first await before their own
 I/O (a connection, a request) got its turn: with 200 model-calling branches, tens of
 milliseconds on each of the first requests."""
+
+_VIEW_BATCH = 1024
+"""Views made at a time as the branches start (a wide fork's first branches start before
+the last ones have a view)."""
 
 _MAX_START_BATCH = 64
 """The most branches started between two turns once the branches started so far all ended
@@ -165,9 +169,12 @@ class _Barrier:
         self.caller_path = parent.path_str if parent else ""
         self.id = f"{self.caller_path}/b{ordinal}" if parent else f"b{ordinal}"
         usages = (*(parent.usages if parent else ()), self.usage)
-        self.views: list[BranchView] = fork_views(
-            self.fork_view, self.plan, ordinal, self.token, host.channels_of, usages, depth,
-            self.id, parent)
+        self.views: list[BranchView] = []
+        """The branches' views, by request index: made as the branches start (see
+        :meth:`_views_upto`), so a wide fork is reported before they all exist."""
+        self._view_args = (self.fork_view, self.plan, ordinal, self.token, host.channels_of,
+                           usages, depth, self.id, parent)
+        self._head = path_head(parent, ordinal)
         self.ledger = ledger
         self.digests: list[str] = []
         """Each request's digest, for a ledgered barrier."""
@@ -220,10 +227,23 @@ class _Barrier:
                     f"it moved from request {entry.index} to {index} since the ledger "
                     "recorded it")
 
-    def _report_fork(self, caller_step: str) -> None:
+    def _views_upto(self, stop: int) -> int:
+        """Make the views of the requests before ``stop`` that have none yet; how many
+        views there are now."""
         views = self.views
+        made = len(views)
+        if stop > made:
+            views.extend(fork_views(*self._view_args, start=made, stop=stop))
+        return len(views)
+
+    def _all_views(self) -> list[BranchView]:
+        self._views_upto(len(self.plan))
+        return self.views
+
+    def _report_fork(self, caller_step: str) -> None:
+        head = self._head
         requests = [
-            _REQUEST(index=i, path=views[i].path_str, step=item.name, key=item.key,
+            _REQUEST(index=i, path=head + str(i), step=item.name, key=item.key,
                      params=safe_value(thaw(item.params)) if item.params else {},
                      user_message=item.message)
             for i, item in enumerate(self.plan)
@@ -249,6 +269,7 @@ class _Barrier:
         batch, due = _START_BATCH, _START_BATCH
         reuse, ledger = self.reuse, self.ledger
         token, tasks, run_branch = self.token, self.tasks, self._run_branch
+        built = len(self._all_views()) if reuse else 0
         for index in reuse:
             self._reuse(index)
         try:
@@ -275,6 +296,8 @@ class _Barrier:
                                 limiter.release_on_behalf_of(index)
                             self._never_start(index)
                             break
+                        if index == built:
+                            built = self._views_upto(index + _VIEW_BATCH)
                         tasks[index] = spawn(run_branch(index, limiter))
                 outer.cancel_scope.cancel()
         finally:
@@ -286,6 +309,7 @@ class _Barrier:
 
     def _never_start(self, first: int) -> None:
         """Reject the queued branches from ``first`` on: cancellation came before them."""
+        self._all_views()
         for index in range(first, len(self.plan)):
             if self.outcomes[index] is not None:  # restored from the ledger
                 continue
@@ -442,7 +466,7 @@ class _Barrier:
                   reason=self.token.reason or "cancelled")
         self._emit_paged(ev.CancelPropagated, {
             "running": [self.views[i].path_str for i in sorted(self.running)],
-            "queued": [v.path_str for v, o in zip(self.views, self.outcomes, strict=True)
+            "queued": [v.path_str for v, o in zip(self._all_views(), self.outcomes, strict=True)
                        if o is None and v.index not in self.running]})
 
     def _emit_paged(self, kind: type[Any], lists: dict[str, list[Any]],
@@ -492,7 +516,7 @@ class _Barrier:
         # everything in request-path order); a root join from the canonical state as it is
         # now, so concurrent root barriers of one caller keep each other's contributions.
         try:
-            result = join(branches, self.views, policy=self.options.policy,
+            result = join(branches, self._all_views(), policy=self.options.policy,
                           caller_view=self.fork_view if parent else host.live_view(),
                           channels_of=host.channels_of)
         except BarrierInvalidError as exc:

@@ -357,23 +357,30 @@ class BranchView:
                                     for items in fields.values() for c in items)]
 
 
+def path_head(outer: BranchView | None, ordinal: int) -> str:
+    """The text every branch path of a barrier starts with (its index follows):
+    format_path's text of the outer path, then this level, ``<ordinal>:`` unless the first."""
+    return (f"{outer.path_str}." if outer is not None else "") + (
+        f"{ordinal}:" if ordinal else "")
+
+
 def fork_views(
     base: View, plan: Sequence[tuple[Any, str, str, Mapping[str, Any], str | None]],
     ordinal: int, cancel: CancelToken, channels_of: ChannelsOf,
     usages: tuple[BarrierUsage, ...], depth: int, barrier_id: str, outer: BranchView | None,
+    start: int = 0, stop: int | None = None,
 ) -> list[BranchView]:
     """The views of one barrier's branches, one per planned branch (``_plan``'s
-    ``(step, name, key, params, message)``) in request order: what ``BranchView(...)``
-    makes, without its keyword-argument binding or a path formatted from scratch per
-    branch (the outer branch's is formatted already)."""
+    ``(step, name, key, params, message)``) in request order, of requests ``start`` to
+    ``stop``: what ``BranchView(...)`` makes, without its keyword-argument binding or a
+    path formatted from scratch per branch (the outer branch's is formatted already)."""
     prefix = outer.path if outer is not None else ()
-    # format_path's text: the outer path, then this level, "<ordinal>:" unless the first.
-    head = (f"{outer.path_str}." if outer is not None else "") + (
-        f"{ordinal}:" if ordinal else "")
+    head = path_head(outer, ordinal)
     new = object.__new__
     views: list[BranchView] = []
     append = views.append
-    for index, (_, step, key, params, _) in enumerate(plan):
+    chosen = plan if start == 0 and stop is None else plan[start:stop]
+    for index, (_, step, key, params, _) in enumerate(chosen, start):
         view = new(BranchView)
         view.base = base
         view.step = step

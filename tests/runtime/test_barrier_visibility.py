@@ -373,3 +373,36 @@ async def test_a_rejected_branchs_reads_and_writes_leave_the_callers_view_untouc
     assert batch.branches[0].status == "rejected"
     assert after == {"x": "canonical"}
     assert out.state("Bad") == {"x": "canonical"}
+
+
+async def test_each_branch_gets_a_fresh_instance_configured_like_the_registered_step() -> None:
+    # A fan-out makes its branches' instances without Step's own constructor when the
+    # step has none of its own: one with a constructor of its own has it called per
+    # branch, and both keep the registered step's memory namespace.
+    from runtime import LogicStep
+
+    made: list[int] = []
+
+    class Counted(LogicStep):
+        def __init__(self, flow: Any) -> None:
+            super().__init__(flow)
+            made.append(id(self))
+            self.label = f"instance {len(made)}"
+
+        async def run_logic(self) -> Any:
+            return [self.label, self.get_memory_space(), id(self)]
+
+    class Plain(LogicStep):
+        async def run_logic(self) -> Any:
+            return [self.get_memory_space(), id(self), self.flow is not None]
+
+    async def body(coord: Step) -> Any:
+        return await coord.run_steps([{"step": Counted, "key": "a"}, {"step": Counted, "key": "b"},
+                                      {"step": Plain, "key": "c"}, {"step": Plain, "key": "d"}])
+
+    out = await run_body(body, [lambda flow: Counted(flow).use_memory("notes"),
+                                lambda flow: Plain(flow).use_memory("scratch")])
+    a, b, c, d = (branch.output for branch in out.value.branches)
+    assert [a[:2], b[:2]] == [["instance 2", "notes"], ["instance 3", "notes"]]
+    assert a[2] != b[2] and {a[2], b[2]} <= set(made)
+    assert [c[0], d[0], c[2]] == ["scratch", "scratch", True] and c[1] != d[1]
