@@ -153,7 +153,7 @@ def _end_branch(
     except StateValueError as exc:  # like a non-JSON output: the barrier is invalid
         error = ParallelOutputError(exc.message, extra={"provenance": [
             {"path": view.path_str, "key": view.key, "step": step.name, "kind": "output"}]})
-        view.violations.append(error)
+        view.add_violation(error)
         raise error from None
     view.direct = DirectResult(value)
     outcome.ended = True

@@ -337,7 +337,7 @@ class Turn:
                 raise
             error = ParallelOutputError(exc.message, extra={"provenance": [
                 {"path": view.path_str, "key": view.key, "step": name, "kind": "state"}]})
-            view.violations.append(error)
+            view.add_violation(error)
             raise error from None
         if view is not None:
             view.write(name, values, removals)

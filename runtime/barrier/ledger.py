@@ -153,6 +153,7 @@ def entry_of(barrier: str, view: BranchView, outcome: BranchResult, digest: str,
 
 def restore(view: BranchView, entry: LedgerEntry) -> None:
     """Put a ledgered branch's drafts into its fresh view, as its run had left them."""
+    view.own()
     for raw in entry.writes:
         draft = Draft(raw["step"], raw["field"], raw["value"], raw["deleted"],
                       _unpath(raw["path"]), raw["key"], raw["base"])

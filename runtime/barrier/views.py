@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Protocol, cast
 
 from ..errors import (
@@ -109,6 +110,13 @@ class Contribution:
 
 ChannelsOf = Callable[[str], Mapping[str, Channel]]
 
+# A view's drafts, contributions, private fields, memory and violations start as these
+# shared, read-only empties and become its own on its first write (see BranchView.own):
+# most branches of a fan-out never write some of them, and six containers per branch are
+# a good part of a no-op branch's cost. Typed Any: read, they are what the fields hold.
+_NO_ITEMS: Any = MappingProxyType({})
+_NO_LIST: Any = ()
+
 
 @dataclass(eq=False, slots=True)
 class BranchView:
@@ -131,13 +139,14 @@ class BranchView:
     depth: int
     barrier_id: str = ""
     """Id of the barrier this branch belongs to (events name it)."""
-    writes: dict[str, dict[str, Draft]] = field(default_factory=dict)
-    contributions: dict[str, dict[str, list[Contribution]]] = field(default_factory=dict)
-    private: dict[str, dict[str, Any]] = field(default_factory=dict)
-    violations: list[PicoFlowError] = field(default_factory=list)
-    memory: dict[str, list[Message]] = field(default_factory=dict)
+    writes: dict[str, dict[str, Draft]] = field(default_factory=lambda: _NO_ITEMS)
+    contributions: dict[str, dict[str, list[Contribution]]] = field(
+        default_factory=lambda: _NO_ITEMS)
+    private: dict[str, dict[str, Any]] = field(default_factory=lambda: _NO_ITEMS)
+    violations: list[PicoFlowError] = field(default_factory=lambda: _NO_LIST)
+    memory: dict[str, list[Message]] = field(default_factory=lambda: _NO_ITEMS)
     direct: DirectResult | None = None
-    overridden: list[Contribution] = field(default_factory=list)
+    overridden: list[Contribution] = field(default_factory=lambda: _NO_LIST)
     """Own contributions a later replacement of their field hides from this view; the
     join still sees them (a replacement plus a contribution is a conflict)."""
     barriers: int = 0
@@ -209,7 +218,7 @@ class BranchView:
                 extra={"provenance": [c.provenance() for c in ordered]},
             )
             if not self.closed:
-                self.violations.append(error)
+                self.add_violation(error)
             raise error from exc
 
     def folds_reduce(self, step: str, name: str, kind: str) -> bool:
@@ -257,8 +266,31 @@ class BranchView:
 
     def memory_of(self, namespace: str) -> list[Message]:
         if namespace not in self.memory:
+            self.own()
             self.memory[namespace] = list(self.base.memory_of(namespace))
         return self.memory[namespace]
+
+    def own(self) -> None:
+        """Give the view containers of its own in place of the shared empties it starts
+        with (before anything is written into them)."""
+        if self.writes is _NO_ITEMS:
+            self.writes = {}
+        if self.contributions is _NO_ITEMS:
+            self.contributions = {}
+        if self.private is _NO_ITEMS:
+            self.private = {}
+        if self.memory is _NO_ITEMS:
+            self.memory = {}
+        if self.violations is _NO_LIST:
+            self.violations = []
+        if self.overridden is _NO_LIST:
+            self.overridden = []
+
+    def add_violation(self, error: PicoFlowError) -> None:
+        """Record a broken rule of the branch (the join refuses the barrier for it)."""
+        if self.violations is _NO_LIST:
+            self.violations = []
+        self.violations.append(error)
 
     def __post_init__(self) -> None:
         self.path_str = format_path(self.path)
@@ -280,7 +312,7 @@ class BranchView:
                                    "kind": "mutation", "what": what, **extra}]},
         )
         if not self.closed:
-            self.violations.append(error)
+            self.add_violation(error)
         return error
 
     def write(self, step: str, updates: Mapping[str, Any], removals: tuple[str, ...]) -> None:
@@ -296,6 +328,7 @@ class BranchView:
                 f"write the state of step '{step}'", target_step=step, fields=names,
                 value={n: updates.get(n) for n in names},
                 base={n: base.get(n) for n in names})
+        self.own()
         fields = self.writes.setdefault(step, {})
         for name, value in updates.items():
             if name in PRIVATE_FIELDS:
@@ -311,6 +344,8 @@ class BranchView:
         # The view follows call order: a replacement hides earlier contributions.
         earlier = self.contributions.get(step, {}).pop(name, None)
         if earlier:
+            if self.overridden is _NO_LIST:
+                self.overridden = []
             self.overridden.extend(earlier)
 
     def contribute(self, step: str, name: str, value: Any) -> Contribution | None:
@@ -330,17 +365,21 @@ class BranchView:
                 extra={"provenance": [{"path": self.path_str, "key": self.key, "step": step,
                                        "field": name, "kind": "contribute", "value": value}]},
             )
-            self.violations.append(error)
+            self.add_violation(error)
             raise error
         base = self.base.state_of(step).get(name)
         self._seq += 1
         meta = build_frozen(ContributionMeta, path=self.path, key=self.key, seq=self._seq)
         contribution = Contribution(step, name, value, meta, base, self.path_str)
-        self.contributions.setdefault(step, {}).setdefault(name, []).append(contribution)
+        contributions = self.contributions
+        if contributions is _NO_ITEMS:
+            contributions = self.contributions = {}
+        contributions.setdefault(step, {}).setdefault(name, []).append(contribution)
         return contribution
 
     def absorb(self, writes: list[Draft], contributions: list[Contribution]) -> None:
         """Take a nested join's publication into this (the caller's) scope."""
+        self.own()
         for write in writes:
             self.writes.setdefault(write.step, {})[write.field] = write
             self._override(write.step, write.field)
@@ -393,13 +432,13 @@ def fork_views(
         view.usages = usages
         view.depth = depth
         view.barrier_id = barrier_id
-        view.writes = {}
-        view.contributions = {}
-        view.private = {}
-        view.violations = []
-        view.memory = {}
+        view.writes = _NO_ITEMS
+        view.contributions = _NO_ITEMS
+        view.private = _NO_ITEMS
+        view.violations = _NO_LIST
+        view.memory = _NO_ITEMS
         view.direct = None
-        view.overridden = []
+        view.overridden = _NO_LIST
         view.barriers = 0
         view.closed = False
         view.outer = outer

@@ -12,6 +12,7 @@ import pytest
 from runtime.barrier.reducers import Channel
 from runtime.barrier.types import BarrierUsage, CancelToken, format_path
 from runtime.barrier.views import BranchView, Snapshot, fork_views
+from runtime.errors import ParallelMutationError
 
 
 def _channels(step: str) -> dict[str, Channel]:
@@ -53,7 +54,17 @@ def test_fork_views_match_the_dataclass(ordinal: int, nested: bool) -> None:
 
     assert [_state(v) for v in made] == [_state(v) for v in expected]
     assert [v.path_str for v in made] == [format_path(v.path) for v in expected]
-    # Every container is the branch's own: one branch's drafts never reach a sibling.
-    assert len({id(v.writes) for v in made}) == len(made)
-    assert len({id(v.violations) for v in made}) == len(made)
-    assert len({id(v.overridden) for v in made}) == len(made)
+    # Views start with shared read-only empties; what one branch writes never reaches a
+    # sibling, and a write cannot land in the shared empties themselves.
+    first, second = made[0], made[1]
+    first.write("A", {"x": 2}, ())
+    first.add_violation(ParallelMutationError("probe"))
+    first.memory_of("A").append("note")  # type: ignore[arg-type]
+    assert (second.writes, second.violations, second.memory) == ({}, (), {})
+    assert first.writes["A"]["x"].value == 2 and len(first.violations) == 1
+    assert second.state_of("A") == {"x": 1} and first.state_of("A") == {"x": 2}
+    with pytest.raises((TypeError, AttributeError)):
+        second.writes["A"] = {}  # type: ignore[index]
+    third = fork_views(base, plan, ordinal, cancel, _channels, usages, depth, barrier_id,
+                       outer)[2]
+    assert (third.writes, third.violations, third.overridden) == ({}, (), ())
