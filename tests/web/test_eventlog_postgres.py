@@ -24,6 +24,16 @@ rows = [(seq, "step.entered", "", json.dumps({"seq": seq, "text": "é \"q\" \\ t
         for seq in range(50)]
 insert_rows("r1", rows)
 back = read_texts("r1", -1, 100)
+# COPY's text format escapes: raw whitespace between a payload's tokens, backslashes, and
+# tabs, newlines and backslashes in the other columns.
+Run.objects.create(id="r 5\\x", flow="F")
+odd = [(seq, "step.entered", "a\tb\\c\nd" if seq % 2 else "0:1.2",
+        '{"a":\t1,\n"b":\r"\\\\ \\n",' + f'"seq":{seq}' + "}") for seq in range(12)]
+insert_rows("r 5\\x", odd)
+odd_back = [[seq, text] for seq, text in read_texts("r 5\\x", -1, 100)]
+from picoflow_web.models import EventRecord as Row
+odd_paths = list(Row.objects.filter(run_id="r 5\\x").order_by("seq").values_list("path",
+                                                                             flat=True))
 refused = ""
 try:
     with transaction.atomic():
@@ -52,6 +62,8 @@ with connection.cursor() as cursor:
 Run.objects.create(id="r3", flow="F")
 EventRecord.objects.create(run_id="r3", seq=0, type="x", path="", payload={"a": ["é", 1]})
 print(json.dumps({"back": back, "sent": [[s, t] for s, _, _, t in rows], "refused": refused,
+                  "odd_back": odd_back, "odd_sent": [[s, t] for s, _, _, t in odd],
+                  "odd_paths": odd_paths, "odd_paths_sent": [p for _, _, p, _ in odd],
                   "after": len(read_texts("r1", -1, 100)), "streamed": streamed,
                   "stored": [t for _, _, _, t in full], "column": column,
                   "orm": EventRecord.objects.get(run_id="r3").payload,
@@ -86,6 +98,8 @@ def test_a_batch_is_copied_in_and_a_taken_seq_refuses_all_of_it(
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout.strip().splitlines()[-1])
     assert out["back"] == out["sent"]  # the very text, not a rendering of it
+    assert out["odd_back"] == out["odd_sent"] and out["odd_paths"] == out["odd_paths_sent"]
+    assert "\t" in out["odd_sent"][0][1] and "\t" in out["odd_paths"][1]
     assert out["refused"] == "django.db.utils.IntegrityError"
     assert out["after"] == 50
     assert out["column"] == "text"
