@@ -10,7 +10,8 @@ executed by a worker, with its run page opened at once:
   largest;
 * **long tasks** on the page's main thread while it streams (a ``longtask``
   PerformanceObserver): how many took over 50 ms, and the longest;
-* **JS heap** once the run ended, after a collection.
+* **JS heap** once the run ended, after a collection;
+* when the turn's first events were emitted (after the POST), and the largest stored event.
 
 Measured in the same run, the baseline: the same run opened again once stored, first row
 drawn from navigation start (``bench/replay.py`` measures that page at length); the ratio
@@ -40,7 +41,9 @@ from replay import heap_mb  # noqa: E402
 WATCH = """() => {
   window.__pfLive = {firstRow: null, longTasks: []};
   new PerformanceObserver(list => {
-    for (const entry of list.getEntries()) window.__pfLive.longTasks.push(entry.duration);
+    for (const entry of list.getEntries()) {
+      window.__pfLive.longTasks.push([entry.startTime, entry.duration]);
+    }
   }).observe({type: 'longtask', buffered: true});
   const seen = () => {
     if (window.__pfLive.firstRow === null && document.querySelector('.pf-branch')) {
@@ -79,13 +82,14 @@ def live(page: Page, branches: int) -> dict[str, Any]:
             break
         time.sleep(1)
     watched = page.evaluate("() => window.__pfLive")
-    long_tasks = [t for t in watched["longTasks"] if t > 50]
+    long_tasks = [(at, t) for at, t in watched["longTasks"] if t > 50]
     return {"run_id": run_id, "posted": posted, "events": run["event_count"],
             "status": run["status"],
             "first_row": (watched["firstRow"] - posted) / 1000
             if watched["firstRow"] is not None else None,
             "lag_median": statistics.median(lags), "lag_max": max(lags),
-            "long_tasks": len(long_tasks), "long_max": max(long_tasks, default=0.0),
+            "long_tasks": len(long_tasks), "long_max": max((t for _, t in long_tasks), default=0.0),
+            "long_at": ", ".join(f"{t:.0f} ms at {at / 1000:.2f} s" for at, t in long_tasks),
             "heap": heap_mb(page)}
 
 
@@ -98,14 +102,30 @@ MILESTONES = """async id => {
 }"""
 
 
+LARGEST = """async id => {
+  let after = -1, largest = 0, type = '';
+  for (;;) {
+    const page = await (await fetch(`/api/runs/${id}/events?after=${after}`)).json();
+    if (!page.events.length) return [largest, type];
+    for (const e of page.events) {
+      const size = new TextEncoder().encode(JSON.stringify(e)).length;
+      if (size > largest) [largest, type] = [size, e.type];
+    }
+    after = page.last_seq;
+  }
+}"""
+
+
 def milestones(page: Page, run_id: str, posted: float) -> str:
     """When the run's first events were emitted, in seconds after the POST."""
     def since(stamp: float | None) -> str:
         return "-" if stamp is None else f"{stamp - posted / 1000:.2f} s"
 
     seen = page.evaluate(MILESTONES, run_id)
+    largest, kind = page.evaluate(LARGEST, run_id)
     return (f"  emitted after the POST: turn.started {since(seen['started'])}, barrier.forked "
-            f"{since(seen['forked'])}, first branch.started {since(seen['branch'])}")
+            f"{since(seen['forked'])}, first branch.started {since(seen['branch'])}\n"
+            f"  largest stored event: {largest:,} bytes ({kind})")
 
 
 def stored(page: Page, run_id: str) -> float:
@@ -136,7 +156,8 @@ def main() -> None:
                   f"  events behind the stored ones, sampled each second: median "
                   f"{seen['lag_median']:,.0f}, max {seen['lag_max']:,}\n"
                   f"  long tasks over 50 ms while it streamed: {seen['long_tasks']} "
-                  f"(longest {seen['long_max']:.0f} ms)\n"
+                  f"(longest {seen['long_max']:.0f} ms){': ' if seen['long_at'] else ''}"
+                  f"{seen['long_at']}\n"
                   f"  JS heap at the end: {seen['heap']:.0f} MB\n{timeline}")
 
 

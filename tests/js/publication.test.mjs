@@ -12,7 +12,7 @@ import { dirname, join } from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 
-import { applyEvent, createRun, fold, parseJsonl, publicationOf, runsOf } from "../../static/picoflow_web/js/fold.js";
+import { applyEvent, barrierPublicationOf, createRun, fold, parseJsonl, publicationOf, runsOf } from "../../static/picoflow_web/js/fold.js";
 import { lane, timeBounds, treeRows } from "../../static/picoflow_web/js/layout.js";
 import { PUBLISHED_KIND, barrierMarks, branchMarks } from "../../static/picoflow_web/js/publication.js";
 
@@ -103,6 +103,14 @@ function check(run, events, label) {
   for (const [id, barrier] of run.barriers) {
     const marks = barrierMarks(run, id);
     const where = `${label}: barrier ${id}`;
+    // A barrier's counts (made without each branch's publication for a canonical join)
+    // are the tally of its branches' publications.
+    const tally = { pending: 0, scoped: 0, published: 0, nothing: 0, discarded: 0 };
+    for (const path of barrier.branches) {
+      const p = publicationOf(run, path);
+      if (p) tally[p.state] += 1;
+    }
+    assert.deepEqual(barrierPublicationOf(run, id)?.counts, tally, `${where}: counts`);
     const published = barrier.branches.filter((p) => truth.reached(p).length > 0);
     const record = truth.joins.get(id);
     const unattributed = barrier.caller === "" && !truth.dead.has(id) && record && record.fields.some((f) => !f.writer);

@@ -39,6 +39,7 @@ import { describeEvent, formatDuration, formatHash, interruptionText, parseHash,
 import { bindKeys } from "./keys_ui.js";
 import { conflictOf, problemWord } from "./conflict.js";
 import { branchLine, createRunView } from "./run_view_ui.js";
+import { createPump } from "./pump.js";
 import { createFeed } from "./socket.js";
 import { createResumeControl } from "./resume_ui.js";
 import { createStopControl } from "./stop_ui.js";
@@ -136,18 +137,32 @@ export function mountRunPage(root) {
   applyHash();
 
   // -- the feed ---------------------------------------------------------------------------
+  // Live batches are folded a slice at a time (pump.js): a wide fork's pages or a join's
+  // lists never hold the page in one long task. A summary waits for the batches before it.
+  const pump = createPump({ apply: (events) => store.applyBatch(events) });
+  let queuedUpTo = -1; // the last seq handed to the pump
+  /** Where the next poll starts: after what is folded, or queued to be. */
+  const readUpTo = () => Math.max(store.get().run.lastSeq, pump.waiting ? queuedUpTo : -1);
   const feed = createFeed({
     // The server compares the generation: a record replaced while the page was not
     // subscribed comes again from seq 0, and the hello (its generation) restarts the page.
     url: () => runSocketUrl(runId, store.get().run.lastSeq, store.get().generation),
     onMessage(message) {
       if (message.type === "run") {
-        store.adoptGeneration(message.run?.generation);
-        store.set({ summary: mergeSummary(store.get().summary, message.run) });
-      } else if (message.type === "events" && Array.isArray(message.events)) store.applyBatch(message.events);
+        pump.after(() => {
+          store.adoptGeneration(message.run?.generation);
+          store.set({ summary: mergeSummary(store.get().summary, message.run) });
+        });
+      } else if (message.type === "events" && Array.isArray(message.events)) {
+        const last = message.events.at(-1);
+        if (typeof last?.seq === "number") queuedUpTo = Math.max(queuedUpTo, last.seq);
+        pump.push(message.events);
+      }
       // The server replaced the run's events (a trace's run derived again from its spans):
       // the page folds it anew from the batch that follows, from seq 0.
       else if (message.type === "rebuilt") {
+        pump.clear();
+        queuedUpTo = -1;
         store.restart(typeof message.generation === "number" ? message.generation : null);
       }
     },
@@ -155,7 +170,7 @@ export function mountRunPage(root) {
       store.set({ conn: { state, ...info } });
     },
     async poll() {
-      const after = store.get().run.lastSeq;
+      const after = readUpTo();
       const data = await requestJson(eventsUrl(runId, after, PAGE));
       // Events of another record than the one folded: the run starts over, from seq 0.
       if (store.adoptGeneration(data.generation)) return { messages: [], again: true, done: false };

@@ -10,7 +10,6 @@
 
 import { keep, keepAll, keepEntry, keepField, keepLength } from "./log.js";
 import { anomaly, barrierOf, setField, splitUndoKey, undoKey } from "./model.js";
-import { appliedIndex } from "./publication.js";
 
 /** @typedef {import("./model.js").Handler} Handler */
 
@@ -53,7 +52,7 @@ export const HANDLERS = {
     barrier.target = event.target;
     barrier.published = (event.fields || []).map(publishedField);
     barrier.discarded = [...(event.discarded || [])];
-    barrier.applied = appliedIndex(barrier);
+    barrier.applied = null; // indexed when first asked for: appliedOf
     barrier.discardedAt = new Map(barrier.discarded.map((d) => [d.index, d]));
     for (const item of barrier.published) {
       if (event.target === "canonical") {

@@ -88,8 +88,15 @@
  * @property {Map<string, [boolean, any]>} undo
  * @property {Record<string, number>} counts  branches by status
  * @property {Map<number, any>} discardedAt  the `discarded` entries by request index
- * @property {Map<string, Applied[]>} applied  what the join's publication record applied, by
- *   every invocation path (at or below this barrier's branches) it came from
+ * @property {AppliedIndex | null} applied  what the join's publication record
+ *   applied, by every invocation path (at or below this barrier's branches) it came from;
+ *   null until first asked for (`appliedOf`): a join of every branch of a wide fork indexes
+ *   hundreds of thousands of inputs, which the page needs only for the branches it shows
+ */
+/**
+ * What a join's publication record applied, by invocation path: `get` gives the fields
+ * `path` or its descendants brought (undefined: none), in the record's order.
+ * @typedef {{has: (path: string) => boolean, get: (path: string) => Applied[] | undefined}} AppliedIndex
  */
 /**
  * One field a join's publication record lists as applied, and who it came from.

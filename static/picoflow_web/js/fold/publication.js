@@ -11,6 +11,7 @@ import { pathDepth, undoKey } from "./model.js";
 /** @typedef {import("./model.js").Invocation} Invocation */
 /** @typedef {import("./model.js").Barrier} Barrier */
 /** @typedef {import("./model.js").Applied} Applied */
+/** @typedef {import("./model.js").AppliedIndex} AppliedIndex */
 
 /**
  * What became of an invocation's writes, from its join's publication record and those of
@@ -98,7 +99,7 @@ function derivePublication(run, path) {
     // A join only keeps fulfilled branches; a record that does not list this one is short.
     return pub("discarded", "rejected", `Discarded: it ended ${inv.status} and its join keeps only fulfilled branches.`);
   }
-  const applied = barrier.applied.get(path) || [];
+  const applied = appliedOf(barrier).get(path) || [];
   if (barrier.target === "caller-scope") {
     const caller = publicationOf(run, barrier.caller);
     const callerInv = run.invocations.get(barrier.caller);
@@ -114,7 +115,7 @@ function derivePublication(run, path) {
       return pub("scoped", null, `Published into the scope of its caller ${who}; its caller's join has not run yet.`, applied, barrier.caller);
     }
     const root = canonicalRecord(run, barrier);
-    const reached = root ? root.applied.get(path) || [] : [];
+    const reached = root ? appliedOf(root).get(path) || [] : [];
     if (!reached.length) {
       return pub("discarded", "caller", `Discarded: its caller's join published none of it.`, [], barrier.caller);
     }
@@ -219,6 +220,7 @@ function deriveBarrierPublication(run, id) {
   /** @type {Record<Publication["state"], number>} */
   const counts = { pending: 0, scoped: 0, published: 0, nothing: 0, discarded: 0 };
   if (barrier.outcome === "open" && run.status === "running") counts.pending = barrier.branches.length;
+  else if (barrier.target === "canonical") countCanonical(run, barrier, counts);
   else {
     for (const path of barrier.branches) {
       const p = publicationOf(run, path);
@@ -254,6 +256,27 @@ function deriveBarrierPublication(run, id) {
 }
 
 /**
+ * The branch counts of a join that published into the canonical state, as
+ * `publicationOf` each branch would give them, without making each one's publication:
+ * a wide join's header is counted once per change, and most of its branches are shown
+ * never. A branch is discarded when the join says so or it did not end fulfilled, else it
+ * published when the join applied something of it.
+ * @param {Run} run @param {Barrier} barrier @param {Record<Publication["state"], number>} counts
+ */
+function countCanonical(run, barrier, counts) {
+  const own = joinVerdict(run, barrier);
+  const applied = own ? null : appliedOf(barrier);
+  for (const path of barrier.branches) {
+    const inv = run.invocations.get(path);
+    if (!inv || inv.barrier === null) continue;
+    if (own) counts[own.state] += 1;
+    else if (inv.status !== "fulfilled" || barrier.discardedAt.has(inv.index)) counts.discarded += 1;
+    else if (applied?.has(path)) counts.published += 1;
+    else counts.nothing += 1;
+  }
+}
+
+/**
  * A caller as sentences name it: its branch key (or step) and its path, "news (0.1)".
  * @param {Run} run @param {string} path
  */
@@ -266,36 +289,83 @@ function callerName(run, path) {
  * Who each applied field of a join's publication record came from, indexed under every
  * path from the branch down to the writer, so "did anything of `path` publish" is one
  * lookup for a branch and for any of its descendants. Contributions count only when the
- * record lists their field: a reduction alone publishes nothing.
- * @param {Barrier} barrier @returns {Map<string, Applied[]>}
+ * record lists their field: a reduction alone publishes nothing. Made on the first call
+ * after the join (the fold leaves it null), then kept with the barrier.
+ * @param {Barrier} barrier @returns {AppliedIndex}
  */
-export function appliedIndex(barrier) {
-  /** @type {Map<string, Applied[]>} */
-  const index = new Map();
+export function appliedOf(barrier) {
+  if (barrier.applied === null) barrier.applied = appliedIndex(barrier);
+  return barrier.applied;
+}
+
+/**
+ * @param {Barrier} barrier @returns {AppliedIndex}
+ */
+function appliedIndex(barrier) {
+  // A join's inputs are every branch of a wide fork: the index keeps each applied field's
+  // parts in flat arrays and chains them by path, and makes the `Applied` records of a path
+  // only when that path is asked for (the page shows a few of its branches at a time).
+  /** @type {{step: string, field: string, kind: Applied["kind"]}[]} what each source applied */
+  const groups = [];
+  /** @type {number[]} */ const groupOf = [];
+  /** @type {string[]} */ const origins = [];
+  /** @type {number[]} */ const nodeSource = [];
+  /** @type {number[]} */ const nodeNext = [];
+  /** @type {Map<string, number>} the last node of each path */
+  const heads = new Map();
   const depth = pathDepth(barrier.caller) + 1;
-  /** @param {Applied} item */
-  const add = (item) => {
-    const parts = item.origin.split(".");
-    for (let n = depth; n <= parts.length; n += 1) {
-      const key = parts.slice(0, n).join(".");
-      const list = index.get(key);
-      if (list) list.push(item);
-      else index.set(key, [item]);
+  /** @param {string} key @param {number} source */
+  const link = (key, source) => {
+    nodeNext.push(heads.get(key) ?? -1);
+    heads.set(key, nodeSource.length);
+    nodeSource.push(source);
+  };
+  /** @param {number} group @param {string} origin */
+  const add = (group, origin) => {
+    const source = origins.length;
+    groupOf.push(group);
+    origins.push(origin);
+    let dot = origin.indexOf(".");
+    if (dot < 0) { // a root barrier's branch itself: its one path
+      if (depth <= 1) link(origin, source);
+      return;
+    }
+    // Under each prefix of its origin of `depth` parts or more, cut out of the path as it is.
+    for (let n = 1; ; n += 1) {
+      if (n >= depth) link(dot < 0 ? origin : origin.slice(0, dot), source);
+      if (dot < 0) return;
+      dot = origin.indexOf(".", dot + 1);
     }
   };
+  /** @param {string} step @param {string} field @param {Applied["kind"]} kind */
+  const group = (step, field, kind) => groups.push({ step, field, kind }) - 1;
   const listed = new Set();
   for (const f of barrier.published) {
     listed.add(undoKey(f.step, f.field));
     if (f.writer !== null && f.writer !== "") {
-      add({ step: f.step, field: f.field, kind: f.deleted ? "removal" : "replacement", origin: String(f.writer) });
+      add(group(f.step, f.field, f.deleted ? "removal" : "replacement"), String(f.writer));
     }
   }
   for (const r of barrier.reductions) {
     if (!listed.has(undoKey(r.step, r.field))) continue;
+    const of = group(r.step, r.field, "contribution");
     for (const input of r.inputs || []) {
       // A foreign record without a path names nobody.
-      if (typeof input?.path === "string") add({ step: r.step, field: r.field, kind: "contribution", origin: input.path });
+      if (typeof input?.path === "string") add(of, input.path);
     }
   }
-  return index;
+  return {
+    has: (/** @type {string} */ path) => heads.has(path),
+    get(/** @type {string} */ path) {
+      let node = heads.get(path);
+      if (node === undefined) return undefined;
+      /** @type {Applied[]} */
+      const out = [];
+      for (; node >= 0; node = nodeNext[node]) {
+        const at = nodeSource[node];
+        out.push({ ...groups[groupOf[at]], origin: origins[at] });
+      }
+      return out.reverse(); // in the order the record lists them
+    },
+  };
 }
