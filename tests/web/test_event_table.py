@@ -83,6 +83,20 @@ def test_a_batch_is_stored_in_a_few_statements_of_many_rows(count: int) -> None:
     assert [(seq, text) for seq, text in stored] == [(seq, text) for seq, _, _, text in rows]
 
 
+def test_a_taken_seq_is_djangos_integrity_error_and_keeps_nothing_of_the_batch() -> None:
+    # The recorder and ingest tell a seq stored meanwhile by Django's IntegrityError; the
+    # rows go in through the driver's own cursor, so the error must still be Django's.
+    from django.db import IntegrityError, transaction
+
+    from picoflow_web.models import Run
+
+    Run.objects.create(id="taken", flow="HotelFlow")
+    eventlog.insert_rows("taken", [(0, "step.entered", "", '{"seq":0}')])
+    with pytest.raises(IntegrityError), transaction.atomic():
+        eventlog.insert_rows("taken", [(seq, "step.entered", "", "{}") for seq in (1, 2, 0)])
+    assert eventlog.read_texts("taken", -1, 10) == [(0, '{"seq":0}')]
+
+
 def test_a_reader_may_ask_for_some_event_types_only() -> None:
     from picoflow_web.models import Run
 
