@@ -45,6 +45,17 @@ def inline_tasks() -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
+def no_stall_seen(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test starts with no database stall seen by this process: the memory of one is
+    process-wide (picoflow_web.record.stalls), and a round of an earlier test with a short
+    timeout that waited under load would keep a later test's rounds from declaring
+    anything for a whole timeout."""
+    from picoflow_web.record import stalls
+
+    monkeypatch.setattr(stalls, "_writable_again", None)
+
+
+@pytest.fixture(autouse=True)
 def fast_password_hasher() -> Iterator[None]:
     """Users are made in nearly every test; PBKDF2's real cost is not under test."""
     with override_settings(PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"]):
