@@ -29,6 +29,14 @@ Three more are not about the request's shape alone:
   the events, their order, runs and sessions, which no JSON Schema of one string can say.
   ``tests/web/test_fuzz_ndjson.py`` generates valid and broken lines for these two instead.
 
+One answer to "schema-violating data" is not counted either, because the request as sent
+violates nothing:
+
+* ``GET /api/ingest/control`` with a negative example whose query, once written into the
+  URL, is a valid one: a ``run`` of JSON null goes out as the text ``null`` and a ``wait``
+  of ``[0.0]`` as ``0.0``, which are a run id and a number like any other. A query string
+  has no types; the server answers what it received.
+
 (``schemathesis run --checks all`` lets a check named on its command line win over a
 per-operation ``enabled = false`` in the config file, so these live here, as hooks.)
 """
@@ -37,10 +45,15 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import schemathesis
 from django.utils.dateparse import parse_datetime
+from schemathesis.core.failures import AcceptedNegativeData
 from schemathesis.openapi.checks import RejectedPositiveData
+
+from picoflow_web.http.bodies import MAX_CONTROL_RUNS
+from runtime.events import ID_PATTERN
 
 # The ingest and import bodies are lines of text (events): generated as text, sent as is.
 schemathesis.serializer.alias("application/x-ndjson", "text/plain")
@@ -127,9 +140,31 @@ BY_DESIGN = (_range_reversed, _names_no_session, _other_projects_session, _holds
 """Refusals of schema-valid requests the document cannot state (see the module doc)."""
 
 
+def _control_query_valid_as_sent(case: Any, response: Any) -> bool:
+    """A control long-poll whose query, as the URL carries it, is a valid one."""
+    if (case.method.upper(), case.path) != ("GET", "/api/ingest/control"):
+        return False
+    query = parse_qs(urlsplit(response.request.url).query, keep_blank_values=True)
+    if set(query) - {"run", "wait"}:
+        return False
+    runs, waits = query.get("run", []), query.get("wait", [])
+    if not 1 <= len(runs) <= MAX_CONTROL_RUNS or len(waits) > 1:
+        return False
+    if not all(ID_PATTERN.fullmatch(run) for run in runs):
+        return False
+    try:
+        wait = float(waits[0]) if waits else 25.0
+    except ValueError:
+        return False
+    return 0 <= wait <= 60
+
+
 @schemathesis.hook
 def filter_failure(context: Any, failure: Any, case: Any, response: Any) -> bool:
-    """Keep every failure but a refusal listed in :data:`BY_DESIGN`."""
+    """Keep every failure but a refusal listed in :data:`BY_DESIGN` and a negative example
+    that is none once sent (:func:`_control_query_valid_as_sent`)."""
+    if isinstance(failure, AcceptedNegativeData):
+        return not _control_query_valid_as_sent(case, response)
     if not isinstance(failure, RejectedPositiveData):
         return True
     return not any(rule(case, response) for rule in BY_DESIGN)
