@@ -131,9 +131,10 @@ async def test_a_10000_branch_cancelled_join_has_no_event_over_64_kb_and_folds_a
 async def test_both_folds_and_the_otlp_spans_of_a_paged_join_are_those_unpaged(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The fold exports (whose branch views list every sibling's writes, so grow with the
-    square of the width) on 1,000 branches in pages of 32 items."""
+    square of the width) on 400 branches (over one fork page) in pages of 32 items, with
+    enough of them closed at the grace period's end to page that list too."""
     monkeypatch.setattr(ev_values, "LIST_PAGE", 32)
-    events = await _wide_run(1_000, 400)
+    events = await _wide_run(400, 200)
     assert {(e.of, e.name) for e in events if isinstance(e, ev.ListContinued)} >= {
         ("cancel.propagated", "running"), ("cancel.grace_expired", "closed"),
         ("join.reduced", "inputs"), ("join.published", "discarded")}
