@@ -4,6 +4,8 @@ Measured in the same run against like-for-like baselines:
   * a bare ``asyncio.TaskGroup`` of N no-op coroutines (the floor: asyncio's own
     structured concurrency, which the branches run in on asyncio), against our no-op
     branches, with no sink and with a ``MemorySink`` (every branch's events built);
+  * the seed's per-branch skeleton: a view, the execution frame, a fresh step instance and
+    a result per branch in an ``asyncio.TaskGroup`` (what no run_steps() can do without);
   * a bare anyio task group of N no-op tasks (what anyio users would write);
   * LangGraph's Send fan-out of N *async* nodes (``graph.ainvoke``, no checkpointer): nodes
     that return nothing, against our no-op branches, and nodes that append one item to an
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextvars
 import gc
 import json
 import operator
@@ -153,6 +156,89 @@ async def asyncio_task_group(n: int) -> float:
     return time.perf_counter() - start
 
 
+_VIEW: contextvars.ContextVar[Any] = contextvars.ContextVar("bench_view")
+_FRAMES: contextvars.ContextVar[tuple[Any, ...]] = contextvars.ContextVar(
+    "bench_frames", default=())
+
+
+class _SkeletonView:
+    """As many fields as a branch view, slotted, made field by field as fork_views does."""
+
+    __slots__ = ("barrier_id", "barriers", "base", "cancel", "channels_of", "closed",
+                 "contributions", "depth", "direct", "folding", "index", "key", "memory",
+                 "outer", "overridden", "params", "path", "path_str", "private", "seq", "step",
+                 "tokens", "usages", "violations", "writes")
+    barrier_id: Any
+    barriers: Any
+    base: Any
+    cancel: Any
+    channels_of: Any
+    closed: Any
+    contributions: Any
+    depth: Any
+    direct: Any
+    folding: Any
+    index: Any
+    key: Any
+    memory: Any
+    outer: Any
+    overridden: Any
+    params: Any
+    path: Any
+    path_str: Any
+    private: Any
+    seq: Any
+    step: Any
+    tokens: Any
+    usages: Any
+    violations: Any
+    writes: Any
+
+
+class _SkeletonStep:
+    async def run_logic(self) -> Any:
+        return None
+
+
+async def skeleton(n: int) -> float:
+    """What the seed's rules need per branch and nothing more, in an asyncio.TaskGroup: a
+    view per branch (over a shared fork snapshot), the branch's execution frame in two
+    context variables, a fresh step instance whose run_logic() is awaited, and a result
+    record per branch. The floor an honest run_steps() could reach without the plan, the
+    start loop's pacing, cancellation bookkeeping, the trail and the join."""
+    outcomes: list[Any] = [None] * n
+    start = time.perf_counter()
+    views = []
+    for index in range(n):
+        view = object.__new__(_SkeletonView)
+        view.base, view.step, view.index, view.key = None, "Noop", index, str(index)
+        view.path, view.params, view.cancel, view.channels_of = ((0, index),), {}, None, None
+        view.usages, view.depth, view.barrier_id, view.writes = (), 1, "b0", None
+        view.contributions, view.private, view.violations, view.memory = None, None, (), None
+        view.direct, view.overridden, view.barriers, view.closed = None, (), 0, False
+        view.outer, view.tokens, view.seq, view.folding = None, None, 0, None
+        view.path_str = str(index)
+        views.append(view)
+
+    async def branch(index: int) -> None:
+        view = views[index]
+        view_token = _VIEW.set(view)
+        frame_token = _FRAMES.set((*_FRAMES.get(), index))
+        try:
+            worker = object.__new__(_SkeletonStep)
+            output: Any = await worker.run_logic()
+        finally:
+            _FRAMES.reset(frame_token)
+            _VIEW.reset(view_token)
+        outcomes[index] = {"index": index, "key": view.key, "step": view.step,
+                           "path": view.path, "status": "fulfilled", "output": output}
+
+    async with asyncio.TaskGroup() as group:
+        for index in range(n):
+            group.create_task(branch(index))
+    return time.perf_counter() - start
+
+
 async def bare_task_group(n: int) -> float:
     async def noop() -> None:
         return None
@@ -220,6 +306,7 @@ def measure(n: int, reps: int, with_langgraph: bool) -> None:
         "noop_events": lambda: picoflow_fanout(n, "noop", [MemorySink()]),
         "add": lambda: picoflow_fanout(n, "add"),
         "taskgroup": lambda: asyncio_task_group(n),
+        "skeleton": lambda: skeleton(n),
         "bare": lambda: bare_task_group(n),
     }
     lg = langgraph_fanout(n, "noop") if with_langgraph else None
@@ -234,6 +321,7 @@ def measure(n: int, reps: int, with_langgraph: bool) -> None:
     print(f"  run_steps, no-op, MemorySink      {per['noop_events']:8.2f}")
     print(f"  run_steps, append contribution    {per['add']:8.2f}")
     print(f"  bare asyncio.TaskGroup            {per['taskgroup']:8.2f}")
+    print(f"  the seed's per-branch skeleton    {per['skeleton']:8.2f}")
     print(f"  bare anyio task group             {per['bare']:8.2f}")
     if lg:
         print(f"  LangGraph Send, async no-op node  {per['langgraph']:8.2f}")
@@ -241,6 +329,9 @@ def measure(n: int, reps: int, with_langgraph: bool) -> None:
     print(f"ratio run_steps(no-op) / asyncio.TaskGroup     "
           f"{ratio(samples, 'noop', 'taskgroup'):6.2f}x  "
           f"{spread(samples, 'noop', 'taskgroup')}  (target <= 2)")
+    print(f"ratio skeleton / asyncio.TaskGroup             "
+          f"{ratio(samples, 'skeleton', 'taskgroup'):6.2f}x  "
+          f"{spread(samples, 'skeleton', 'taskgroup')}  (the per-branch state alone)")
     print(f"ratio run_steps(no-op, MemorySink) / TaskGroup "
           f"{ratio(samples, 'noop_events', 'taskgroup'):6.2f}x  "
           f"{spread(samples, 'noop_events', 'taskgroup')}")
