@@ -21,7 +21,7 @@ import difflib
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -167,17 +167,23 @@ def fork_pages(requests: list[_R]) -> list[list[_R]]:
     :data:`FORK_PAGE` requests and :data:`FORK_PAGE_CHARS` characters each. One page (the
     list itself) for most forks. Measured a page at a time: one ``json.dumps`` of its
     params, then request by request only when that page is too large."""
-    page, budget = FORK_PAGE, FORK_PAGE_CHARS
-    if len(requests) <= page and _page_chars(requests) <= budget:
-        return [requests]
+    return _cut(requests, FORK_PAGE, FORK_PAGE_CHARS, _page_chars, _request_chars)
+
+
+def _cut(items: list[_R], page: int, budget: int, page_chars: Callable[[list[_R]], int],
+         item_chars: Callable[[_R], int]) -> list[list[_R]]:
+    """``items`` in pages of at most ``page`` items and ``budget`` characters (one item at
+    least), a page measured whole first and item by item only when it is too large."""
+    if len(items) <= page and page_chars(items) <= budget:
+        return [items]
     pages: list[list[_R]] = []
-    start, total = 0, len(requests)
+    start, total = 0, len(items)
     while start < total:
-        chunk = requests[start:start + page]
-        if _page_chars(chunk) > budget:
+        chunk = items[start:start + page]
+        if page_chars(chunk) > budget:
             used, take = 0, 0
-            for request in chunk:
-                used += _request_chars(request)
+            for item in chunk:
+                used += item_chars(item)
                 if take and used > budget:
                     break
                 take += 1
@@ -207,24 +213,9 @@ def list_pages(items: list[Any]) -> list[list[Any]]:
     """``items`` (JSON values, in order) cut into the pages their events carry: at most
     :data:`LIST_PAGE` items and :data:`LIST_PAGE_CHARS` characters each. One page (the list
     itself, empty or not) for most events."""
-    page, budget = LIST_PAGE, LIST_PAGE_CHARS
-    if len(items) <= page and len(json.dumps(items, default=repr)) <= budget:
-        return [items]
-    pages: list[list[Any]] = []
-    start, total = 0, len(items)
-    while start < total:
-        chunk = items[start:start + page]
-        if len(json.dumps(chunk, default=repr)) > budget:
-            used, take = 0, 0
-            for item in chunk:
-                used += len(json.dumps(item, default=repr)) + 2
-                if take and used > budget:
-                    break
-                take += 1
-            chunk = chunk[:take]
-        pages.append(chunk)
-        start += len(chunk)
-    return pages
+    return _cut(items, LIST_PAGE, LIST_PAGE_CHARS,
+                lambda chunk: len(json.dumps(chunk, default=repr)),
+                lambda item: len(json.dumps(item, default=repr)) + 2)
 
 
 def paged_lists(lists: dict[str, list[Any]]) -> tuple[

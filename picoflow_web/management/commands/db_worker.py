@@ -70,8 +70,8 @@ GC_THRESHOLDS = (50_000, 20, 10)
 """The cyclic collector's thresholds in a worker (the interpreter's: 700, 10, 10). A wide
 fan-out allocates millions of objects that stay alive until its join — branches, their
 views, their events waiting to be stored — and at the default thresholds the collector
-walks them again every few hundred allocations, finding nothing: most of a 100,000-branch
-turn's time. Garbage cycles wait a little longer to be freed."""
+walks them again every few hundred allocations, finding nothing: most of a wide turn's time
+went there. Garbage cycles wait a little longer to be freed."""
 
 
 def default_worker_id() -> str:
