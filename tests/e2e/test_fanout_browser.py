@@ -71,6 +71,7 @@ def from_events(events: list[dict[str, Any]]) -> dict[str, Any]:
         "barrier": fork["barrier"], "steps": Counter(step.values()),
         "status": Counter(status.values()), "durations": durations,
         "slowest": {p for p, d in durations.items() if d == longest}, "started": started,
+        "finished": finished,
         "discarded": len(join["discarded"]),
         "rejected": sorted((p for p, s in status.items() if s == "rejected"), key=int),
     }
@@ -78,6 +79,19 @@ def from_events(events: list[dict[str, Any]]) -> dict[str, Any]:
 
 WINDOW = "a => [Number(a.dataset.start), Number(a.dataset.end)]"
 """The time axis's window as drawn (seconds), read at once."""
+
+LANES = """() => {
+  const axis = document.getElementById('pf-axis').dataset;
+  const lanes = {};
+  for (const lane of document.querySelectorAll('.pf-lane[data-path]')) {
+    if (!lane.dataset.path) continue;
+    const running = lane.querySelector('.pf-seg-running');
+    lanes[lane.dataset.path] = running ? parseFloat(running.style.left) : null;
+  }
+  return [lanes, Number(axis.start), Number(axis.end)];
+}"""
+"""Each branch lane drawn (path: left edge of its running segment, percent) and the window
+they were drawn in, read in one go."""
 
 
 async def count(page: Any, selector: str) -> int:
@@ -187,9 +201,20 @@ async def test_a_ten_thousand_branch_barrier_has_an_overview_and_paged_tables(
           const seg = document.querySelector(`.pf-lane[data-path="${p}"] .pf-seg-queued`);
           return seg && seg.getBoundingClientRect().width > 20;
         }""", arg=path)
-    lefts = await page.locator(".pf-lane[data-path] .pf-seg-running").evaluate_all(
-        "els => els.map(e => parseFloat(e.style.left))")
-    assert len(set(lefts)) > 1
+    # Every lane drawn places its running segment where its branch.started says, so
+    # branches that started microseconds apart get lanes of their own; a branch that did
+    # not run inside the window has none. (How many ran beside the slowest one depends on
+    # where the run's loop paused, so the events, not a count, are the truth here.)
+    drawn, start, end = await page.evaluate(LANES)
+    assert path in drawn and drawn[path] is not None
+    for lane_path, left in drawn.items():
+        began, ended = truth["started"][lane_path], truth["finished"][lane_path]
+        if ended < start or began > end:
+            assert left is None, lane_path
+        else:
+            expected = min(1.0, max(0.0, (began - start) / (end - start))) * 100
+            assert left is not None and abs(left - expected) < 0.002, (lane_path, left, expected)
+    assert len(drawn) > 1
     await shot(page, "fanout-zoomed")
     await page.keyboard.press("0")
     await page.wait_for_function("() => !document.getElementById('pf-axis').dataset.zoomed")
