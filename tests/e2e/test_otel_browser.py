@@ -174,8 +174,12 @@ async def test_a_page_watching_a_trace_redraws_it_when_its_run_is_rebuilt(
     labels = await page.eval_on_selector_all(
         ".pf-barrier .pf-barrier-label", "labels => labels.map(l => l.textContent)")
     assert labels == ["overlapping child spans of agent"], labels
+    # In the order drawn: rows are recycled slots placed by transform, so after the run
+    # was redrawn from scratch their order in the document says nothing.
     rows = await page.eval_on_selector_all(
-        ".pf-branch", "rows => rows.map(r => r.querySelector('.pf-row-key').textContent)")
+        ".pf-branch", "rows => rows.map(r => [Number(r.getAttribute('aria-rowindex')),"
+        " r.querySelector('.pf-row-key').textContent]).sort((a, b) => a[0] - b[0])"
+        ".map(([, key]) => key)")
     assert rows == ["left", "right"], rows
     stored = await page.evaluate(
         "async id => (await (await fetch(`/api/runs/${id}/events?after=-1&limit=5000`))"
