@@ -15,6 +15,7 @@ import { fileURLToPath } from "node:url";
 import { applyEvent, barrierPublicationOf, createRun, fold, parseJsonl, publicationOf, runsOf } from "../../static/picoflow_web/js/fold.js";
 import { lane, timeBounds, treeRows } from "../../static/picoflow_web/js/layout.js";
 import { PUBLISHED_KIND, barrierMarks, branchMarks } from "../../static/picoflow_web/js/publication.js";
+import { appliedOf } from "../../static/picoflow_web/js/fold/publication.js";
 
 const GOLDEN = join(dirname(fileURLToPath(import.meta.url)), "..", "golden");
 const goldens = readdirSync(GOLDEN).filter((f) => f.endsWith(".jsonl")).sort();
@@ -376,4 +377,54 @@ test("a caller that fails after its inner join takes the inner branches down wit
   assert.equal(barrierMarks(run, "0/b0").state, "discarded");
   assert.equal(branchMarks(run, "1").state, "nothing");
   assert.equal(barrierMarks(run, "b0").badge.label, "nothing published");
+});
+
+test("a join's applied index answers every path as the raw record does, wherever its branches' paths come from", () => {
+  // The index reads a branch's request index off its path; a path it cannot read (foreign
+  // names, requests out of order, a prefix of another branch's path) is looked up by name.
+  const cases = [
+    { caller: "", branches: Array.from({ length: 12 }, (_, i) => String(i)) },
+    { caller: "4", branches: Array.from({ length: 12 }, (_, i) => `4.1:${i}`) },
+    { caller: "2.0:3", branches: Array.from({ length: 3 }, (_, i) => `2.0:3.${i}`) },
+    { caller: "", branches: ["a", "b", "c"] },
+    { caller: "", branches: ["0", "2", "1", "10"] },
+  ];
+  for (const { caller, branches } of cases) {
+    const under = (suffix) => branches.flatMap((b) => [b, `${b}.${suffix}`, `${b}0`, `${b}0.${suffix}`]);
+    const origins = [...under("0:1"), ...under("1:2.0:5"), "elsewhere", "01"];
+    const barrier = {
+      caller, branches, applied: null,
+      published: [
+        { step: "S", field: "w", writer: `${branches[1]}.0:1`, deleted: false },
+        { step: "S", field: "x", writer: null, deleted: false },
+        { step: "S", field: "gone", writer: branches[2], deleted: true },
+      ],
+      reductions: [
+        { step: "S", field: "x", inputs: origins.filter((_, i) => i % 3 !== 1).map((path) => ({ path })) },
+        { step: "S", field: "unlisted", inputs: origins.map((path) => ({ path })) },
+        { step: "S", field: "x", inputs: [{ path: null }, {}, null, { path: branches[0] }] },
+      ],
+    };
+    const index = appliedOf(barrier);
+    const expected = (path) => {
+      const out = [];
+      for (const f of barrier.published) {
+        if (f.writer && inSubtree(f.writer, path)) out.push({ step: f.step, field: f.field, kind: f.deleted ? "removal" : "replacement", origin: f.writer });
+      }
+      for (const r of barrier.reductions) {
+        if (r.field === "unlisted") continue;
+        for (const input of r.inputs) {
+          if (typeof input?.path === "string" && inSubtree(input.path, path)) out.push({ step: r.step, field: r.field, kind: "contribution", origin: input.path });
+        }
+      }
+      return out.length ? out : undefined;
+    };
+    const depth = caller === "" ? 1 : caller.split(".").length + 1;
+    for (const path of new Set([...branches, ...origins, ...origins.map((o) => o.split(".").slice(0, depth + 1).join("."))])) {
+      if (path.split(".").length < depth) continue; // above the barrier's branches: not indexed
+      const want = expected(path);
+      assert.deepEqual(index.get(path), want, `${caller || "root"}: ${path}`);
+      assert.equal(index.has(path), want !== undefined, `${caller || "root"}: has ${path}`);
+    }
+  }
 });

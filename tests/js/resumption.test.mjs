@@ -94,3 +94,20 @@ test("a branch the ledger held that ran again says why, and scrubbing back befor
   assert.equal(cursor.moveTo(first.seq - 1).invocations.get(first.path)?.rerun, null);
   assert.equal(cursor.moveTo(first.seq).invocations.get(first.path)?.rerun, why);
 });
+
+test("the reuse line counts from the branches reused up to the seq shown, resumed or not", () => {
+  const own = events.filter((e) => e.run_id === "resumed-2");
+  const reused = own.filter((e) => e.type === "branch.reused");
+  // A record whose turn.started does not name the run it resumes still shows what it reused.
+  const unnamed = own.map((e) => (e.type === "turn.started" ? { ...e, resumes: null } : e));
+  const run = fold(unnamed);
+  assert.equal(run.resumes, null);
+  assert.equal(run.reusedBranches, reused.length);
+  assert.match(reuseLine(run), new RegExp(`^${reused.length} reused · `));
+  // Moved back before the first reuse, the fold has none and the line is gone.
+  const cursor = createCursor(fold(unnamed));
+  assert.equal(cursor.moveTo(reused[0].seq - 1).reusedBranches, 0);
+  assert.equal(reuseLine(cursor.moveTo(reused[0].seq - 1)), "");
+  assert.equal(cursor.moveTo(reused[0].seq).reusedBranches, 1);
+  assert.match(reuseLine(cursor.moveTo(reused[0].seq)), /^1 reused · /);
+});

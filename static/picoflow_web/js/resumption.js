@@ -44,6 +44,9 @@ export function reuseCounts(run) {
  * @param {Run} run
  */
 export function reuseLine(run) {
+  // Every frame of a live run asks; only a run that reused or resumes has a line, and only
+  // then are its invocations counted.
+  if (!run.reusedBranches && !run.resumes) return "";
   const c = reuseCounts(run);
   if (!c.reused && !run.resumes) return "";
   return `${c.reused} reused · ${c.executed} executed · ${c.tokensSaved.toLocaleString("en-US")} tokens saved`;

@@ -81,6 +81,8 @@ export const HANDLERS = {
     inv.output = event.output;
     inv.reused = { runId: event.original_run_id, seq: event.original_seq ?? null,
                    tokens: event.total_tokens };
+    keep(run, "reusedBranches");
+    run.reusedBranches += 1;
     // Spent once, where it ran: the session counts them, and so does the run's total.
     keep(run, "tokens");
     run.tokens = {

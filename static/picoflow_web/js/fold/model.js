@@ -134,6 +134,8 @@ export function createRun() {
     startedAt: /** @type {string | number | null} */ (null),
     /** @type {string | null} the run this one resumes (turn.started's resumes) */
     resumes: null,
+    /** branches restored from the ledger (branch.reused): the header counts them only then */
+    reusedBranches: 0,
     endOffset: 0,
     /** @type {{step: string, how: string, level: number, path: string, seq: number}[]} */
     trail: [],

@@ -304,35 +304,85 @@ export function appliedOf(barrier) {
 function appliedIndex(barrier) {
   // A join's inputs are every branch of a wide fork: the index keeps each applied field's
   // parts in flat arrays and chains them by path, and makes the `Applied` records of a path
-  // only when that path is asked for (the page shows a few of its branches at a time).
+  // only when that path is asked for (the page shows a few of its branches at a time). A
+  // branch's own path is found by its request index, read off the path, in a typed array:
+  // hashing every input's path into a map costs most of a wide join's first frame.
   /** @type {{step: string, field: string, kind: Applied["kind"]}[]} what each source applied */
   const groups = [];
-  /** @type {number[]} */ const groupOf = [];
+  let sources = barrier.published.length;
+  for (const r of barrier.reductions) sources += r.inputs ? r.inputs.length : 0;
+  const groupOf = new Int32Array(sources);
   /** @type {string[]} */ const origins = [];
-  /** @type {number[]} */ const nodeSource = [];
-  /** @type {number[]} */ const nodeNext = [];
-  /** @type {Map<string, number>} the last node of each path */
+  // One node per source and path it is indexed under: one each, unless it came from
+  // below a branch (grown then).
+  let nodeSource = new Int32Array(sources);
+  let nodeNext = new Int32Array(sources);
+  let nodes = 0;
+  /** @param {number} next @param {number} source @returns {number} the new node */
+  const node = (next, source) => {
+    if (nodes === nodeSource.length) {
+      const grown = Math.max(16, nodes * 2);
+      const bigger = new Int32Array(grown);
+      bigger.set(nodeSource);
+      nodeSource = bigger;
+      const chained = new Int32Array(grown);
+      chained.set(nodeNext);
+      nodeNext = chained;
+    }
+    nodeSource[nodes] = source;
+    nodeNext[nodes] = next;
+    return nodes++;
+  };
+  /** @type {Map<string, number>} the last node of each path below the branches */
   const heads = new Map();
+  const branches = barrier.branches;
+  /** the last node of each branch's own path, by request index (-1: none) */
+  const branchHeads = new Int32Array(branches.length).fill(-1);
+  const first = branches.length ? branches[0] : "";
+  // Every branch path is the fork's head and the request index: "0" ends the first one.
+  const head = first.endsWith("0") ? first.slice(0, -1) : null;
+  /** The request index of the branch whose own path is `path` up to `end`, or -1.
+   * @param {string} path @param {number} end */
+  const branchAt = (path, end) => {
+    if (head === null || end <= head.length || !path.startsWith(head)) return -1;
+    let index = 0;
+    for (let k = head.length; k < end; k += 1) {
+      const digit = path.charCodeAt(k) - 48;
+      if (digit < 0 || digit > 9) return -1;
+      index = index * 10 + digit;
+    }
+    const own = branches[index];
+    return own !== undefined && own.length === end && path.startsWith(own) ? index : -1;
+  };
   const depth = pathDepth(barrier.caller) + 1;
   /** @param {string} key @param {number} source */
   const link = (key, source) => {
-    nodeNext.push(heads.get(key) ?? -1);
-    heads.set(key, nodeSource.length);
-    nodeSource.push(source);
+    heads.set(key, node(heads.get(key) ?? -1, source));
+  };
+  /** @param {string} origin @param {number} end @param {number} source */
+  const linkBranch = (origin, end, source) => {
+    const index = branchAt(origin, end);
+    if (index < 0) {
+      link(end < origin.length ? origin.slice(0, end) : origin, source);
+      return;
+    }
+    branchHeads[index] = node(branchHeads[index], source);
   };
   /** @param {number} group @param {string} origin */
   const add = (group, origin) => {
     const source = origins.length;
-    groupOf.push(group);
+    groupOf[source] = group;
     origins.push(origin);
     let dot = origin.indexOf(".");
     if (dot < 0) { // a root barrier's branch itself: its one path
-      if (depth <= 1) link(origin, source);
+      if (depth <= 1) linkBranch(origin, origin.length, source);
       return;
     }
     // Under each prefix of its origin of `depth` parts or more, cut out of the path as it is.
     for (let n = 1; ; n += 1) {
-      if (n >= depth) link(dot < 0 ? origin : origin.slice(0, dot), source);
+      const end = dot < 0 ? origin.length : dot;
+      if (n === depth) linkBranch(origin, end, source);
+      else if (n > depth) link(dot < 0 ? origin : origin.slice(0, dot), source);
       if (dot < 0) return;
       dot = origin.indexOf(".", dot + 1);
     }
@@ -354,15 +404,21 @@ function appliedIndex(barrier) {
       if (typeof input?.path === "string") add(of, input.path);
     }
   }
+  /** @param {string} path */
+  const headOf = (path) => {
+    const index = branchAt(path, path.length);
+    const node = index < 0 ? heads.get(path) : branchHeads[index];
+    return node === undefined || node < 0 ? -1 : node;
+  };
   return {
-    has: (/** @type {string} */ path) => heads.has(path),
+    has: (/** @type {string} */ path) => headOf(path) >= 0,
     get(/** @type {string} */ path) {
-      let node = heads.get(path);
-      if (node === undefined) return undefined;
+      let at = headOf(path);
+      if (at < 0) return undefined;
       /** @type {Applied[]} */
       const out = [];
-      for (; node >= 0; node = nodeNext[node]) {
-        const at = nodeSource[node];
+      for (let n = at; n >= 0; n = nodeNext[n]) {
+        at = nodeSource[n];
         out.push({ ...groups[groupOf[at]], origin: origins[at] });
       }
       return out.reverse(); // in the order the record lists them
