@@ -372,7 +372,12 @@ class _Barrier:
         self.finished.append(view.path_str)
         bus = self.host.bus
         if bus is not None and bus.sinks:  # _report_branch's own test, without the call
-            self._report_branch(index, started=True)
+            outcome = self.outcomes[index]
+            if outcome is not None and outcome.status == "fulfilled":  # most, inline
+                _FULFILLED(bus, view.path_str, barrier=self.id, index=index, key=view.key,
+                           output=safe_value(outcome.output))
+            else:
+                self._report_branch(index, started=True)
         if self.ledger is not None:
             self._ledger(index)
 
@@ -566,12 +571,14 @@ class _Barrier:
         # itself (its path) or through its descendants (their paths' first `depth` levels).
         depth = len(self.views[0].path) if self.views else 0
         for item in result.reductions:
-            inputs = item.inputs()
             contributing = {
-                path if path.count(".") < depth else ".".join(path.split(".")[:depth])
-                for path in (entry["path"] for entry in inputs)}
+                c.path_str if len(c.meta.path) <= depth
+                else ".".join(c.path_str.split(".")[:depth]) for c in item.contributions}
             self._emit_paged(ev.JoinReduced, {
-                "inputs": [_input_record(entry) for entry in inputs],
+                # A value too large to carry is truncated, never the record: its path and
+                # key say whose contribution it was.
+                "inputs": [{"path": c.path_str, "key": c.meta.key, "value": safe_value(c.value)}
+                           for c in item.contributions],
                 "completion_order": [p for p in self.finished if p in contributing]},
                 step=item.step, field=item.field, channel=item.channel,
                 initial=safe_value(item.initial), result=safe_value(item.result))
@@ -586,11 +593,3 @@ class _Barrier:
         self._emit_paged(ev.JoinPublished, {"discarded": [
             {"index": d.index, "key": d.key, "reason": d.reason} for d in result.discarded]},
             target="caller-scope" if self.parent else "canonical", fields=published)
-
-
-def _input_record(entry: dict[str, Any]) -> dict[str, Any]:
-    """One input of a reduction as its event carries it: a value too large to carry is
-    truncated, never the record, whose path and key say whose contribution it was."""
-    value = entry["value"]
-    carried = safe_value(value)
-    return entry if carried is value else {**entry, "value": carried}

@@ -65,12 +65,6 @@ class Reduction:
     """In request-path order (then call order)."""
     result: Any
 
-    def inputs(self) -> list[dict[str, Any]]:
-        """The contributions as ``join.reduced`` carries them: path, key, value (built only
-        when something listens)."""
-        return [{"path": c.path_str, "key": c.meta.key, "value": c.value}
-                for c in self.contributions]
-
 
 @dataclass
 class JoinResult:

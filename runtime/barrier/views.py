@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 from ..errors import (
     ParallelConfigurationError,
@@ -233,7 +233,11 @@ class BranchView:
         # tuple for each after it.
         if kind not in _FOLDED or name in self.private.get(step, _NONE):
             return False
-        items = self.contributions.get(step, _NONE).get(name, ())
+        items: Sequence[Contribution] = self.contributions.get(step, _NONE).get(name, ())
+        if len(items) == 1:  # the field's first contribution here: nothing kept to reuse
+            only = items[0]
+            return (only.meta.path == self.path and takes_value(kind, only.value)
+                    and _fits_initial(kind, self._initial_of(step, name)))
         # A field's list only grows, until a replacement of the field (here or absorbed
         # from an inner join) drops it for a new one: the verdict on the items seen so
         # far holds while the list is the same object, and the initial value with it.
@@ -469,9 +473,10 @@ class Snapshot:
         object.__setattr__(self, "_plain", isinstance(self.states, Mapping))
 
     def state_of(self, step: str) -> Mapping[str, Any]:
-        if self._plain:
-            return cast("Mapping[str, Mapping[str, Any]]", self.states).get(step, _NONE)
-        return cast("View", self.states).state_of(step)
+        states = self.states
+        if self._plain:  # every read of every branch comes here: no cast() call
+            return states.get(step, _NONE)  # type: ignore[union-attr]
+        return states.state_of(step)  # type: ignore[union-attr]
 
     def memory_of(self, namespace: str) -> list[Message]:
         return self.memory.get(namespace, [])

@@ -100,15 +100,25 @@ class EventBus:
         A sink that raises is removed and reported; a sink that dropped events reports the
         range, and ``sink.overflowed`` follows once every sink has this event.
         """
-        reports: list[tuple[str, int, int]] | None = None
         sinks = self.sinks
-        for sink in sinks if len(sinks) == 1 else list(sinks):
+        if len(sinks) == 1:  # the usual case: one sink, no loop and no report list
+            sink = sinks[0]
             try:
                 dropped = sink.receive(event)
             except Exception as exc:  # a broken sink must not break the flow
-                self.sinks.remove(sink)
-                self.pressure = tuple(check for check in self.pressure
-                                      if getattr(check, "__self__", None) is not sink)
+                self._remove(sink)
+                self._report(f"{sink.name} ({exc!r})", event.seq, event.seq, 1)
+                return event
+            if dropped:
+                first, last = dropped
+                self._report(sink.name, first, last, last - first + 1)
+            return event
+        reports: list[tuple[str, int, int]] | None = None
+        for sink in list(sinks):
+            try:
+                dropped = sink.receive(event)
+            except Exception as exc:  # a broken sink must not break the flow
+                self._remove(sink)
                 reports = [*(reports or []), (f"{sink.name} ({exc!r})", event.seq, event.seq)]
                 continue
             if dropped:
@@ -116,6 +126,11 @@ class EventBus:
         for name, first, last in reports or ():  # after every sink has the event: seq order
             self._report(name, first, last, last - first + 1)
         return event
+
+    def _remove(self, sink: EventSink) -> None:
+        self.sinks.remove(sink)
+        self.pressure = tuple(check for check in self.pressure
+                              if getattr(check, "__self__", None) is not sink)
 
     def _report(self, name: str, first: int, last: int, dropped: int) -> None:
         self.emit(SinkOverflowed, sink=name, first_seq=first, last_seq=last, dropped=dropped)

@@ -45,6 +45,14 @@ _STAMPS = {
 }
 """How a maker fills each envelope field (``bus`` is the :class:`EventBus`)."""
 
+_SLOT_SETTERS = {
+    f"_set_{name}": BaseModel.__dict__[f"__{slot}__"].__set__
+    for name, slot in (("dict", "dict"), ("fields_set", "pydantic_fields_set"),
+                       ("extra", "pydantic_extra"), ("private", "pydantic_private"))
+}
+"""The setters of a model's four slots, called directly: ``object.__setattr__`` would look
+each one up on the class first, on every event."""
+
 _MISSING = object()
 """Default of a parameter whose field has a default factory: the factory runs per call."""
 
@@ -75,7 +83,7 @@ def _compile(cls: type[BaseModel], *, event: bool) -> Callable[..., Any]:
     if event and "bus" in own:  # the maker's first parameter
         raise TypeError(f"{cls.__name__} may not declare a field named 'bus'.")
     namespace: dict[str, Any] = {
-        "_cls": cls, "_new": cls.__new__, "_set": object.__setattr__,
+        "_cls": cls, "_new": cls.__new__, "_set": object.__setattr__, **_SLOT_SETTERS,
         "_FIELDS": set(fields), "_MISSING": _MISSING, "_build": build_strict,
         "_monotonic": time.monotonic, "_V": SCHEMA_VERSION,
     }
@@ -109,11 +117,11 @@ def _compile(cls: type[BaseModel], *, event: bool) -> Callable[..., Any]:
             lines += _STAMP_LINES
         lines += [
             "    _made = _new(_cls)",
-            f"    _set(_made, '__dict__', {{{values}}})",
+            f"    _set_dict(_made, {{{values}}})",
             # One shared set per class: pydantic only reads it (saves an allocation).
-            "    _set(_made, '__pydantic_fields_set__', _FIELDS)",
-            "    _set(_made, '__pydantic_extra__', None)",
-            "    _set(_made, '__pydantic_private__', None)",
+            "    _set_fields_set(_made, _FIELDS)",
+            "    _set_extra(_made, None)",
+            "    _set_private(_made, None)",
         ]
     if event:
         lines += ["    bus.seq = _seq + 1", "    return bus.deliver(_made)"]
