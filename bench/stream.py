@@ -272,6 +272,7 @@ async def run_ours(server: Server, cookie: str, token: str, branches: int,
     before = len(seen)
     frames: list[int] = []
     largest = 0
+    cpu = cpu_window(server)
     start = time.perf_counter()
     gate.touch()
     while True:
@@ -285,6 +286,7 @@ async def run_ours(server: Server, cookie: str, token: str, branches: int,
         if message["events"][-1]["type"] in ("turn.finished", "turn.failed"):
             break
     elapsed = time.perf_counter() - start
+    used = cpu_used(cpu, server)
     await feed.close()
     reply = await turn
     if not reply.get("success"):
@@ -293,7 +295,7 @@ async def run_ours(server: Server, cookie: str, token: str, branches: int,
         raise SystemExit(f"bridged stream had a gap or duplicate ({len(seen)} events)")
     timed = len(seen) - before
     return {"rate": timed / elapsed, "events": timed, "total": len(seen), "seconds": elapsed,
-            "frames": frames, "largest": largest, "run": run_id}
+            "frames": frames, "largest": largest, "run": run_id, "cpu": used}
 
 
 async def receive_turn(feed: Any, seen: list[int]) -> None:
@@ -339,6 +341,7 @@ async def run_raw(server: Server, cookie: str, run_id: str) -> dict[str, Any]:
     await raw.send(json.dumps({"cmd": "load", "run": run_id}))
     loaded = json.loads(await asyncio.wait_for(raw.recv(), 60))
     received: list[int] = []
+    cpu = cpu_window(server)
     start = time.perf_counter()
     await raw.send(json.dumps({"cmd": "go"}))
     while True:
@@ -347,11 +350,12 @@ async def run_raw(server: Server, cookie: str, run_id: str) -> dict[str, Any]:
             break
         received.extend(e["seq"] for e in message["events"])
         last = time.perf_counter()
+    used = cpu_used(cpu, server)
     await raw.close()
     if received != list(range(loaded["events"])):
         raise SystemExit("raw push lost or reordered events")
     return {"rate": len(received) / (last - start), "events": len(received),
-            "frames": loaded["frames"], "batch": loaded["batch"]}
+            "frames": loaded["frames"], "batch": loaded["batch"], "cpu": used}
 
 
 async def runtime_alone(branches: int) -> float:
@@ -366,6 +370,37 @@ async def runtime_alone(branches: int) -> float:
     elapsed = time.perf_counter() - start
     assert reply.success, reply.message
     return len(sink.events) / elapsed
+
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def busy_seconds() -> float:
+    """CPU seconds every core of the machine spent busy so far (``/proc/stat``): what all
+    the processes of a measurement used together, whichever they are (PostgreSQL and Redis
+    included)."""
+    with open("/proc/stat") as stat:
+        fields = [int(v) for v in stat.readline().split()[1:]]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (fields + [0] * 8)[:8]
+    return (user + nice + system + irq + softirq + steal) / _TICK
+
+
+def cpu_of(pid: int) -> float:
+    """CPU seconds (user + system, every thread) process ``pid`` used so far."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def cpu_window(server: Server) -> dict[str, float]:
+    """The CPU counters a timed window is measured between."""
+    return {"machine": busy_seconds(), "daphne": cpu_of(server.process.pid),
+            "worker": cpu_of(server.worker.pid), "client": time.process_time()}
+
+
+def cpu_used(before: dict[str, float], server: Server) -> dict[str, float]:
+    after = cpu_window(server)
+    return {name: after[name] - before[name] for name in before}
 
 
 def _spread(values: list[float]) -> str:
@@ -426,6 +461,20 @@ async def bench(args: argparse.Namespace, server: Server, cookie: str, token: st
     print(f"ratio worker run / raw push:   {statistics.median(ratios):.3f} "
           f"[{min(ratios):.3f}-{max(ratios):.3f}]  (a real run, the runtime included)")
     largest = max(o["largest"] for o in ours)
+    cores = os.cpu_count() or 1
+
+    def per_event(runs: list[dict[str, Any]], name: str) -> float:
+        return statistics.median(r["cpu"][name] / r["events"] * 1e6 for r in runs)
+
+    ours_cpu, raw_cpu = per_event(ours, "machine"), per_event(raw, "machine")
+    print(f"CPU per event, every process of the machine: worker run {ours_cpu:.1f} µs "
+          f"(worker {per_event(ours, 'worker'):.1f}, Daphne {per_event(ours, 'daphne'):.1f}, "
+          f"client {per_event(ours, 'client'):.1f}), raw push {raw_cpu:.1f} µs "
+          f"(Daphne {per_event(raw, 'daphne'):.1f}, client {per_event(raw, 'client'):.1f})")
+    bound = cores / (ours_cpu * 1e-6)
+    print(f"  on {cores} cores the worker run's work allows at most {bound:,.0f}/s = "
+          f"{bound / statistics.median(raw_rates):.2f}x the raw push, were its processes never "
+          "to wait on each other")
     print(f"bridge frames: {len(frames) // len(ours)} per turn, mean "
           f"{statistics.mean(frames):.0f} and max {max(frames)} events per frame; "
           f"largest {largest / 1e6:.2f} MB")
