@@ -407,18 +407,18 @@ function appliedIndex(barrier) {
   /** @param {string} path */
   const headOf = (path) => {
     const index = branchAt(path, path.length);
-    const node = index < 0 ? heads.get(path) : branchHeads[index];
-    return node === undefined || node < 0 ? -1 : node;
+    const last = index < 0 ? heads.get(path) : branchHeads[index];
+    return last === undefined || last < 0 ? -1 : last;
   };
   return {
     has: (/** @type {string} */ path) => headOf(path) >= 0,
     get(/** @type {string} */ path) {
-      let at = headOf(path);
-      if (at < 0) return undefined;
+      const last = headOf(path);
+      if (last < 0) return undefined;
       /** @type {Applied[]} */
       const out = [];
-      for (let n = at; n >= 0; n = nodeNext[n]) {
-        at = nodeSource[n];
+      for (let n = last; n >= 0; n = nodeNext[n]) {
+        const at = nodeSource[n];
         out.push({ ...groups[groupOf[at]], origin: origins[at] });
       }
       return out.reverse(); // in the order the record lists them
