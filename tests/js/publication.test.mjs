@@ -388,21 +388,23 @@ test("a join's applied index answers every path as the raw record does, wherever
     { caller: "2.0:3", branches: Array.from({ length: 3 }, (_, i) => `2.0:3.${i}`) },
     { caller: "", branches: ["a", "b", "c"] },
     { caller: "", branches: ["0", "2", "1", "10"] },
+    { caller: "", branches: [undefined, "1", "2"] }, // a foreign request without a path
   ];
   for (const { caller, branches } of cases) {
-    const under = (suffix) => branches.flatMap((b) => [b, `${b}.${suffix}`, `${b}0`, `${b}0.${suffix}`]);
+    const named = branches.filter((b) => typeof b === "string");
+    const under = (suffix) => named.flatMap((b) => [b, `${b}.${suffix}`, `${b}0`, `${b}0.${suffix}`]);
     const origins = [...under("0:1"), ...under("1:2.0:5"), "elsewhere", "01"];
     const barrier = {
       caller, branches, applied: null,
       published: [
-        { step: "S", field: "w", writer: `${branches[1]}.0:1`, deleted: false },
+        { step: "S", field: "w", writer: `${named[0]}.0:1`, deleted: false },
         { step: "S", field: "x", writer: null, deleted: false },
-        { step: "S", field: "gone", writer: branches[2], deleted: true },
+        { step: "S", field: "gone", writer: named[1], deleted: true },
       ],
       reductions: [
         { step: "S", field: "x", inputs: origins.filter((_, i) => i % 3 !== 1).map((path) => ({ path })) },
         { step: "S", field: "unlisted", inputs: origins.map((path) => ({ path })) },
-        { step: "S", field: "x", inputs: [{ path: null }, {}, null, { path: branches[0] }] },
+        { step: "S", field: "x", inputs: [{ path: null }, {}, null, { path: named[0] }] },
       ],
     };
     const index = appliedOf(barrier);
@@ -420,7 +422,7 @@ test("a join's applied index answers every path as the raw record does, wherever
       return out.length ? out : undefined;
     };
     const depth = caller === "" ? 1 : caller.split(".").length + 1;
-    for (const path of new Set([...branches, ...origins, ...origins.map((o) => o.split(".").slice(0, depth + 1).join("."))])) {
+    for (const path of new Set([...named, ...origins, ...origins.map((o) => o.split(".").slice(0, depth + 1).join("."))])) {
       if (path.split(".").length < depth) continue; // above the barrier's branches: not indexed
       const want = expected(path);
       assert.deepEqual(index.get(path), want, `${caller || "root"}: ${path}`);

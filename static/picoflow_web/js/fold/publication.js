@@ -338,9 +338,9 @@ function appliedIndex(barrier) {
   const branches = barrier.branches;
   /** the last node of each branch's own path, by request index (-1: none) */
   const branchHeads = new Int32Array(branches.length).fill(-1);
-  const first = branches.length ? branches[0] : "";
+  const first = branches[0];
   // Every branch path is the fork's head and the request index: "0" ends the first one.
-  const head = first.endsWith("0") ? first.slice(0, -1) : null;
+  const head = typeof first === "string" && first.endsWith("0") ? first.slice(0, -1) : null;
   /** The request index of the branch whose own path is `path` up to `end`, or -1.
    * @param {string} path @param {number} end */
   const branchAt = (path, end) => {
