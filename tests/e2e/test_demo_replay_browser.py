@@ -303,7 +303,13 @@ async def follow_live(page: Any, flow: str, message: str) -> tuple[str, dict[str
     events = await stored_events(page, run_id)
     join = joined(events)
     fork = next(e for e in events if e["type"] == "barrier.forked" and e["barrier"] == BARRIER)
-    await page.evaluate("h => { location.hash = h; }", f"#barrier={BARRIER}&seq={join['seq'] - 1}")
+    # Its hashchange comes after the page wrote its own selection into the address bar again
+    # (as it does a frame after any change): the link still moves it (the event's URL).
+    await page.evaluate("""h => {
+      const own = location.pathname + location.search + location.hash;
+      location.hash = h;
+      history.replaceState(null, "", own);
+    }""", f"#barrier={BARRIER}&seq={join['seq'] - 1}")
     await page.wait_for_function(AT_RUN_SEQ, arg=join["seq"] - 1)
     unjoined(await facts(page), [r["path"] for r in fork["requests"]])
     await page.locator("body").press("End")

@@ -118,8 +118,8 @@ export function mountRunPage(root) {
   for (const tab of tabs) tab.addEventListener("click", () => showView(tab.dataset.view === "whatif" ? "whatif" : null));
 
   // -- deep links -------------------------------------------------------------------------
-  const applyHash = () => {
-    const link = parseHash(location.hash);
+  const applyHash = (hash = location.hash) => {
+    const link = parseHash(hash);
     store.set({
       // No link: the turn itself (its canonical state) is selected.
       selected: link.barrier !== null ? null : link.inv ?? "",
@@ -127,12 +127,15 @@ export function mountRunPage(root) {
       seq: link.seq,
     });
     runView.reveal(link.inv ?? (link.barrier !== null ? `barrier:${link.barrier}` : null));
-    const view = viewOfHash(location.hash);
+    const view = viewOfHash(hash);
     if (view !== shownView || whatIf.shown !== (view === "whatif")) showView(view);
   };
   let writtenHash = location.hash;
-  window.addEventListener("hashchange", () => {
-    if (location.hash !== writtenHash) applyHash();
+  // The hash navigated to, from the event: the page's own write of the selection (a frame
+  // later) may already have replaced it in the address bar, and must not undo the link.
+  window.addEventListener("hashchange", (event) => {
+    const hash = new URL(event.newURL).hash;
+    if (hash !== writtenHash) applyHash(hash);
   });
   applyHash();
 

@@ -180,8 +180,8 @@ export async function mountSessionPage(root) {
 
   // -- deep links ---------------------------------------------------------------------------
   let writtenHash = location.hash;
-  const applyHash = () => {
-    const params = new URLSearchParams(location.hash.replace(/^#/, ""));
+  const applyHash = (hash = location.hash) => {
+    const params = new URLSearchParams(hash.replace(/^#/, ""));
     const turnText = params.get("turn");
     const seqText = params.get("seq");
     const turn = turnText && /^\d+$/.test(turnText) ? Math.max(0, Number(turnText) - 1) : runIds.length - 1;
@@ -196,8 +196,11 @@ export async function mountSessionPage(root) {
       runView.reveal(inv);
     }
   };
-  window.addEventListener("hashchange", () => {
-    if (location.hash !== writtenHash && loaded) applyHash();
+  // The hash navigated to, from the event: the page's own write of its position (a frame
+  // later) may already have replaced it in the address bar, and must not undo the move.
+  window.addEventListener("hashchange", (event) => {
+    const hash = new URL(event.newURL).hash;
+    if (hash !== writtenHash && loaded) applyHash(hash);
   });
 
   // -- controls -----------------------------------------------------------------------------
