@@ -355,34 +355,26 @@ function appliedIndex(barrier) {
     return own !== undefined && own.length === end && path.startsWith(own) ? index : -1;
   };
   const depth = pathDepth(barrier.caller) + 1;
-  /** @param {string} key @param {number} source */
-  const link = (key, source) => {
-    heads.set(key, node(heads.get(key) ?? -1, source));
-  };
-  /** @param {string} origin @param {number} end @param {number} source */
-  const linkBranch = (origin, end, source) => {
-    const index = branchAt(origin, end);
-    if (index < 0) {
-      link(end < origin.length ? origin.slice(0, end) : origin, source);
+  /** Index `source` under the prefix of `origin` that ends at `end`.
+   * @param {string} origin @param {number} end @param {boolean} branch @param {number} source */
+  const link = (origin, end, branch, source) => {
+    const index = branch ? branchAt(origin, end) : -1;
+    if (index >= 0) {
+      branchHeads[index] = node(branchHeads[index], source);
       return;
     }
-    branchHeads[index] = node(branchHeads[index], source);
+    const key = end < origin.length ? origin.slice(0, end) : origin;
+    heads.set(key, node(heads.get(key) ?? -1, source));
   };
   /** @param {number} group @param {string} origin */
   const add = (group, origin) => {
     const source = origins.length;
     groupOf[source] = group;
     origins.push(origin);
-    let dot = origin.indexOf(".");
-    if (dot < 0) { // a root barrier's branch itself: its one path
-      if (depth <= 1) linkBranch(origin, origin.length, source);
-      return;
-    }
-    // Under each prefix of its origin of `depth` parts or more, cut out of the path as it is.
-    for (let n = 1; ; n += 1) {
-      const end = dot < 0 ? origin.length : dot;
-      if (n === depth) linkBranch(origin, end, source);
-      else if (n > depth) link(dot < 0 ? origin : origin.slice(0, dot), source);
+    // Under each prefix of its origin of `depth` parts or more, cut out of the path as it
+    // is: the one of `depth` parts is a branch's own path.
+    for (let n = 1, dot = origin.indexOf("."); ; n += 1) {
+      if (n >= depth) link(origin, dot < 0 ? origin.length : dot, n === depth, source);
       if (dot < 0) return;
       dot = origin.indexOf(".", dot + 1);
     }
