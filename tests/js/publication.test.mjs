@@ -389,10 +389,16 @@ test("a join's applied index answers every path as the raw record does, wherever
     { caller: "", branches: ["a", "b", "c"] },
     { caller: "", branches: ["0", "2", "1", "10"] },
     { caller: "", branches: [undefined, "1", "2"] }, // a foreign request without a path
+    // Branches nothing of which was applied, among ones that published.
+    { caller: "", branches: Array.from({ length: 12 }, (_, i) => String(i)), quiet: ["3", "10"] },
+    { caller: "", branches: ["a", "b", "c"], quiet: ["b"] },
+    // A foreign record whose branch paths have more parts than its barrier's depth.
+    { caller: "", branches: ["x.0", "x.1", "x.2"] },
   ];
-  for (const { caller, branches } of cases) {
+  for (const { caller, branches, quiet = [] } of cases) {
     const named = branches.filter((b) => typeof b === "string");
-    const under = (suffix) => named.flatMap((b) => [b, `${b}.${suffix}`, `${b}0`, `${b}0.${suffix}`]);
+    const under = (suffix) => named.filter((b) => !quiet.includes(b))
+      .flatMap((b) => [b, `${b}.${suffix}`, `${b}0`, `${b}0.${suffix}`]);
     const origins = [...under("0:1"), ...under("1:2.0:5"), "elsewhere", "01"];
     const barrier = {
       caller, branches, applied: null,
@@ -428,5 +434,10 @@ test("a join's applied index answers every path as the raw record does, wherever
       assert.deepEqual(index.get(path), want, `${caller || "root"}: ${path}`);
       assert.equal(index.has(path), want !== undefined, `${caller || "root"}: has ${path}`);
     }
+    branches.forEach((path, i) => {
+      if (typeof path === "string") {
+        assert.equal(index.hasBranch(i), expected(path) !== undefined, `${caller || "root"}: branch ${i}`);
+      }
+    });
   }
 });

@@ -20,8 +20,9 @@ import { anomaly, barrierOf, newInvocation, snapshot } from "./model.js";
 /**
  * The queued invocations of a page of a fork's requests (the fork's own, or a later one).
  * @param {import("./model.js").Run} run @param {any} event @param {any[]} requests
+ * @param {Barrier} barrier
  */
-function announce(run, event, requests) {
+function announce(run, event, requests, barrier) {
   for (const request of requests) {
     if (run.invocations.has(request.path)) anomaly(run, event, `barrier ${event.barrier} reuses path ${request.path}`);
     const child = newInvocation(request.path, request.step, request.key, request.index, event.barrier);
@@ -29,6 +30,7 @@ function announce(run, event, requests) {
     child.userMessage = request.user_message ?? null;
     keepEntry(run.invocations, request.path);
     run.invocations.set(request.path, child);
+    barrier.invocations.push(child);
   }
   keep(run, "branchCount");
   run.branchCount += requests.length;
@@ -52,11 +54,12 @@ export const HANDLERS = {
       branchTimeout: event.branch_timeout ?? null,
       tokenBudget: event.token_budget ?? null,
       branches: requests.map((/** @type {any} */ r) => r.path),
+      invocations: [],
       baseState: event.base === "canonical" ? snapshot(run.state) : null,
       outcome: "open", target: null, published: [], discarded: [], reductions: [],
       error: null, provenance: [], checkpointRevision: null, checkpointFailed: false,
       cancelReason: null, cancel: null, joinedAt: null, joinedSeq: null, interrupted: false,
-      undo: new Map(), applied: new Map(), discardedAt: new Map(),
+      undo: new Map(), applied: null, discardedAt: new Map(),
       counts: { queued: requests.length, running: 0, fulfilled: 0, rejected: 0 },
     };
     keepEntry(run.barriers, event.barrier);
@@ -65,7 +68,7 @@ export const HANDLERS = {
       keepLength(inv.barriers);
       inv.barriers.push(event.barrier);
     }
-    announce(run, event, requests);
+    announce(run, event, requests, barrier);
   },
 
   "barrier.requested"(run, event) {
@@ -74,10 +77,11 @@ export const HANDLERS = {
     const requests = event.requests || [];
     if (event.first !== barrier.branches.length) anomaly(run, event, `barrier ${event.barrier} requests from ${event.first}, not ${barrier.branches.length}`);
     keepLength(barrier.branches);
+    keepLength(barrier.invocations);
     for (const request of requests) barrier.branches.push(request.path);
     keep(barrier.counts, "queued");
     barrier.counts.queued += requests.length;
-    announce(run, event, requests);
+    announce(run, event, requests, barrier);
   },
 
   "cancel.requested"(run, event) {

@@ -70,6 +70,9 @@
  * @property {number | null} branchTimeout
  * @property {number | null} tokenBudget
  * @property {string[]} branches  branch paths in request order
+ * @property {Invocation[]} invocations  the invocations its requests announced, in
+ *   request order: what a count over every branch of a wide fork reads, without a lookup
+ *   by path per branch
  * @property {State | null} baseState  canonical state at the fork (root barriers)
  * @property {string} outcome  open, published or invalidated
  * @property {string | null} target  canonical or caller-scope, once published
@@ -95,8 +98,10 @@
  */
 /**
  * What a join's publication record applied, by invocation path: `get` gives the fields
- * `path` or its descendants brought (undefined: none), in the record's order.
- * @typedef {{has: (path: string) => boolean, get: (path: string) => Applied[] | undefined}} AppliedIndex
+ * `path` or its descendants brought (undefined: none), in the record's order; `has` whether
+ * there are any; `hasBranch` the same for the branch of a request index (its own path).
+ * @typedef {{has: (path: string) => boolean, hasBranch: (index: number) => boolean,
+ *   get: (path: string) => Applied[] | undefined}} AppliedIndex
  */
 /**
  * One field a join's publication record lists as applied, and who it came from.

@@ -260,18 +260,23 @@ function deriveBarrierPublication(run, id) {
  * `publicationOf` each branch would give them, without making each one's publication:
  * a wide join's header is counted once per change, and most of its branches are shown
  * never. A branch is discarded when the join says so or it did not end fulfilled, else it
- * published when the join applied something of it.
+ * published when the join applied something of it. Read by request index, off the
+ * barrier's own invocations and the applied index's: a lookup by path per branch is most
+ * of the first frame after a wide join.
  * @param {Run} run @param {Barrier} barrier @param {Record<Publication["state"], number>} counts
  */
 function countCanonical(run, barrier, counts) {
+  const { invocations, discardedAt } = barrier;
   const own = joinVerdict(run, barrier);
-  const applied = own ? null : appliedOf(barrier);
-  for (const path of barrier.branches) {
-    const inv = run.invocations.get(path);
-    if (!inv || inv.barrier === null) continue;
-    if (own) counts[own.state] += 1;
-    else if (inv.status !== "fulfilled" || barrier.discardedAt.has(inv.index)) counts.discarded += 1;
-    else if (applied?.has(path)) counts.published += 1;
+  if (own) {
+    counts[own.state] += invocations.length;
+    return;
+  }
+  const applied = appliedOf(barrier);
+  for (let index = 0; index < invocations.length; index += 1) {
+    const inv = invocations[index];
+    if (inv.status !== "fulfilled" || discardedAt.has(inv.index)) counts.discarded += 1;
+    else if (applied.hasBranch(index)) counts.published += 1;
     else counts.nothing += 1;
   }
 }
@@ -305,14 +310,19 @@ function appliedIndex(barrier) {
   // A join's inputs are every branch of a wide fork: the index keeps each applied field's
   // parts in flat arrays and chains them by path, and makes the `Applied` records of a path
   // only when that path is asked for (the page shows a few of its branches at a time). A
-  // branch's own path is found by its request index, read off the path, in a typed array:
-  // hashing every input's path into a map costs most of a wide join's first frame.
+  // branch's own path is found by its request index, read off the path, and its sources
+  // kept in typed arrays: hashing every input's path into a map, or keeping each one's text,
+  // costs most of a wide join's first frame.
   /** @type {{step: string, field: string, kind: Applied["kind"]}[]} what each source applied */
   const groups = [];
   let sources = barrier.published.length;
   for (const r of barrier.reductions) sources += r.inputs ? r.inputs.length : 0;
   const groupOf = new Int32Array(sources);
-  /** @type {string[]} */ const origins = [];
+  /** Each source's origin: a branch's request index when it is that branch's own path,
+   * else -1 - its place in `named`. */
+  const originOf = new Int32Array(sources);
+  /** @type {string[]} the origins that are not a branch's own path */ const named = [];
+  let count = 0;
   // One node per source and path it is indexed under: one each, unless it came from
   // below a branch (grown then).
   let nodeSource = new Int32Array(sources);
@@ -339,42 +349,53 @@ function appliedIndex(barrier) {
   /** the last node of each branch's own path, by request index (-1: none) */
   const branchHeads = new Int32Array(branches.length).fill(-1);
   const first = branches[0];
-  // Every branch path is the fork's head and the request index: "0" ends the first one.
-  const head = typeof first === "string" && first.endsWith("0") ? first.slice(0, -1) : null;
+  const depth = pathDepth(barrier.caller) + 1;
+  // Every branch path is the fork's head and the request index: "0" ends the first one. A
+  // foreign record's paths may have more parts than the barrier is deep: indexed by name,
+  // as `add` cuts them.
+  const head = typeof first === "string" && first.endsWith("0") && pathDepth(first) === depth
+    ? first.slice(0, -1) : null;
+  const from = head === null ? 0 : head.length;
   /** The request index of the branch whose own path is `path` up to `end`, or -1.
    * @param {string} path @param {number} end */
   const branchAt = (path, end) => {
-    if (head === null || end <= head.length || !path.startsWith(head)) return -1;
+    if (head === null || end <= from || (from > 0 && !path.startsWith(head))) return -1;
     let index = 0;
-    for (let k = head.length; k < end; k += 1) {
+    for (let k = from; k < end; k += 1) {
       const digit = path.charCodeAt(k) - 48;
       if (digit < 0 || digit > 9) return -1;
       index = index * 10 + digit;
     }
     const own = branches[index];
-    return own !== undefined && own.length === end && path.startsWith(own) ? index : -1;
+    if (own === undefined || own.length !== end) return -1;
+    return (end === path.length ? own === path : path.startsWith(own)) ? index : -1;
   };
-  const depth = pathDepth(barrier.caller) + 1;
-  /** Index `source` under the prefix of `origin` that ends at `end`.
-   * @param {string} origin @param {number} end @param {boolean} branch @param {number} source */
-  const link = (origin, end, branch, source) => {
+  /** A new source of `group`, from the branch of request `index` (its own path) or from
+   * `origin`. @param {number} group @param {number} index @param {string} origin */
+  const source = (group, index, origin) => {
+    groupOf[count] = group;
+    if (index >= 0) originOf[count] = index;
+    else originOf[count] = -1 - (named.push(origin) - 1);
+    return count++;
+  };
+  /** Index `from` under the prefix of `origin` that ends at `end`.
+   * @param {string} origin @param {number} end @param {boolean} branch @param {number} from */
+  const link = (origin, end, branch, from) => {
     const index = branch ? branchAt(origin, end) : -1;
     if (index >= 0) {
-      branchHeads[index] = node(branchHeads[index], source);
+      branchHeads[index] = node(branchHeads[index], from);
       return;
     }
     const key = end < origin.length ? origin.slice(0, end) : origin;
-    heads.set(key, node(heads.get(key) ?? -1, source));
+    heads.set(key, node(heads.get(key) ?? -1, from));
   };
   /** @param {number} group @param {string} origin */
   const add = (group, origin) => {
-    const source = origins.length;
-    groupOf[source] = group;
-    origins.push(origin);
+    const from = source(group, -1, origin);
     // Under each prefix of its origin of `depth` parts or more, cut out of the path as it
     // is: the one of `depth` parts is a branch's own path.
     for (let n = 1, dot = origin.indexOf("."); ; n += 1) {
-      if (n >= depth) link(origin, dot < 0 ? origin.length : dot, n === depth, source);
+      if (n >= depth) link(origin, dot < 0 ? origin.length : dot, n === depth, from);
       if (dot < 0) return;
       dot = origin.indexOf(".", dot + 1);
     }
@@ -391,9 +412,21 @@ function appliedIndex(barrier) {
   for (const r of barrier.reductions) {
     if (!listed.has(undoKey(r.step, r.field))) continue;
     const of = group(r.step, r.field, "contribution");
-    for (const input of r.inputs || []) {
-      // A foreign record without a path names nobody.
-      if (typeof input?.path === "string") add(of, input.path);
+    const inputs = r.inputs || [];
+    for (let k = 0; k < inputs.length; k += 1) {
+      const path = inputs[k]?.path;
+      if (typeof path !== "string") continue; // a foreign record without a path names nobody
+      // Most inputs are a branch's own contribution: indexed under its path alone, as
+      // `add` would, without cutting the path into prefixes or keeping it twice.
+      const index = branchAt(path, path.length);
+      if (index < 0 || nodes === nodeSource.length) {
+        add(of, path);
+        continue;
+      }
+      nodeSource[nodes] = source(of, index, path);
+      nodeNext[nodes] = branchHeads[index];
+      branchHeads[index] = nodes;
+      nodes += 1;
     }
   }
   /** @param {string} path */
@@ -404,6 +437,10 @@ function appliedIndex(barrier) {
   };
   return {
     has: (/** @type {string} */ path) => headOf(path) >= 0,
+    // A branch's own path is under its request index unless `branchAt` could not read it
+    // off the path; only then is it a key of `heads`.
+    hasBranch: (/** @type {number} */ index) => branchHeads[index] >= 0
+      || (heads.size > 0 && heads.has(branches[index])),
     get(/** @type {string} */ path) {
       const last = headOf(path);
       if (last < 0) return undefined;
@@ -411,7 +448,8 @@ function appliedIndex(barrier) {
       const out = [];
       for (let n = last; n >= 0; n = nodeNext[n]) {
         const at = nodeSource[n];
-        out.push({ ...groups[groupOf[at]], origin: origins[at] });
+        const origin = originOf[at];
+        out.push({ ...groups[groupOf[at]], origin: origin >= 0 ? branches[origin] : named[-1 - origin] });
       }
       return out.reverse(); // in the order the record lists them
     },
