@@ -146,15 +146,17 @@ test("a long read lets queued tasks run before it goes on", async () => {
 
 test("repeated strings are shared through one table, values unchanged, other fields left alone", async () => {
   const { shareStrings } = await import("../../static/picoflow_web/js/fold.js");
+  // A live batch's events carry the envelope's run and session ids, each its own copy.
+  const envelope = (id) => ({ run_id: `run-${id}`, session_id: `sess-${id}` });
   const make = () => [
-    { seq: 0, type: "state.contributed", channel: "keyed_by_branch", path: "0" },
-    { seq: 1, type: "state.contributed", channel: "sum", path: "1" },
-    { seq: 2, type: "branch.started", channel: 7, path: "1" },
+    { seq: 0, type: "state.contributed", channel: "keyed_by_branch", path: "0", ...envelope("a") },
+    { seq: 1, type: "state.contributed", channel: "sum", path: "1", ...envelope("a") },
+    { seq: 2, type: "branch.started", channel: 7, path: "1", run_id: 3 },
   ];
   const events = make();
   const seen = new Map();
   shareStrings(events, seen);
   shareStrings(make(), seen); // a later batch meets the same table
   assert.deepStrictEqual(events, make());
-  assert.deepStrictEqual([...seen.keys()].sort(), ["branch.started", "keyed_by_branch", "state.contributed", "sum"]);
+  assert.deepStrictEqual([...seen.keys()].sort(), ["branch.started", "keyed_by_branch", "run-a", "sess-a", "state.contributed", "sum"]);
 });
