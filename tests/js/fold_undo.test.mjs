@@ -127,3 +127,27 @@ test("a jump forward past the window keeps only undo records it can use", () => 
   check(cursor, events, last - 4, "one past the window");
   assert.equal(cursor.size.folds, folds + 1, "past the window it folds afresh");
 });
+
+test("a branch's lists of barriers, drafts, model and tool calls are one shared empty list until their first item, which the cursor takes back", () => {
+  const events = [];
+  const add = (type, path, fields) => events.push({ v: 1, run_id: "r", session_id: "s", seq: events.length, offset: events.length, time: 0, path, type, ...fields });
+  const req = (index) => ({ index, path: String(index), step: "W", key: `k${index}`, params: {}, user_message: null });
+  add("turn.started", "", { flow: "F", message: "m" });
+  add("barrier.forked", "", { barrier: "b0", caller_step: "Root", requests: [req(0), req(1)], policy: "retain-successes", checkpoint: "none", base: "canonical" });
+  add("branch.started", "0", { barrier: "b0", index: 0, key: "k0", step: "W" });
+  add("model.started", "0", { call: 1, attempt: 1, step: "W", model: { provider: "p", name: "m" }, messages: [], tools: [] });
+  add("tool.started", "0", { call_id: "c1", name: "search", step: "W", args: {} });
+  add("barrier.forked", "0", { barrier: "0/b0", caller_step: "W", requests: [{ index: 0, path: "0.0", step: "V", key: "v", params: {}, user_message: null }], policy: "retain-successes", checkpoint: "none", base: "0" });
+  const live = liveOf(events);
+  const [a, b] = [live.invocations.get("0"), live.invocations.get("1")];
+  assert.deepStrictEqual([a.models.length, a.tools.length, a.barriers.length], [1, 1, 1]);
+  for (const name of ["models", "tools", "barriers", "drafts"]) {
+    assert.equal(b[name], live.invocations.get("0.0")[name], `${name}: one empty list for both`);
+    assert.ok(Object.isFrozen(b[name]) && b[name].length === 0, name);
+    if (name !== "drafts") assert.notEqual(a[name], b[name], `${name}: branch 0's own`);
+  }
+  const cursor = createCursor(live, { window: 10 });
+  for (let seq = events.length - 1; seq >= 0; seq -= 1) check(cursor, events, seq, "back");
+  const before = cursor.moveTo(2).invocations.get("0");
+  assert.ok(["models", "tools", "barriers"].every((name) => before[name] === b[name]), "back to the shared list");
+});

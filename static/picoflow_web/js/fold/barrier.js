@@ -12,7 +12,7 @@
  */
 
 import { keep, keepEntry, keepLength } from "./log.js";
-import { anomaly, barrierOf, newInvocation, snapshot } from "./model.js";
+import { anomaly, barrierOf, newInvocation, ownList, snapshot } from "./model.js";
 
 /** @typedef {import("./model.js").Barrier} Barrier */
 /** @typedef {import("./model.js").Handler} Handler */
@@ -65,8 +65,9 @@ export const HANDLERS = {
     keepEntry(run.barriers, event.barrier);
     run.barriers.set(event.barrier, barrier);
     if (inv) {
-      keepLength(inv.barriers);
-      inv.barriers.push(event.barrier);
+      const barriers = ownList(inv, "barriers");
+      keepLength(barriers);
+      barriers.push(event.barrier);
     }
     announce(run, event, requests, barrier);
   },

@@ -12,6 +12,7 @@
  */
 
 import { keep, keepAll, keepLength } from "./log.js";
+import { ownList } from "./model.js";
 
 /** @typedef {import("./model.js").Invocation} Invocation */
 /** @typedef {import("./model.js").Handler} Handler */
@@ -55,8 +56,9 @@ function findLast(items, test) {
 export const HANDLERS = {
   "model.started"(run, event, inv) {
     if (!inv) return;
-    keepLength(inv.models);
-    inv.models.push({
+    const models = ownList(inv, "models");
+    keepLength(models);
+    models.push({
       call: event.call, attempt: event.attempt, step: event.step, seq: event.seq,
       offset: event.offset, model: event.model, messages: event.messages || [], tools: event.tools || [],
       finished: null, failed: null, text: "", toolCalls: [], deltas: 0,
@@ -101,17 +103,21 @@ export const HANDLERS = {
 
   "tool.started"(run, event, inv) {
     if (!inv) return;
-    keepLength(inv.tools);
-    inv.tools.push({ callId: event.call_id, name: event.name, step: event.step, args: event.args, seq: event.seq, finished: null });
+    const tools = ownList(inv, "tools");
+    keepLength(tools);
+    tools.push({ callId: event.call_id, name: event.name, step: event.step, args: event.args, seq: event.seq, finished: null });
   },
 
   "tool.finished"(run, event, inv) {
     if (!inv) return;
     const call = findLast(inv.tools, (t) => t.callId === event.call_id && !t.finished);
-    keepLength(inv.tools);
     if (call) {
       keep(call, "finished");
       call.finished = event;
-    } else inv.tools.push({ callId: event.call_id, name: event.name, step: event.step, args: null, seq: event.seq, finished: event });
+    } else {
+      const tools = ownList(inv, "tools");
+      keepLength(tools);
+      tools.push({ callId: event.call_id, name: event.name, step: event.step, args: null, seq: event.seq, finished: event });
+    }
   },
 };

@@ -5,6 +5,8 @@
  * DOM). Modules outside `fold/` import the public names from `../fold.js`.
  */
 
+import { keep } from "./log.js";
+
 /** @typedef {Record<string, Record<string, any>>} State */
 /**
  * @typedef {{seq: number, step: string, field: string, value: any, deleted: boolean,
@@ -167,6 +169,29 @@ export function createRun() {
 /** @typedef {ReturnType<typeof createRun>} Run */
 
 /**
+ * The list an invocation's barriers, drafts, model calls and tool calls start as: one,
+ * shared and frozen, until its first item (`ownList`). Most branches of a wide fork never
+ * open a barrier or call a tool: three empty lists each would be hundreds of thousands of
+ * objects for the collector to move, in a page that keeps every invocation.
+ * @type {any[]}
+ */
+export const NO_ITEMS = /** @type {any[]} */ (/** @type {unknown} */ (Object.freeze([])));
+
+/**
+ * The invocation's own list `name` (its first item comes next): made in place of the
+ * shared empty one, which the scrubber puts back.
+ * @template {"barriers" | "drafts" | "models" | "tools"} K
+ * @param {Invocation} inv @param {K} name @returns {Invocation[K]}
+ */
+export function ownList(inv, name) {
+  if (inv[name] === NO_ITEMS) {
+    keep(inv, name);
+    inv[name] = [];
+  }
+  return inv[name];
+}
+
+/**
  * @param {string} path @param {string} step @param {string} key @param {number} index
  * @param {string | null} barrier @param {string} status
  * @returns {Invocation}
@@ -177,8 +202,8 @@ export function newInvocation(path, step, key, index, barrier, status = "queued"
     depth: pathDepth(path),
     status, interrupted: false, cancelled: false, output: null, error: null,
     started: null, finished: null, startedSeq: null, finishedSeq: null,
-    barriers: [], changes: [], drafts: [], tokens: 0,
-    params: null, userMessage: null, seqs: [], models: [], tools: [],
+    barriers: NO_ITEMS, changes: [], drafts: NO_ITEMS, tokens: 0,
+    params: null, userMessage: null, seqs: [], models: NO_ITEMS, tools: NO_ITEMS,
     directResult: null, hasDirectResult: false, cancelTold: false, lostRights: false,
     reused: null, rerun: null,
   };

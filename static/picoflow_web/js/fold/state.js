@@ -10,7 +10,7 @@
  */
 
 import { keepField, keepLength } from "./log.js";
-import { anomaly, setField } from "./model.js";
+import { anomaly, ownList, setField } from "./model.js";
 import { appendTip, contributed, grownChange } from "./reduce.js";
 
 /** @typedef {import("./model.js").Run} Run */
@@ -32,10 +32,11 @@ function canonical(run, event, value, deleted) {
  * @param {Invocation} inv @param {Change} change
  */
 function draft(inv, change) {
+  const drafts = ownList(inv, "drafts");
   keepLength(inv.changes);
-  keepLength(inv.drafts);
+  keepLength(drafts);
   inv.changes.push(change);
-  inv.drafts.push(change);
+  drafts.push(change);
 }
 
 /** A draft the run cannot place. @param {Run} run @param {any} event */
