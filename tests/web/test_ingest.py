@@ -415,7 +415,11 @@ async def _silence(run_id: str, seconds: float) -> None:
 
 
 @override_settings(PICOFLOW_REMOTE_TIMEOUT=30.0)
-async def test_a_silent_remote_run_is_interrupted_and_refuses_what_comes_later() -> None:
+async def test_a_silent_remote_run_is_interrupted_and_refuses_what_comes_later(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # This test decides when a round runs: a round of the watchdog an ingest request starts
+    # could land after the silence below and interrupt the run before the test's round.
+    monkeypatch.setattr(watchdog, "ensure", lambda: None)
     lines = await recorded_turn()
     token, client = await ingest_token(), AsyncClient()
     await post(client, token, body_of(lines[:12]))
