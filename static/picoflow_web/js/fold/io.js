@@ -39,11 +39,10 @@ export function parseJsonl(text) {
 /**
  * Make the strings every event repeats (`type`, a contribution's `channel`, and the run and
  * session ids of the envelope, which a live batch carries on every event) one string
- * each: a parser makes a new copy of every value, and a run of 400,000 events keeps them
- * all (the two ids alone are a fifth of a live page's heap, measured in V8; kept, every
- * copy is one more object each collection moves and marks). In place; `seen` is the
- * table, kept from batch to batch. Written out per field, not looped over names: it runs
- * per event.
+ * each: a parser makes a new copy of every value, and a page keeps every event of a run;
+ * each copy kept is one more object every collection moves and marks. In place; `seen` is
+ * the table, kept from batch to batch. Written out per field, not looped over names: it
+ * runs per event.
  * @param {any[]} events @param {Map<string, string>} seen
  */
 export function shareStrings(events, seen) {

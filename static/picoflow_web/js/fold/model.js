@@ -171,8 +171,8 @@ export function createRun() {
 /**
  * The list an invocation's barriers, drafts, model calls and tool calls start as: one,
  * shared and frozen, until its first item (`ownList`). Most branches of a wide fork never
- * open a barrier or call a tool: three empty lists each would be hundreds of thousands of
- * objects for the collector to move, in a page that keeps every invocation.
+ * open a barrier or call a tool: empty lists of their own would be hundreds of thousands
+ * of objects for the collector to move, in a page that keeps every invocation.
  * @type {any[]}
  */
 export const NO_ITEMS = /** @type {any[]} */ (/** @type {unknown} */ (Object.freeze([])));
