@@ -355,13 +355,14 @@ function appliedIndex(barrier) {
   // as `add` cuts them.
   const head = typeof first === "string" && first.endsWith("0") && pathDepth(first) === depth
     ? first.slice(0, -1) : null;
-  const from = head === null ? 0 : head.length;
+  /** where a branch path's request index begins */
+  const digits = head === null ? 0 : head.length;
   /** The request index of the branch whose own path is `path` up to `end`, or -1.
    * @param {string} path @param {number} end */
   const branchAt = (path, end) => {
-    if (head === null || end <= from || (from > 0 && !path.startsWith(head))) return -1;
+    if (head === null || end <= digits || (digits > 0 && !path.startsWith(head))) return -1;
     let index = 0;
-    for (let k = from; k < end; k += 1) {
+    for (let k = digits; k < end; k += 1) {
       const digit = path.charCodeAt(k) - 48;
       if (digit < 0 || digit > 9) return -1;
       index = index * 10 + digit;
