@@ -9,20 +9,10 @@ import { fileURLToPath } from "node:url";
 
 import { applyEvents, createRun, fold, parseJsonl, runsOf } from "../../static/picoflow_web/js/fold.js";
 import { createCursor } from "../../static/picoflow_web/js/fold/undo.js";
+import { random } from "./seeded.mjs";
 
 const GOLDEN = join(dirname(fileURLToPath(import.meta.url)), "..", "golden");
 const names = readdirSync(GOLDEN).filter((f) => f.endsWith(".jsonl")).map((f) => f.slice(0, -6)).sort();
-
-/** A small deterministic generator (tests must repeat). @param {number} seed */
-function random(seed) {
-  let x = seed >>> 0 || 1;
-  return () => {
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    return (x >>> 0) / 4294967296;
-  };
-}
 
 /** @param {any} cursor @param {any[]} events @param {number} seq @param {string} what */
 function check(cursor, events, seq, what) {

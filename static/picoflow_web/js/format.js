@@ -4,6 +4,8 @@
  * Everything here returns strings that the DOM modules set with `textContent`.
  */
 
+import { jsonPrefix } from "./json_prefix.js";
+
 /** Longest pretty JSON the page shows before offering "show all". */
 export const PRETTY_LIMIT = 20_000;
 
@@ -47,7 +49,9 @@ export function preview(value, limit = 120, bare = false) {
   else if (bare && typeof value === "string") text = value;
   else {
     try {
-      text = JSON.stringify(value);
+      // Only the line's worth of the JSON: a wide join's result is megabytes of it.
+      const prefix = jsonPrefix(value, limit);
+      text = prefix.cut ? `${prefix.text}…` : prefix.text;
     } catch {
       text = String(value);
     }
