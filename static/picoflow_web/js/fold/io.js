@@ -47,29 +47,18 @@ export function parseJsonl(text) {
  */
 export function shareStrings(events, seen) {
   for (const event of events) {
-    const runId = event.run_id;
-    if (typeof runId === "string") {
-      const first = seen.get(runId);
-      if (first === undefined) seen.set(runId, runId);
-      else event.run_id = first;
-    }
-    const sessionId = event.session_id;
-    if (typeof sessionId === "string") {
-      const first = seen.get(sessionId);
-      if (first === undefined) seen.set(sessionId, sessionId);
-      else event.session_id = first;
-    }
-    const type = event.type;
-    if (typeof type === "string") {
-      const first = seen.get(type);
-      if (first === undefined) seen.set(type, type);
-      else event.type = first;
-    }
-    const channel = event.channel;
-    if (typeof channel === "string") {
-      const first = seen.get(channel);
-      if (first === undefined) seen.set(channel, channel);
-      else event.channel = first;
-    }
+    if (typeof event.run_id === "string") event.run_id = shared(event.run_id, seen);
+    if (typeof event.session_id === "string") event.session_id = shared(event.session_id, seen);
+    if (typeof event.type === "string") event.type = shared(event.type, seen);
+    if (typeof event.channel === "string") event.channel = shared(event.channel, seen);
   }
+}
+
+/** The one copy of `text` the table keeps (`text` itself, the first time).
+ * @param {string} text @param {Map<string, string>} seen */
+function shared(text, seen) {
+  const first = seen.get(text);
+  if (first !== undefined) return first;
+  seen.set(text, text);
+  return text;
 }
