@@ -4,7 +4,12 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 
 import { CLOSE_BAD_REQUEST, CLOSE_FORBIDDEN, CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED, backoffDelay, createFeed } from "../../static/picoflow_web/js/socket.js";
+import { readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
 import { createRunStore, createStore } from "../../static/picoflow_web/js/store.js";
+import { appliedOf, fold, parseJsonl } from "../../static/picoflow_web/js/fold.js";
 import { describeEvent, formatHash, parseHash, pretty, preview } from "../../static/picoflow_web/js/format.js";
 
 /** Fake timers: `run()` fires the earliest pending one. */
@@ -179,6 +184,29 @@ test("the run store applies batches incrementally and pins replay views", () => 
   store.set({ seq: null });
   assert.equal(store.view(), store.get().run);
   assert.deepStrictEqual(store.view().state, { A: { x: 2 } }, "the live fold is untouched");
+});
+
+test("the live store indexes what a canonical join applied in the batch that folds it", () => {
+  const golden = join(dirname(fileURLToPath(import.meta.url)), "..", "golden", "paged_fork.jsonl");
+  const events = parseJsonl(readFileSync(golden, "utf8"));
+  const joins = events.filter((e) => e.type === "join.published" && e.target === "canonical");
+  assert.ok(joins.length > 0, "the golden has a canonical join");
+  const store = createRunStore({ frame: () => {}, now: () => 0 });
+  const lazy = fold(events); // the fold alone leaves the index to its first reader
+  for (const e of joins) assert.equal(lazy.barriers.get(e.barrier).applied, null);
+  for (let at = 0; at < events.length; at += 7) {
+    store.applyBatch(events.slice(at, at + 7));
+    for (const e of joins) {
+      const barrier = store.get().run.barriers.get(e.barrier);
+      if (e.seq >= at + 7) continue;
+      assert.notEqual(barrier.applied, null, `indexed with the batch holding seq ${e.seq}`);
+    }
+  }
+  for (const e of joins) {
+    const live = store.get().run.barriers.get(e.barrier);
+    const fresh = appliedOf(lazy.barriers.get(e.barrier));
+    for (const path of live.branches) assert.deepStrictEqual(live.applied.get(path), fresh.get(path), path);
+  }
 });
 
 test("a restarted run store folds the run anew from seq 0, keeping the selection", () => {

@@ -46,7 +46,7 @@
 export { applyEvent, applyEventUndoable, applyEvents, fold } from "./fold/apply.js";
 export { STATUSES, comparable, createRun, parentPath } from "./fold/model.js";
 export { baseAt, fieldBefore, published, reachesCanonical, viewAt } from "./fold/views.js";
-export { barrierPublicationOf, publicationOf } from "./fold/publication.js";
+export { appliedOf, barrierPublicationOf, publicationOf } from "./fold/publication.js";
 export { parseJsonl, runsOf, shareStrings } from "./fold/io.js";
 export { UNDO } from "./fold/log.js";
 export { createCursor } from "./fold/undo.js";

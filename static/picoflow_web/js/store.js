@@ -11,7 +11,7 @@
  *   cursor's fold moved to the pinned seq (`fold/undo.js`).
  */
 
-import { applyEvents, createCursor, createRun, shareStrings } from "./fold.js";
+import { appliedOf, applyEvents, createCursor, createRun, shareStrings } from "./fold.js";
 
 /**
  * @template S
@@ -82,6 +82,20 @@ export function createStore(initial, options = {}) {
  */
 
 /**
+ * Index now what each canonical join of `events` applied (`appliedOf`), in the task that
+ * folds the join: the fold leaves it to the first reader, which is the next frame's branch
+ * counts, and a join of a wide fork would make that one frame long.
+ * @param {import("./fold.js").Run} run @param {any[]} events
+ */
+function indexJoins(run, events) {
+  for (const event of events) {
+    if (event.type !== "join.published" || event.target !== "canonical") continue;
+    const barrier = run.barriers.get(event.barrier);
+    if (barrier && barrier.joinedSeq === event.seq) appliedOf(barrier);
+  }
+}
+
+/**
  * @param {{frame?: (fn: () => void) => any, now?: () => number, summary?: any}} [options]
  */
 export function createRunStore(options = {}) {
@@ -140,6 +154,7 @@ export function createRunStore(options = {}) {
       const state = store.get();
       shareStrings(events, strings);
       const applied = applyEvents(state.run, events);
+      indexJoins(state.run, events);
       store.set({ receivedAt: now(), received: state.received + events.length });
       return applied;
     },
