@@ -141,3 +141,38 @@ test("a branch's lists of barriers, drafts, model and tool calls are one shared 
   const before = cursor.moveTo(2).invocations.get("0");
   assert.ok(["models", "tools", "barriers"].every((name) => before[name] === b[name]), "back to the shared list");
 });
+
+test("a branch's drafts are its changes, one list, until a join publishes into its scope; the cursor takes both back", () => {
+  const events = [];
+  const add = (type, path, fields) => events.push({ v: 1, run_id: "r", session_id: "s", seq: events.length, offset: events.length, time: 0, path, type, ...fields });
+  const req = (index, path = String(index)) => ({ index, path, step: "W", key: `k${index}`, params: {}, user_message: null });
+  const write = (path, value) => add("state.replaced", path, { step: "W", field: "x", value, draft: true });
+  add("turn.started", "", { flow: "F", message: "m" });
+  add("barrier.forked", "", { barrier: "b0", caller_step: "Root", requests: [req(0)], policy: "retain-successes", checkpoint: "none", base: "canonical" });
+  add("branch.started", "0", { barrier: "b0", index: 0, key: "k0", step: "W" });
+  write("0", 1);
+  const drafted = events.length - 1;
+  add("barrier.forked", "0", { barrier: "0/b0", caller_step: "W", requests: [req(0, "0.0")], policy: "retain-successes", checkpoint: "none", base: "0" });
+  add("branch.started", "0.0", { barrier: "0/b0", index: 0, key: "k0", step: "W" });
+  write("0.0", 2);
+  add("branch.finished", "0.0", { barrier: "0/b0", index: 0, output: null });
+  add("join.published", "0", { barrier: "0/b0", target: "caller-scope", fields: [{ step: "W", field: "y", value: 2, deleted: false, writer: "0.0" }], discarded: [] });
+  const joined = events.length - 1;
+  write("0", 3);
+  const live = liveOf(events);
+  const a = live.invocations.get("0");
+  assert.deepStrictEqual(a.changes.map((c) => [c.kind, c.value]), [["draft", 1], ["join", 2], ["draft", 3]]);
+  assert.deepStrictEqual(a.drafts.map((c) => c.value), [1, 3], "its drafts alone");
+  assert.notEqual(a.drafts, a.changes);
+  const inner = live.invocations.get("0.0");
+  assert.equal(inner.drafts, inner.changes, "no join into its scope: one list");
+  const cursor = createCursor(live, { window: events.length });
+  for (let seq = events.length - 1; seq >= 0; seq -= 1) check(cursor, events, seq, "back");
+  const atDraft = cursor.moveTo(drafted).invocations.get("0");
+  assert.equal(atDraft.drafts, atDraft.changes, "one list before the join");
+  assert.equal(atDraft.drafts.length, 1);
+  const atJoin = cursor.moveTo(joined).invocations.get("0");
+  assert.notEqual(atJoin.drafts, atJoin.changes, "parted at the join");
+  assert.deepStrictEqual([atJoin.drafts.length, atJoin.changes.length], [1, 2]);
+  assert.equal(cursor.moveTo(1).invocations.get("0").drafts.length, 0);
+});

@@ -64,6 +64,10 @@ export const HANDLERS = {
         keepField(run.state, item.step);
         setField(run.state, item.step, item.field, item.value, item.deleted);
       } else if (inv) {
+        if (inv.drafts === inv.changes) { // its drafts were all its changes: no longer
+          keep(inv, "drafts");
+          inv.drafts = inv.changes.slice();
+        }
         keepLength(inv.changes);
         inv.changes.push({
           seq: event.seq, step: item.step, field: item.field, value: item.value,

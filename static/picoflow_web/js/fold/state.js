@@ -9,8 +9,8 @@
  * value, unless it names its built-in channel: then the fold reduces it (`reduce.js`).
  */
 
-import { keepField, keepLength } from "./log.js";
-import { anomaly, ownList, setField } from "./model.js";
+import { keep, keepField, keepLength } from "./log.js";
+import { NO_ITEMS, anomaly, ownList, setField } from "./model.js";
 import { appendTip, contributed, grownChange } from "./reduce.js";
 
 /** @typedef {import("./model.js").Run} Run */
@@ -28,14 +28,21 @@ function canonical(run, event, value, deleted) {
 }
 
 /**
- * A draft of invocation `inv`: its own change, which its siblings cannot see.
+ * A draft of invocation `inv`: its own change, which its siblings cannot see. Its drafts
+ * are its changes until a join publishes into its scope (`join.js` parts them then): one
+ * list, not two with the same items, for each branch of a wide fork.
  * @param {Invocation} inv @param {Change} change
  */
 function draft(inv, change) {
-  const drafts = ownList(inv, "drafts");
+  if (inv.drafts === NO_ITEMS && inv.changes.length === 0) {
+    keep(inv, "drafts");
+    inv.drafts = inv.changes;
+  }
   keepLength(inv.changes);
-  keepLength(drafts);
   inv.changes.push(change);
+  if (inv.drafts === inv.changes) return;
+  const drafts = ownList(inv, "drafts");
+  keepLength(drafts);
   drafts.push(change);
 }
 
