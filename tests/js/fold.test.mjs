@@ -6,7 +6,7 @@ import { dirname, join } from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 
-import { applyEvents, createRun, parseJsonl, runsOf } from "../../static/picoflow_web/js/fold.js";
+import { applyEvent, applyEvents, createRun, eventsOf, parseJsonl, runsOf } from "../../static/picoflow_web/js/fold.js";
 import { exportModel, exportRun } from "./golden_export.mjs";
 
 const GOLDEN = join(dirname(fileURLToPath(import.meta.url)), "..", "golden");
@@ -53,3 +53,27 @@ for (const name of names) {
   });
 }
 
+
+test("an invocation's events are those of its path applied once it was known, in order, the last few when asked", () => {
+  let invocations = 0;
+  for (const name of names) {
+    for (const events of runsOf(parseJsonl(readFileSync(join(GOLDEN, `${name}.jsonl`), "utf8"))).values()) {
+      const run = createRun();
+      /** @type {Map<string, number[]>} by path: the seqs a list of each invocation's would hold */
+      const expected = new Map();
+      for (const event of events) {
+        const path = event.path || "";
+        const counted = !run.interruption && run.invocations.has(path) && event.seq > run.lastSeq;
+        if (applyEvent(run, event) && counted) expected.set(path, [...(expected.get(path) || []), event.seq]);
+      }
+      for (const [path, inv] of run.invocations) {
+        const seqs = expected.get(path) || [];
+        assert.deepStrictEqual(eventsOf(run, inv).map((e) => e.seq), seqs, `${name} ${path}`);
+        assert.equal(inv.eventCount, seqs.length, `${name} ${path}`);
+        assert.deepStrictEqual(eventsOf(run, inv, 2).map((e) => e.seq), seqs.slice(-2), `${name} ${path}: the last two`);
+        invocations += 1;
+      }
+    }
+  }
+  assert.ok(invocations > 100, `the goldens hold invocations (${invocations})`);
+});

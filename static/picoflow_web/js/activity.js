@@ -8,6 +8,7 @@
  * per-invocation `models` / `tools`, the run's `trail` and the recorded events.
  */
 
+import { eventsOf } from "./fold.js";
 import { preview } from "./format.js";
 
 /**
@@ -83,9 +84,9 @@ export function activityOf(run, path) {
       state: end ? (end.status === "success" ? "ok" : "error") : "running",
     });
   }
-  for (const seq of inv.seqs) {
-    const e = eventAt(run, seq);
-    if (!e || e.type !== "cursor.moved") continue;
+  for (const e of eventsOf(run, inv)) {
+    if (e.type !== "cursor.moved") continue;
+    const seq = e.seq;
     out.push({
       kind: "cursor", path, seq, t0: e.offset, t1: null,
       label: `cursor → ${e.to_step}`, detail: e.from_step ? `from ${e.from_step}` : "",

@@ -8,6 +8,7 @@
  */
 
 import { append, badge, h, section, table } from "./dom.js";
+import { eventsOf } from "./fold.js";
 import { describeEvent, formatDuration, messageText, preview } from "./format.js";
 import { errorBox, facts, lazy, sectionIn, seqLink, valueCell } from "./inspector_parts_ui.js";
 import { streamedView, writtenText } from "./streaming.js";
@@ -32,7 +33,7 @@ export function callsAndEvents(parent, view, inv, ctx) {
     const body = sectionIn(parent, ctx, "tools", `Tool calls (${inv.tools.length})`, true);
     for (const call of inv.tools) body.appendChild(toolCall(call));
   }
-  eventsSection(parent, view, inv.seqs, ctx);
+  eventsSection(parent, view, inv, ctx);
 }
 
 /**
@@ -139,16 +140,15 @@ function toolCall(call) {
 }
 
 /**
- * @param {DocumentFragment} parent @param {Run} view @param {number[]} seqs
+ * @param {DocumentFragment} parent @param {Run} view @param {Invocation} inv
  * @param {InspectorContext} ctx
  */
-function eventsSection(parent, view, seqs, ctx) {
-  const body = sectionIn(parent, ctx, "events", `Events (${seqs.length})`, false, "pf-events");
-  const first = view.events.length ? view.events[0].seq : 0;
-  const shown = seqs.length > EVENT_LIST_LIMIT ? seqs.slice(-EVENT_LIST_LIMIT) : seqs;
-  if (shown.length < seqs.length) body.appendChild(h("p", "pf-muted", `The last ${EVENT_LIST_LIMIT} of ${seqs.length} events.`));
-  body.appendChild(table("pf-event-table", ["Seq", "Type", ""], lazy(shown, (seq) => {
-    const e = view.events[seq - first] && view.events[seq - first].seq === seq ? view.events[seq - first] : view.events.find((x) => x.seq === seq);
-    return [seqLink(seq), h("code", `pf-event-type pf-event-${String(e?.type || "").split(".")[0]}`, e?.type || "?"), h("span", "pf-event-summary", e ? describeEvent(e) : "")];
-  })));
+function eventsSection(parent, view, inv, ctx) {
+  const count = inv.eventCount;
+  const body = sectionIn(parent, ctx, "events", `Events (${count})`, false, "pf-events");
+  const shown = eventsOf(view, inv, EVENT_LIST_LIMIT);
+  if (shown.length < count) body.appendChild(h("p", "pf-muted", `The last ${EVENT_LIST_LIMIT} of ${count} events.`));
+  body.appendChild(table("pf-event-table", ["Seq", "Type", ""], lazy(shown, (e) => [
+    seqLink(e.seq), h("code", `pf-event-type pf-event-${String(e.type || "").split(".")[0]}`, e.type || "?"),
+    h("span", "pf-event-summary", describeEvent(e))])));
 }

@@ -481,7 +481,7 @@ function inspectorSignature(view, s) {
   let caller = 0;
   if (b && b.base !== "canonical") caller = view.invocations.get(b.base)?.changes.length ?? 0;
   const pub = publicationOf(view, inv.path);
-  return `${head}${inv.seqs.length}|${inv.changes.length}|${pub ? `${pub.state}|${pub.reason}` : ""}|${b?.outcome}|${b?.joinedSeq}|${siblings}|${caller}|${inv.interrupted}`;
+  return `${head}${inv.eventCount}|${inv.changes.length}|${pub ? `${pub.state}|${pub.reason}` : ""}|${b?.outcome}|${b?.joinedSeq}|${siblings}|${caller}|${inv.interrupted}`;
 }
 
 /**

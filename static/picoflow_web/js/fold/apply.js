@@ -17,13 +17,16 @@ import { HANDLERS as BRANCH } from "./branch.js";
 import { HANDLERS as CALLS } from "./calls.js";
 import { HANDLERS as CONCURRENT } from "./concurrent.js";
 import { HANDLERS as JOIN } from "./join.js";
-import { keepLength, keepRun, logging } from "./log.js";
+import { keepAll, keepRun, logging } from "./log.js";
 import { anomaly, createRun } from "./model.js";
 import { HANDLERS as STATE } from "./state.js";
 import { HANDLERS as TURN } from "./turn.js";
 
 /** @typedef {import("./model.js").Run} Run */
 /** @typedef {import("./model.js").Handler} Handler */
+
+/** What an event changes of the invocation on its path (made once, not per event). */
+const PATH_KEYS = ["lastAt", "eventCount"];
 
 /**
  * Every family's handlers by event type. A Map, not an object: an event whose type is
@@ -85,12 +88,17 @@ export function applyEvent(run, event) {
   }
   run.events.push(event);
   if (run.interruption) {
+    run.pathPrev.push(-1);
     anomaly(run, event, `${event.type} after run.interrupted`);
   } else {
     const inv = run.invocations.get(event.path || "");
     if (inv) {
-      keepLength(inv.seqs);
-      inv.seqs.push(event.seq);
+      keepAll(inv, PATH_KEYS);
+      run.pathPrev.push(inv.lastAt);
+      inv.lastAt = run.events.length - 1;
+      inv.eventCount += 1;
+    } else {
+      run.pathPrev.push(-1);
     }
     if (typeof event.offset === "number" && event.offset > run.endOffset && event.type !== "run.interrupted") {
       run.endOffset = event.offset;

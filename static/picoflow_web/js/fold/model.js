@@ -46,7 +46,9 @@ import { keep } from "./log.js";
  * @property {number} tokens
  * @property {any} params
  * @property {string | null} userMessage
- * @property {number[]} seqs  seq of every event on this path
+ * @property {number} lastAt  where in the run's `events` its last event is (-1: none);
+ *   `eventsOf` walks back from it
+ * @property {number} eventCount  how many events are on its path
  * @property {ModelCall[]} models
  * @property {ToolCall[]} tools
  * @property {any} directResult
@@ -138,6 +140,9 @@ export function createRun() {
     lastSeq: -1,
     /** @type {any[]} the applied events, in order */
     events: [],
+    /** @type {number[]} for each of `events`, where the one before it on its path is (-1:
+     * none): an invocation's events without a list of its own for each branch */
+    pathPrev: [],
     startedAt: /** @type {string | number | null} */ (null),
     /** @type {string | null} the run this one resumes (turn.started's resumes) */
     resumes: null,
@@ -203,10 +208,21 @@ export function newInvocation(path, step, key, index, barrier, status = "queued"
     status, interrupted: false, cancelled: false, output: null, error: null,
     started: null, finished: null, startedSeq: null, finishedSeq: null,
     barriers: NO_ITEMS, changes: [], drafts: NO_ITEMS, tokens: 0,
-    params: null, userMessage: null, seqs: [], models: NO_ITEMS, tools: NO_ITEMS,
+    params: null, userMessage: null, lastAt: -1, eventCount: 0, models: NO_ITEMS, tools: NO_ITEMS,
     directResult: null, hasDirectResult: false, cancelTold: false, lostRights: false,
     reused: null, rerun: null,
   };
+}
+
+/**
+ * The events on `inv`'s path, in order: the last `limit` of them when given.
+ * @param {Run} run @param {Invocation} inv @param {number} [limit]
+ * @returns {any[]}
+ */
+export function eventsOf(run, inv, limit = Infinity) {
+  const out = [];
+  for (let at = inv.lastAt; at >= 0 && out.length < limit; at = run.pathPrev[at]) out.push(run.events[at]);
+  return out.reverse();
 }
 
 /** @param {string} path  "" is 0, "3" is 1, "3.1" is 2 */

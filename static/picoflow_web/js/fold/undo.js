@@ -146,6 +146,7 @@ export function undoTo(log, mark) {
       /** @type {Run} */
       const run = log[i - 4];
       run.events.length -= 1; // one applied event, one entry, one version
+      run.pathPrev.length = run.events.length;
       run.version -= 1;
       run.lastSeq = run.events.length ? run.events[run.events.length - 1].seq : -1;
       run.endOffset = log[i - 3];
