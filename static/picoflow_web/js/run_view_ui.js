@@ -19,6 +19,7 @@ import { mountSplitters } from "./resize_ui.js";
 import { createRowsView } from "./rows_ui.js";
 import { cancelTitle, timeMarkers } from "./time_marks.js";
 import { createCriticalHighlight, timeMarkElements } from "./timing_ui.js";
+import { turnSignature } from "./turn_signature.js";
 
 const INSPECTOR_LIVE_MS = 300;
 
@@ -472,7 +473,7 @@ function inspectorSignature(view, s) {
     return `${head}${b.outcome}|${pub ? `${pub.state}|${pub.reason}` : ""}|${c.running},${c.fulfilled},${c.rejected}|${b.reductions.length}|${b.checkpointRevision}|${b.cancel ? b.cancel.closed.length : -1}|${b.interrupted}|${view.status}`;
   }
   if (s.selected === null) return `${head}none`;
-  if (s.selected === "") return `${head}${view.version}`;
+  if (s.selected === "") return `${head}${turnSignature(view)}`;
   const inv = view.invocations.get(s.selected);
   if (!inv) return `${head}none`;
   const b = inv.barrier !== null ? view.barriers.get(inv.barrier) : undefined;
