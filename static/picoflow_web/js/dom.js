@@ -66,14 +66,14 @@ export function on(root, type, selector, handler) {
 /**
  * A `<pre>` with a value's pretty JSON; long values are cut with a "show all" button.
  * @param {any} value @param {string} [className]
+ * @param {{text: string, cut: boolean}} [shown]  `pretty(value)`, when the caller has it
  */
-export function jsonBlock(value, className = "") {
+export function jsonBlock(value, className = "", shown = pretty(value)) {
   const pre = h("pre", `pf-json ${className}`.trim());
-  const shown = pretty(value);
   pre.textContent = shown.text;
   if (!shown.cut) return pre;
   const wrap = h("div", "pf-json-wrap");
-  const more = h("button", "pf-button pf-button-small", `Show all (${shown.size.toLocaleString("en-US")} characters)`);
+  const more = h("button", "pf-button pf-button-small", `Show all (over ${shown.text.length.toLocaleString("en-US")} characters)`);
   more.setAttribute("type", "button");
   more.addEventListener("click", () => {
     pre.textContent = pretty(value, Infinity).text;

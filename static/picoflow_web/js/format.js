@@ -18,9 +18,11 @@ export function isTruncated(value) {
 }
 
 /**
- * Pretty JSON, cut at `limit` characters.
+ * Pretty JSON, cut at `limit` characters (`cut`: there is more). Only what is shown is
+ * written: a wide join's result is megabytes of it, and the panel showing it is drawn
+ * again as a live run goes on.
  * @param {any} value @param {number} [limit]
- * @returns {{text: string, cut: boolean, size: number}}
+ * @returns {{text: string, cut: boolean}}
  */
 export function pretty(value, limit = PRETTY_LIMIT) {
   let text;
@@ -29,14 +31,47 @@ export function pretty(value, limit = PRETTY_LIMIT) {
     text = `(too large for an event: ${formatBytes(value.size)} of JSON)\n${value.preview || ""}…`;
   } else {
     try {
-      text = JSON.stringify(value, null, 2);
+      const prefix = jsonPrefix(value, limit, 2);
+      if (prefix.cut) return { text: /** @type {string} */ (prefix.text), cut: true };
+      text = prefix.text;
     } catch {
       text = String(value);
     }
   }
   if (text === undefined) text = String(value);
-  if (text.length > limit) return { text: text.slice(0, limit), cut: true, size: text.length };
-  return { text, cut: false, size: text.length };
+  if (text.length > limit) return { text: text.slice(0, limit), cut: true };
+  return { text, cut: false };
+}
+
+/** Characters of JSON a value may have to be shown on one line in a table cell. */
+const CELL_LINE = 60;
+
+/**
+ * How a table cell shows a value: on one line (`line`) when its one-line JSON is shorter
+ * than `CELL_LINE` characters, else as a block of pretty JSON (`block`, as `pretty` gives
+ * it). Every line of the pretty JSON keeps a character in the one-line JSON, so a value
+ * with that many lines or more is a block: decided off the block's text, a wide value (a
+ * join's record of every branch) has its keys read once, not once for the line and once
+ * for the block.
+ * @param {any} value
+ * @returns {{line: string} | {block: {text: string, cut: boolean}}}
+ */
+export function cellOf(value) {
+  let block;
+  if (value !== null && typeof value === "object" && !isTruncated(value)) {
+    block = pretty(value);
+    if (block.cut || linesReach(block.text, CELL_LINE)) return { block };
+  }
+  const line = preview(value, 400);
+  if (line.length < CELL_LINE && !line.includes("\n")) return { line };
+  return { block: block ?? pretty(value) };
+}
+
+/** Whether `text` has `n` lines or more. @param {string} text @param {number} n */
+function linesReach(text, n) {
+  let lines = 1;
+  for (let at = text.indexOf("\n"); at >= 0 && lines < n; at = text.indexOf("\n", at + 1)) lines += 1;
+  return lines >= n;
 }
 
 /**

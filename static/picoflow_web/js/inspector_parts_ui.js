@@ -6,7 +6,7 @@
  */
 
 import { append, badge, h, jsonBlock, section } from "./dom.js";
-import { errorLabel, preview } from "./format.js";
+import { cellOf, errorLabel } from "./format.js";
 
 /** @typedef {import("./fold.js").Run} Run */
 /** @typedef {import("./fold.js").Invocation} Invocation */
@@ -72,11 +72,13 @@ export function seqLink(seq) {
   return b;
 }
 
-/** @param {any} value */
+/**
+ * A value on one line when its JSON is short, else as a block (`cellOf`).
+ * @param {any} value
+ */
 export function valueCell(value) {
-  const text = preview(value, 400);
-  if (text.length < 60 && !text.includes("\n")) return h("code", "pf-value", text);
-  return jsonBlock(value, "pf-value-block");
+  const cell = cellOf(value);
+  return "line" in cell ? h("code", "pf-value", cell.line) : jsonBlock(value, "pf-value-block", cell.block);
 }
 
 /** @param {[string, string | Node | null][]} items @param {string} [extra] */

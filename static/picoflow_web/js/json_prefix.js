@@ -29,20 +29,32 @@ function plain(item) {
 }
 
 /**
- * The first `limit` characters of `JSON.stringify(value)`, and whether its text is longer
- * (`cut`); `text` is `undefined` when `JSON.stringify` gives `undefined`. Throws what
- * `JSON.stringify` throws (a cycle, a BigInt). Plain data (what JSON parsing gives: null,
- * booleans, numbers, strings, arrays and plain objects) is written here up to the limit;
- * anything else (a `toJSON`, a class instance) by `JSON.stringify` itself.
- * @param {any} value @param {number} limit
+ * The first `limit` characters of `JSON.stringify(value, null, indent)`, and whether its
+ * text is longer (`cut`); `text` is `undefined` when `JSON.stringify` gives `undefined`.
+ * Throws what `JSON.stringify` throws (a cycle, a BigInt). Plain data (what JSON parsing
+ * gives: null, booleans, numbers, strings, arrays and plain objects) is written here up
+ * to the limit; anything else (a `toJSON`, a class instance) by `JSON.stringify` itself.
+ * @param {any} value @param {number} limit @param {number} [indent]  spaces a level, as
+ *   `JSON.stringify`'s third argument (0: one line)
  * @returns {{text: string | undefined, cut: boolean}}
  */
-export function jsonPrefix(value, limit) {
+export function jsonPrefix(value, limit, indent = 0) {
   /** @type {string[]} */
   const parts = [];
   let size = 0;
   /** @type {any[]} containers being written, to refuse a cycle as JSON.stringify does */
   const open = [];
+  const step = " ".repeat(Math.max(0, Math.min(10, Math.floor(indent))));
+  /** The break before an item at the depth of `open`, and its indentation (none on one line). */
+  const newline = () => (step ? `\n${step.repeat(open.length)}` : "");
+  const colon = step ? ": " : ":";
+  /** What `JSON.stringify` wrote of a value it alone can write, at the depth of `open`
+   * (its lines indented from there, as nested in the text around it).
+   * @param {any} item */
+  const foreign = (item) => {
+    const text = JSON.stringify(item, null, step);
+    return text === undefined || !step ? text : text.split("\n").join(newline());
+  };
   /** @param {string} text */
   const put = (text) => {
     parts.push(text);
@@ -69,7 +81,7 @@ export function jsonPrefix(value, limit) {
       case "object":
         break;
       default: { // undefined, a function, a symbol: left out (null in an array); a BigInt throws
-        const text = JSON.stringify(item);
+        const text = foreign(item);
         if (text === undefined) return false;
         put(text);
         return true;
@@ -77,7 +89,7 @@ export function jsonPrefix(value, limit) {
     }
     const plainArray = Array.isArray(item);
     if (!plainArray && !plain(item)) {
-      const text = JSON.stringify(item);
+      const text = foreign(item);
       if (text === undefined) return false;
       put(text);
       return true;
@@ -87,10 +99,11 @@ export function jsonPrefix(value, limit) {
     if (plainArray) {
       put("[");
       for (let i = 0; i < item.length; i += 1) {
-        if (i) put(",");
+        put(i ? `,${newline()}` : newline());
         if (!write(item[i])) put("null");
       }
-      put("]");
+      open.pop();
+      put(item.length ? `${newline()}]` : "]");
     } else {
       put("{");
       let first = true;
@@ -99,20 +112,20 @@ export function jsonPrefix(value, limit) {
         let field = item[key];
         // A value JSON leaves out takes its key with it: known before the key is written.
         if (field !== null && typeof field === "object" && !Array.isArray(field) && !plain(field)) {
-          const text = JSON.stringify(field);
+          const text = foreign(field);
           if (text === undefined) continue;
           field = new Written(text);
         } else if (field === undefined || typeof field === "function" || typeof field === "symbol") {
           continue;
         }
-        put(first ? `${JSON.stringify(key)}:` : `,${JSON.stringify(key)}:`);
+        put(`${first ? "" : ","}${newline()}${JSON.stringify(key)}${colon}`);
         first = false;
         if (field instanceof Written) put(field.text);
         else write(field);
       }
-      put("}");
+      open.pop();
+      put(first ? "}" : `${newline()}}`);
     }
-    open.pop();
     return true;
   };
   try {

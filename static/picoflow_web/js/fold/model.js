@@ -42,7 +42,8 @@ import { keep } from "./log.js";
  * @property {number | null} finishedSeq
  * @property {string[]} barriers  barriers this invocation opened, in order
  * @property {Change[]} changes  own drafts and received publications
- * @property {Change[]} drafts  own drafts only (what siblings cannot see)
+ * @property {Change[]} drafts  own drafts only (what siblings cannot see): the very list
+ *   `changes` is until a join publishes into its scope
  * @property {number} tokens
  * @property {any} params
  * @property {string | null} userMessage
