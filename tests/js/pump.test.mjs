@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { createPump } from "../../static/picoflow_web/js/pump.js";
+import { createPump, eventWeight } from "../../static/picoflow_web/js/pump.js";
 
 /** A clock that each fold advances by `cost` ms per event, and a queue of later tasks. */
 function harness(cost = 1) {
@@ -111,4 +111,28 @@ test("after runs once the batches queued before it are folded, not before", () =
   while (h.tasks.length) h.runTask();
   assert.deepEqual(seenAt, [0, 20]);
   assert.equal(h.events().length, 24);
+});
+
+test("an event carrying a list weighs its items: it is folded in a slice of its own, and the clock is read after it", () => {
+  let time = 0;
+  const parts = [];
+  const tasks = [];
+  const pump = createPump({
+    apply: (events) => {
+      parts.push(events.map((e) => e.id));
+      time += events.reduce((ms, e) => ms + eventWeight(e) / 64, 0); // a 300-request page: ~5 ms
+    },
+    budget: 8,
+    slice: 4,
+    now: () => time,
+    later: (fn) => tasks.push(fn),
+  });
+  const light = (id) => ({ id });
+  const page = (id) => ({ id, requests: Array.from({ length: 300 }, (_, index) => ({ index })) });
+  assert.equal(eventWeight(page("p")), 301);
+  assert.equal(eventWeight({ id: "c", items: [1, 2] }), 3);
+  assert.equal(eventWeight(light("l")), 1);
+  pump.push([light("a"), light("b"), page("P1"), light("c"), light("d"), light("e"), light("f"), light("g"), page("P2"), page("P3")]);
+  while (tasks.length) tasks.shift()();
+  assert.deepEqual(parts, [["a", "b"], ["P1"], ["c", "d", "e", "f"], ["g"], ["P2"], ["P3"]]);
 });

@@ -12,19 +12,33 @@
  */
 
 /**
+ * Roughly what folding `event` costs, in events: one, and one more for each item of the
+ * list it carries (a page of a wide fork's requests, of a join's inputs). Sixty-four pages
+ * of 256 requests are 16,384 invocations to make: a slice of them would be one long task.
+ * @param {any} event
+ */
+export function eventWeight(event) {
+  const list = event.requests ?? event.items ?? event.inputs;
+  return Array.isArray(list) ? 1 + list.length : 1;
+}
+
+/**
  * @param {{
  *   apply: (events: any[]) => void,
  *   budget?: number,
  *   slice?: number,
+ *   weight?: (event: any) => number,
  *   now?: () => number,
  *   later?: (fn: () => void) => void,
  * }} options  `apply` folds a slice (in order); `budget`: ms of folding per task; `slice`:
- *   events folded between two looks at the clock; `later` runs its function in a new task.
+ *   the weight of events folded between two looks at the clock (at least one event);
+ *   `weight`: an event's (`eventWeight`); `later` runs its function in a new task.
  */
 export function createPump(options) {
   const { apply } = options;
   const budget = options.budget ?? 8;
   const slice = options.slice ?? 64;
+  const weight = options.weight ?? eventWeight;
   const now = options.now ?? (() => Date.now());
   const later = options.later ?? ((fn) => { globalThis.setTimeout(fn, 0); });
   /** @type {(any[] | (() => void))[]} */
@@ -46,7 +60,11 @@ export function createPump(options) {
           head();
           continue;
         }
-        const take = Math.min(slice, head.length - offset);
+        let take = 0;
+        for (let held = 0; offset + take < head.length && (take === 0 || held < slice); take += 1) {
+          held += weight(head[offset + take]);
+          if (held > slice && take > 0) break; // the next one waits for the next slice
+        }
         const part = offset === 0 && take === head.length ? head : head.slice(offset, offset + take);
         offset += take;
         waiting -= take;
