@@ -132,6 +132,7 @@ test("an event carrying a list weighs its items: it is folded in a slice of its 
   assert.equal(eventWeight(page("p")), 301);
   assert.equal(eventWeight({ id: "c", items: [1, 2] }), 3);
   assert.equal(eventWeight(light("l")), 1);
+  for (const bad of [null, 3, "x", { requests: "many" }]) assert.equal(eventWeight(bad), 1, JSON.stringify(bad));
   pump.push([light("a"), light("b"), page("P1"), light("c"), light("d"), light("e"), light("f"), light("g"), page("P2"), page("P3")]);
   while (tasks.length) tasks.shift()();
   assert.deepEqual(parts, [["a", "b"], ["P1"], ["c", "d", "e", "f"], ["g"], ["P2"], ["P3"]]);

@@ -18,6 +18,7 @@
  * @param {any} event
  */
 export function eventWeight(event) {
+  if (event === null || typeof event !== "object") return 1; // the fold says what is wrong with it
   const list = event.requests ?? event.items ?? event.inputs;
   return Array.isArray(list) ? 1 + list.length : 1;
 }
