@@ -13,8 +13,9 @@
 
 /**
  * Roughly what folding `event` costs, in events: one, and one more for each item of the
- * list it carries (a page of a wide fork's requests, of a join's inputs). Sixty-four pages
- * of 256 requests are 16,384 invocations to make: a slice of them would be one long task.
+ * list it carries (a page of a wide fork's requests, of a join's inputs). Counted as one
+ * event each, a slice of such pages would make an invocation for every request in them
+ * before the pump looks at the clock again.
  * @param {any} event
  */
 export function eventWeight(event) {

@@ -420,14 +420,8 @@ function appliedIndex(barrier) {
       // Most inputs are a branch's own contribution: indexed under its path alone, as
       // `add` would, without cutting the path into prefixes or keeping it twice.
       const index = branchAt(path, path.length);
-      if (index < 0 || nodes === nodeSource.length) {
-        add(of, path);
-        continue;
-      }
-      nodeSource[nodes] = source(of, index, path);
-      nodeNext[nodes] = branchHeads[index];
-      branchHeads[index] = nodes;
-      nodes += 1;
+      if (index < 0) add(of, path);
+      else branchHeads[index] = node(branchHeads[index], source(of, index, path));
     }
   }
   /** @param {string} path */
