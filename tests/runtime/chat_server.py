@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import socket
 import ssl
+import struct
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -52,6 +53,9 @@ class Reply:
     hang_up: bool = False
     """Close the connection without answering (as a server does to an idle keep-alive
     connection it closes while a request is on its way)."""
+    reset: bool = False
+    """Like ``hang_up``, with a reset (RST) instead of an orderly close: what the client sees
+    when its request reaches a socket the server had already closed."""
 
 
 @dataclass
@@ -195,12 +199,18 @@ class _Handler(BaseHTTPRequestHandler):
         body = json.loads(raw)
         reply = chat.enter(body, self.path, headers)
         if (isinstance(body, dict) and body.get("stream") and reply.events is None
-                and reply.raw is None and reply.status == 200 and not reply.hang_up):
+                and reply.raw is None and reply.status == 200 and not reply.hang_up
+                and not reply.reset):
             reply = as_stream(reply)
-        if reply.hang_up:
+        if reply.hang_up or reply.reset:
             chat.leave()
             self.close_connection = True
-            self.connection.shutdown(socket.SHUT_RDWR)
+            if reply.reset:  # no linger: close() sends RST
+                self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                           struct.pack("ii", 1, 0))
+                self.connection.close()
+            else:
+                self.connection.shutdown(socket.SHUT_RDWR)
             return
         try:
             if reply.events is not None:

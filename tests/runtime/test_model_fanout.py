@@ -219,6 +219,34 @@ async def test_a_request_the_server_hung_up_on_goes_again_on_a_new_connection(
     assert server.connections == 2
 
 
+async def test_a_request_reset_on_a_reused_connection_goes_again_on_a_new_one(
+    server: ChatServer, pool: Pool,
+) -> None:
+    # The other face of a connection the server closed: a reset instead of an end of stream.
+    adapter = model(server.url, pool, stream=False)
+    server.replies.append(Reply(body=completion("first")))
+    server.replies.append(Reply(reset=True))
+    server.replies.append(Reply(body=completion("second")))
+    assert (await adapter.invoke(request())).content == "first"
+    assert (await adapter.invoke(request())).content == "second"
+    assert server.requests == 3
+    assert server.connections == 2
+
+
+@pytest.mark.parametrize("failure", ["reset", "hang_up"])
+async def test_a_request_that_failed_on_a_new_connection_is_not_sent_again(
+    server: ChatServer, pool: Pool, failure: str,
+) -> None:
+    # Sent on a connection opened for it, the request reached the server: sending it again
+    # could make the call twice.
+    adapter = model(server.url, pool)
+    server.replies.append(Reply(**{failure: True}))
+    server.replies.append(Reply(body=completion("never asked for")))
+    with pytest.raises(ModelTransportError, match="connection failed"):
+        await adapter.invoke(request())
+    assert server.requests == 1
+
+
 async def test_chunked_reply(server: ChatServer, pool: Pool) -> None:
     server.replies.append(Reply(body=completion("in two chunks"), chunked=True))
     server.replies.append(Reply(body=completion("same connection")))

@@ -48,6 +48,7 @@ import anyio.lowlevel
 import openai
 from openai.types.chat import ChatCompletion
 
+from runtime.adapters.openai.transport import ReplayStaleTransport
 from runtime.errors import ModelBlockedError, ModelError, ModelTransportError
 from runtime.jsonutil import replace_lone_surrogates
 from runtime.llm import ModelRequest, ModelResponse, strip_secrets
@@ -362,7 +363,10 @@ class OpenAICompatibleModel:
             keepalive_expiry=KEEPALIVE_EXPIRY)
 
         def make() -> openai.AsyncOpenAI:
+            # The client's own limits too: they size the transports of any proxies it
+            # mounts from the environment.
             return self._build(openai.DefaultAsyncHttpxClient(
+                transport=ReplayStaleTransport(limits=limits, verify=_tls()),
                 limits=limits, follow_redirects=False, timeout=self.timeout, verify=_tls()))
 
         return _LoopClients(loop, make, count, self._api_key)
@@ -480,18 +484,11 @@ class OpenAICompatibleModel:
             # that does not stream), parsed into JSON only (typed chunk objects would cost
             # more than the reading).
             options: Any = {"headers": headers} if headers else {}
-            try:
-                stream = await client.post(
-                    "/chat/completions", cast_to=ChatCompletion, body=body, options=options,
-                    stream=True, stream_cls=openai.AsyncStream[object])
-            except openai.APIConnectionError as exc:
-                if not _stale(exc):
-                    raise
-                # A keep-alive connection the server had closed as the request went out:
-                # nothing reached the server, so the request goes again, on a new one.
-                stream = await client.post(
-                    "/chat/completions", cast_to=ChatCompletion, body=body, options=options,
-                    stream=True, stream_cls=openai.AsyncStream[object])
+            # A request that met a pooled connection the server had closed was sent again
+            # by the transport (ReplayStaleTransport) of the clients built here.
+            stream = await client.post(
+                "/chat/completions", cast_to=ChatCompletion, body=body, options=options,
+                stream=True, stream_cls=openai.AsyncStream[object])
             return self._parse(await self._read(stream, hide), 200, "", hide)
         except openai.APIStatusError as exc:
             raise self._status_error(exc, hide, limiter) from None
@@ -670,14 +667,6 @@ def _json(text: str) -> Any:
     if _SURROGATE_ESCAPE.search(text):  # rare: only then is the reply walked
         data = replace_lone_surrogates(data)
     return data
-
-
-def _stale(exc: openai.APIConnectionError) -> bool:
-    """Whether the request went out on a pooled connection the server had already closed
-    (httpcore's words for it), not on a fresh one: it was never received."""
-    cause = exc.__cause__
-    return (type(cause).__name__ == "RemoteProtocolError"
-            and "disconnected without sending a response" in str(cause))
 
 
 def _describe(exc: BaseException) -> str:
