@@ -125,6 +125,18 @@ FACTS = """() => {
 AT_RUN_SEQ = "s => document.querySelector('#pf-last-seq').textContent === String(s)"
 """The run page is at event ``s`` (pinned there, or its last)."""
 
+ROWS = """() => {
+  const attributes = n => [...n.attributes].map(a => [a.name, a.value]).sort();
+  const node = n => n.nodeType === Node.TEXT_NODE ? n.textContent : [
+    n.tagName, attributes(n), [...n.childNodes].map(node)];
+  return [...document.querySelectorAll(".pf-row:not([hidden])")].map(row => [
+    attributes(row), node(row.querySelector(".pf-cell-tree")),
+    attributes(row.querySelector(".pf-cell-lane"))]);
+}"""
+"""Every row shown: its attributes (in any order), its tree cell in full (elements,
+attributes, texts) and its lane's attributes (the lane's segments are placed on the time
+axis of what the page has read, which a fresh load need not share)."""
+
 
 
 @pytest.fixture(scope="module")
@@ -387,11 +399,20 @@ async def test_in_replay_the_join_s_marks_appear_only_from_the_join_event_on(
     # One step on, the join: its marks are back, as at the end of the run.
     await page.locator("body").press(".")
     await page.wait_for_function(AT_RUN_SEQ, arg=join["seq"])
+    stepped = await page.evaluate(ROWS)
     at_join = await facts(page)
     assert marks(at_join) == marks(live)
     assert at_join["branch_inspectors"] == live["branch_inspectors"]
     check_against_events(at_join, events, card)
     await shot(page, f"replay_{flow.removesuffix('Flow').lower()}")
+    # The rows the join changed were updated in place; drawn afresh at the join, they are
+    # the same, element for element.
+    await replayed(page, run_id, events, f"#barrier={BARRIER}&seq={join['seq']}")
+    await page.wait_for_function(AT_RUN_SEQ, arg=join["seq"])
+    await page.wait_for_selector(f'#pf-inspector[data-barrier="{BARRIER}"]')
+    fresh = await page.evaluate(ROWS)
+    assert fresh == stepped, json.dumps(
+        [(a, b) for a, b in zip(fresh, stepped, strict=False) if a != b][:2])
 
     # The same on the session page's scrubber.
     session = events[0]["session_id"]

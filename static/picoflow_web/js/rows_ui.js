@@ -33,7 +33,10 @@ const INDENT = 16;
 
 /**
  * @typedef {{el: HTMLElement, tree: HTMLElement, lane: HTMLElement, sig: string | null,
- *   laneSig: string | null, top: number}} Slot
+ *   base: string | null, laneSig: string | null, top: number,
+ *   dot: HTMLElement | null, chip: HTMLElement | null, time: HTMLElement | null}} Slot
+ * `base`: a branch row's signature without its publication and selection, which
+ * `patchBranch` updates in place; `dot`, `chip` and `time` are its elements it touches.
  */
 
 /**
@@ -55,7 +58,7 @@ export function createRowsView(viewport, sizer) {
     const laneEl = h("div", "pf-cell-lane");
     append(el, tree, laneEl);
     sizer.appendChild(el);
-    return { el, tree, lane: laneEl, sig: null, laneSig: null, top: -1 };
+    return { el, tree, lane: laneEl, sig: null, base: null, laneSig: null, top: -1, dot: null, chip: null, time: null };
   };
 
   /**
@@ -91,10 +94,15 @@ export function createRowsView(viewport, sizer) {
         live.set(row.rowKey, slot);
       }
       const selected = isSelected(row, frame.selected, frame.selectedBarrier);
-      const sig = signature(row, selected, frame.run);
+      const base = row.kind === "branch" ? branchBase(row) : null;
+      const sig = signature(row, selected, frame.run, base);
       if (sig !== slot.sig) {
-        fillRow(slot, row, selected, frame.run);
+        // A join changes the publication of every row it ends, all in one frame: those
+        // rows keep their elements, and only what the join changes is written.
+        if (base !== null && base === slot.base) patchBranch(slot, /** @type {any} */ (row), selected, frame.run);
+        else fillRow(slot, row, selected, frame.run);
         slot.sig = sig;
+        slot.base = base;
       }
       // Outside the signature: a conflict's writers are marked while its card or barrier
       // is selected, whatever the row shows.
@@ -131,6 +139,7 @@ function park(slot) {
   slot.lane.removeAttribute("data-path");
   slot.lane.removeAttribute("data-publication");
   slot.sig = null;
+  slot.base = null;
   slot.laneSig = null;
 }
 
@@ -147,8 +156,17 @@ function isSelected(row, path, barrier) {
   return false;
 }
 
-/** @param {Row} row @param {boolean} selected @param {Run} run */
-function signature(row, selected, run) {
+/**
+ * What a branch row shows apart from its publication and its selection.
+ * @param {Row & {kind: "branch"}} row
+ */
+function branchBase(row) {
+  const inv = row.inv;
+  return `p|${row.path}|${inv.key}|${inv.step}|${row.depth}|${inv.status}|${inv.started}|${inv.startedSeq}|${inv.finished}|${inv.cancelled}|${inv.lostRights}|${inv.cancelTold}|${inv.hasDirectResult}|${inv.barriers.length}|${inv.interrupted}|${inv.reused?.runId}|${inv.rerun}`;
+}
+
+/** @param {Row} row @param {boolean} selected @param {Run} run @param {string | null} base */
+function signature(row, selected, run, base) {
   switch (row.kind) {
     case "root":
       return `r|${row.flow}|${row.step}|${row.status}|${selected}`;
@@ -161,9 +179,8 @@ function signature(row, selected, run) {
       return `b|${row.id}|${barrierLabelOf(run, row.id)}|${row.depth}|${b.outcome}|${pub}|${c.queued},${c.running},${c.fulfilled},${c.rejected}|${row.collapsed}|${row.matched}|${b.checkpointRevision}|${b.checkpointFailed}|${b.cancelReason}|${b.interrupted}|${barrierStopped(run, b)}|${selected}`;
     }
     case "branch": {
-      const inv = row.inv;
       const marks = branchMarks(run, row.path);
-      return `p|${marks ? `${marks.state}|${marks.reason}` : ""}|${row.path}|${inv.key}|${inv.step}|${row.depth}|${inv.status}|${inv.started}|${inv.startedSeq}|${inv.finished}|${inv.cancelled}|${inv.lostRights}|${inv.cancelTold}|${inv.hasDirectResult}|${inv.barriers.length}|${inv.interrupted}|${inv.reused?.runId}|${inv.rerun}|${selected}`;
+      return `${base}|${marks ? `${marks.state}|${marks.reason}` : ""}|${selected}`;
     }
     case "activity": {
       const a = row.item;
@@ -177,6 +194,9 @@ function signature(row, selected, run) {
 /** @param {Slot} slot @param {Row} row @param {boolean} selected @param {Run} run */
 function fillRow(slot, row, selected, run) {
   const { el, tree } = slot;
+  slot.dot = null;
+  slot.chip = null;
+  slot.time = null;
   for (const name of ROW_ATTRIBUTES) el.removeAttribute(name);
   slot.lane.removeAttribute("data-path");
   slot.lane.removeAttribute("data-publication");
@@ -249,22 +269,18 @@ function fillRow(slot, row, selected, run) {
       const inv = row.inv;
       const stopped = stopKind(inv);
       const marks = fromSpans(run) ? null : branchMarks(run, row.path);
-      const state = marks ? marks.state : "pending";
-      el.className = `pf-row pf-branch pf-status-${inv.status} pf-pub-${state}${inv.interrupted ? " pf-interrupted" : ""}${selected ? " pf-selected" : ""}`;
-      el.title = `${inv.key || inv.step} (${inv.step}) · path ${inv.path} · ${inv.status}${inv.interrupted ? " when the run was interrupted" : ""}${stopped ? ` · ${STOP_LABELS[stopped].label}: ${STOP_LABELS[stopped].title}` : ""}${marks ? ` · ${marks.text}` : ""}`;
-      el.dataset.path = row.path;
-      el.dataset.status = inv.status;
-      el.dataset.publication = state;
-      if (marks && marks.reason) el.dataset.discard = marks.reason;
-      slot.lane.dataset.publication = state;
+      markBranch(slot, row, selected, marks);
       if (stopped) el.dataset.stop = stopped;
       if (inv.reused) el.dataset.reused = inv.reused.runId;
       slot.lane.classList.add("pf-lane");
       slot.lane.dataset.path = row.path;
       const duration = inv.started !== null && inv.finished !== null ? formatSeconds(inv.finished - inv.started) : "";
+      slot.dot = h("span", dotClass(inv, marks));
+      slot.chip = marks && marks.chip ? publicationChip(marks.chip) : null;
+      slot.time = h("span", "pf-row-time pf-mono", duration);
       append(tree,
         h("span", "pf-twisty-space"),
-        h("span", `pf-dot pf-dot-${marks ? marks.dot : inv.interrupted ? "interrupted" : inv.status}`),
+        slot.dot,
         h("span", "pf-row-key", inv.key || inv.step),
         inv.key && inv.key !== inv.step ? h("span", "pf-row-step", inv.step) : null,
         h("span", "pf-row-path pf-mono", inv.path),
@@ -274,8 +290,8 @@ function fillRow(slot, row, selected, run) {
         stopped ? stopChip(stopped) : null,
         inv.interrupted ? h("span", "pf-chip pf-chip-interrupted", "interrupted") : null,
         inv.status === "rejected" && inv.error && !inv.cancelled ? errorChip(inv.error) : null,
-        marks && marks.chip ? publicationChip(marks.chip) : null,
-        h("span", "pf-row-time pf-mono", duration));
+        slot.chip,
+        slot.time);
       break;
     }
     case "activity": {
@@ -317,6 +333,55 @@ function fillRow(slot, row, selected, run) {
       break;
     }
   }
+}
+
+/**
+ * A branch row's element and lane attributes, which its publication and selection change.
+ * @param {Slot} slot @param {Row & {kind: "branch"}} row @param {boolean} selected
+ * @param {ReturnType<typeof branchMarks>} marks
+ */
+function markBranch(slot, row, selected, marks) {
+  const { el } = slot;
+  const inv = row.inv;
+  const stopped = stopKind(inv);
+  const state = marks ? marks.state : "pending";
+  el.className = `pf-row pf-branch pf-status-${inv.status} pf-pub-${state}${inv.interrupted ? " pf-interrupted" : ""}${selected ? " pf-selected" : ""}`;
+  el.title = `${inv.key || inv.step} (${inv.step}) · path ${inv.path} · ${inv.status}${inv.interrupted ? " when the run was interrupted" : ""}${stopped ? ` · ${STOP_LABELS[stopped].label}: ${STOP_LABELS[stopped].title}` : ""}${marks ? ` · ${marks.text}` : ""}`;
+  el.dataset.path = row.path;
+  el.dataset.status = inv.status;
+  el.dataset.publication = state;
+  if (marks && marks.reason) el.dataset.discard = marks.reason;
+  else el.removeAttribute("data-discard");
+  slot.lane.dataset.publication = state;
+}
+
+/**
+ * @param {import("./fold.js").Invocation} inv @param {ReturnType<typeof branchMarks>} marks
+ */
+function dotClass(inv, marks) {
+  return `pf-dot pf-dot-${marks ? marks.dot : inv.interrupted ? "interrupted" : inv.status}`;
+}
+
+/**
+ * A branch row drawn by `fillRow` whose publication or selection changed: the same
+ * attributes, dot and chip `fillRow` would give it, on the elements it has.
+ * @param {Slot} slot @param {Row & {kind: "branch"}} row @param {boolean} selected @param {Run} run
+ */
+function patchBranch(slot, row, selected, run) {
+  const marks = fromSpans(run) ? null : branchMarks(run, row.path);
+  slot.el.setAttribute("aria-selected", String(selected));
+  markBranch(slot, row, selected, marks);
+  const dot = dotClass(row.inv, marks);
+  if (slot.dot && slot.dot.className !== dot) slot.dot.className = dot;
+  const next = marks && marks.chip ? marks.chip : null;
+  const chip = slot.chip;
+  if (chip && next && chip.className === `pf-chip pf-chip-${next.kind}` && chip.textContent === next.label) {
+    chip.title = next.title;
+    return;
+  }
+  if (chip) chip.remove();
+  slot.chip = next ? publicationChip(next) : null;
+  if (slot.chip) slot.tree.insertBefore(slot.chip, slot.time);
 }
 
 /** @param {any} error */
