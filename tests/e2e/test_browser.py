@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.browsing import FRAME, dashboard, run_ended, shot, start_run
+from tests.e2e.browsing import FRAME, dashboard, run_ended, shot, start_run, stored_events
 from tests.livedaphne import LiveDaphne
 
 playwright_api = pytest.importorskip("playwright.async_api", reason="pip install playwright")
@@ -121,6 +121,36 @@ async def test_hostile_strings_in_state_render_as_text(page: Any) -> None:
         assert await page.locator("img[src=x]").count() == 0
         assert "<img src=x onerror" in await page.locator("body").inner_text()
     await shot(page, "hostile_session")
+
+
+async def test_an_inspector_s_events_are_drawn_when_their_section_is_opened(
+    page: Any,
+) -> None:
+    run_id = await start_run(page, "ResearchFlow", "research the events")
+    await run_ended(page)
+    events = await stored_events(page, run_id)
+    section = page.locator('#pf-inspector details[data-section="events"]')
+    rows = section.locator("tbody tr")
+
+    async def drawn(path: str) -> None:
+        own = [e for e in events if e.get("path") == path][-300:][:200]
+        await rows.nth(len(own) - 1).wait_for()
+        assert await rows.evaluate_all(
+            "rows => rows.map(r => [r.cells[0].textContent, r.cells[1].textContent])"
+        ) == [[f"#{e['seq']}", e["type"]] for e in own]
+
+    await page.click('.pf-branch[data-path="0"]')
+    await page.wait_for_selector('#pf-inspector[data-path="0"]')
+    # Closed, the section holds no row: a live run's inspector is rebuilt without them.
+    assert not await section.evaluate("d => d.open")
+    assert await rows.count() == 0
+    await section.locator("summary").click()
+    await drawn("0")
+    # Once opened it stays open, and another selection's inspector draws its rows at once.
+    await page.click(".pf-root")
+    await page.wait_for_selector('#pf-inspector[data-path=""]')
+    assert await section.evaluate("d => d.open")
+    await drawn("")
 
 
 async def test_a_run_exported_from_its_page_imports_back_from_the_runs_list(

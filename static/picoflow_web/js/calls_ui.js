@@ -145,10 +145,12 @@ function toolCall(call) {
  */
 function eventsSection(parent, view, inv, ctx) {
   const count = inv.eventCount;
-  const body = sectionIn(parent, ctx, "events", `Events (${count})`, false, "pf-events");
+  // The events as they are now; their rows only when the section is opened.
   const shown = eventsOf(view, inv, EVENT_LIST_LIMIT);
-  if (shown.length < count) body.appendChild(h("p", "pf-muted", `The last ${EVENT_LIST_LIMIT} of ${count} events.`));
-  body.appendChild(table("pf-event-table", ["Seq", "Type", ""], lazy(shown, (e) => [
-    seqLink(e.seq), h("code", `pf-event-type pf-event-${String(e.type || "").split(".")[0]}`, e.type || "?"),
-    h("span", "pf-event-summary", describeEvent(e))])));
+  sectionIn(parent, ctx, "events", `Events (${count})`, false, "pf-events", (body) => {
+    if (shown.length < count) body.appendChild(h("p", "pf-muted", `The last ${EVENT_LIST_LIMIT} of ${count} events.`));
+    body.appendChild(table("pf-event-table", ["Seq", "Type", ""], lazy(shown, (e) => [
+      seqLink(e.seq), h("code", `pf-event-type pf-event-${String(e.type || "").split(".")[0]}`, e.type || "?"),
+      h("span", "pf-event-summary", describeEvent(e))])));
+  });
 }

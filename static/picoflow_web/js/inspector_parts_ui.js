@@ -32,14 +32,28 @@ export function lazy(items, cells) {
 }
 
 /**
- * A remembered collapsible section.
+ * A remembered collapsible section. With `fill`, its body is built when it is first shown
+ * (at once when it opens open): a closed section's long table costs nothing while the
+ * inspector is rebuilt with a live run.
  * @param {DocumentFragment | HTMLElement} parent @param {InspectorContext} ctx
  * @param {string} name @param {string} title @param {boolean} open @param {string} [className]
+ * @param {(body: HTMLElement) => void} [fill]
  */
-export function sectionIn(parent, ctx, name, title, open, className = "") {
+export function sectionIn(parent, ctx, name, title, open, className = "", fill) {
   const s = section(title, ctx.open.has(name) ? /** @type {boolean} */ (ctx.open.get(name)) : open, className);
   s.root.dataset.section = name;
-  s.root.addEventListener("toggle", () => ctx.open.set(name, s.root.open));
+  let empty = fill !== undefined;
+  const show = () => {
+    if (empty && fill && s.root.open) {
+      empty = false;
+      fill(s.body);
+    }
+  };
+  s.root.addEventListener("toggle", () => {
+    ctx.open.set(name, s.root.open);
+    show();
+  });
+  show();
   parent.appendChild(s.root);
   return s.body;
 }

@@ -128,10 +128,12 @@ function rootInspector(parent, view, inv, ctx) {
     }
   }
   if (view.trail.length) {
-    const trail = sectionIn(parent, ctx, "trail", `Steps entered (${view.trail.length})`, false);
-    trail.appendChild(table("pf-trail-table", ["Seq", "Step", "How", "Path"], lazy(view.trail, (t) => [
-      seqLink(t.seq), h("code", "pf-mono", t.step), h("span", "", t.how), t.path ? pathLink(t.path, labelOf(view, t.path)) : h("span", "pf-muted", "turn"),
-    ])));
+    const steps = view.trail.length;
+    sectionIn(parent, ctx, "trail", `Steps entered (${steps})`, false, "", (trail) => {
+      trail.appendChild(table("pf-trail-table", ["Seq", "Step", "How", "Path"], lazy(view.trail.slice(0, steps), (t) => [
+        seqLink(t.seq), h("code", "pf-mono", t.step), h("span", "", t.how), t.path ? pathLink(t.path, labelOf(view, t.path)) : h("span", "pf-muted", "turn"),
+      ])));
+    });
   }
   if (view.anomalies.length || view.overflows.length) {
     const warn = sectionIn(parent, ctx, "anomalies", "Stream problems", true);
