@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { ApiError, restoreEnvelope, streamStoredEvents } from "../../static/picoflow_web/js/api.js";
+import { ApiError, requestJsonSoon, restoreEnvelope, streamStoredEvents } from "../../static/picoflow_web/js/api.js";
 
 const encoder = new TextEncoder();
 
@@ -159,4 +159,18 @@ test("repeated strings are shared through one table, values unchanged, other fie
   shareStrings(make(), seen); // a later batch meets the same table
   assert.deepStrictEqual(events, make());
   assert.deepStrictEqual([...seen.keys()].sort(), ["branch.started", "keyed_by_branch", "run-a", "sess-a", "state.contributed", "sum"]);
+});
+
+test("requestJsonSoon sends its request from a task of its own, not from its caller's", async () => {
+  const log = [];
+  globalThis.fetch = async (url) => {
+    log.push(`fetch ${url}`);
+    return new Response(JSON.stringify({ run: { id: "r" } }), { headers: { "Content-Type": "application/json" } });
+  };
+  const answer = requestJsonSoon("/api/runs/r");
+  log.push("caller done");
+  await Promise.resolve();
+  log.push("microtasks done");
+  assert.deepEqual(await answer, { run: { id: "r" } });
+  assert.deepEqual(log, ["caller done", "microtasks done", "fetch /api/runs/r"]);
 });

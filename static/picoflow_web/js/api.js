@@ -51,6 +51,16 @@ export async function requestJson(url, options = {}) {
 }
 
 /**
+ * `requestJson` sent from a task of its own. A render that finds it needs something from
+ * the server asks with this: `fetch()` does work of its own before it returns its promise,
+ * and in a render's frame that work holds up the frame.
+ * @param {string} url @param {Parameters<typeof requestJson>[1]} [options]
+ */
+export function requestJsonSoon(url, options = {}) {
+  return new Promise((resolve) => { globalThis.setTimeout(resolve, 0); }).then(() => requestJson(url, options));
+}
+
+/**
  * A websocket URL on this origin.
  * @param {string} path  e.g. "/ws/runs/abc/"
  */

@@ -12,7 +12,7 @@
  *   #pf-run-reuse[data-reused][data-executed][data-saved]   a resumed run's counts
  */
 
-import { requestJson, resumeRunUrl, runApiUrl, runPageUrl } from "./api.js";
+import { requestJson, requestJsonSoon, resumeRunUrl, runApiUrl, runPageUrl } from "./api.js";
 import { readJsonScript, setAttr, setText } from "./dom.js";
 import { resumeControl, resumeDetail, reuseCounts, reuseLine } from "./resumption.js";
 import { isEnded, runStatus } from "./stopping.js";
@@ -42,7 +42,7 @@ export function createResumeControl({ runId, store }) {
 
   const askDetail = (/** @type {string} */ status) => {
     detailFor = status;
-    requestJson(runApiUrl(runId)).then((data) => {
+    requestJsonSoon(runApiUrl(runId)).then((data) => {
       detail = resumeDetail(data && data.run);
       store.touch();
     }).catch(() => {});

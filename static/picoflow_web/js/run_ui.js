@@ -33,7 +33,7 @@
  */
 
 import { createCoordinatorPanel } from "./concurrent_ui.js";
-import { eventsUrl, requestJson, runApiUrl, runSocketUrl, sessionPageUrl, streamStoredEvents } from "./api.js";
+import { eventsUrl, requestJson, requestJsonSoon, runApiUrl, runSocketUrl, sessionPageUrl, streamStoredEvents } from "./api.js";
 import { readJsonScript, setAttr, setText } from "./dom.js";
 import { describeEvent, formatDuration, formatHash, interruptionText, parseHash, runStatusKind } from "./format.js";
 import { bindKeys } from "./keys_ui.js";
@@ -84,7 +84,7 @@ export function mountRunPage(root) {
     if (!why || why === staleAsked || staleTries >= 10) return;
     staleAsked = why;
     staleTries += 1;
-    requestJson(runApiUrl(runId)).then((data) => {
+    requestJsonSoon(runApiUrl(runId)).then((data) => {
       if (data && data.run) store.set({ summary: mergeSummary(store.get().summary, data.run) });
     }).catch(() => {}).finally(() => {
       // Still stale (its end is recorded a moment after its last event): ask again soon.
