@@ -1,5 +1,5 @@
 """The HTTP transport of the clients the adapter builds: a request that went out on a pooled
-connection the server had already closed goes again, once, on a new connection.
+connection the server had already closed goes again, on another connection.
 
 A server closes an idle keep-alive connection whenever it likes. If that happens as the
 client picks the connection from its pool, the request is written into a socket nobody
@@ -27,8 +27,9 @@ _http: Any = importlib.import_module(type(openai.DEFAULT_CONNECTION_LIMITS).__mo
                                      .split(".", 1)[0])
 """The HTTP library the installed SDK is built on (httpx2 for openai 3.x, httpx before)."""
 
-_OPENED = "connection.connect_tcp.started"
-"""httpcore's trace event for a new TCP connection (``connection.start_tls`` follows it)."""
+_OPENED = "connection.connect_"
+"""How httpcore's trace events for a new connection begin (``connect_tcp``,
+``connect_unix_socket``)."""
 
 _STALE_ERRORS: tuple[type[BaseException], ...] = (
     _http.ReadError, _http.WriteError, _http.RemoteProtocolError)
@@ -53,7 +54,7 @@ class ReplayStaleTransport(_http.AsyncHTTPTransport):  # type: ignore[misc]
 
             async def trace(name: str, info: dict[str, Any]) -> None:
                 nonlocal opened
-                if name == _OPENED:
+                if name.startswith(_OPENED):
                     opened = True
                 if outer is not None:
                     await outer(name, info)
