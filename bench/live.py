@@ -9,7 +9,9 @@ executed by a worker, with its run page opened at once:
   events stored (``#pf-last-seq`` against the run's ``event_count``): the median and the
   largest;
 * **long tasks** on the page's main thread while it streams (a ``longtask``
-  PerformanceObserver): how many took over 50 ms, and the longest;
+  PerformanceObserver): how many took over 50 ms, and the longest; and the animation
+  frames over 50 ms (``long-animation-frame``), each as its scripts, its rendering (style
+  to paint) and the rest;
 * **JS heap** once the run ended, after a collection;
 * when the turn's first events were emitted (after the POST), and the largest stored event.
 
@@ -45,6 +47,20 @@ WATCH = """() => {
       window.__pfLive.longTasks.push([entry.startTime, entry.duration]);
     }
   }).observe({type: 'longtask', buffered: true});
+  // What a long frame was made of: its scripts, and the rendering after them (style,
+  // layout, paint); the rest is work outside script, the collector's among it.
+  window.__pfLive.longFrames = [];
+  if (PerformanceObserver.supportedEntryTypes.includes('long-animation-frame')) {
+    new PerformanceObserver(list => {
+      for (const f of list.getEntries()) {
+        if (f.duration <= 50) continue;
+        const scripts = f.scripts.reduce((sum, s) => sum + s.duration, 0);
+        const rendering = f.styleAndLayoutStart
+          ? f.startTime + f.duration - f.styleAndLayoutStart : 0;
+        window.__pfLive.longFrames.push([f.startTime, f.duration, scripts, rendering]);
+      }
+    }).observe({type: 'long-animation-frame', buffered: true});
+  }
   const seen = () => {
     if (window.__pfLive.firstRow === null && document.querySelector('.pf-branch')) {
       window.__pfLive.firstRow = performance.timeOrigin + performance.now();
@@ -83,6 +99,7 @@ def live(page: Page, branches: int) -> dict[str, Any]:
         time.sleep(1)
     watched = page.evaluate("() => window.__pfLive")
     long_tasks = [(at, t) for at, t in watched["longTasks"] if t > 50]
+    frames = watched["longFrames"]
     return {"run_id": run_id, "posted": posted, "events": run["event_count"],
             "status": run["status"],
             "first_row": (watched["firstRow"] - posted) / 1000
@@ -90,6 +107,10 @@ def live(page: Page, branches: int) -> dict[str, Any]:
             "lag_median": statistics.median(lags), "lag_max": max(lags),
             "long_tasks": len(long_tasks), "long_max": max((t for _, t in long_tasks), default=0.0),
             "long_at": ", ".join(f"{t:.0f} ms at {at / 1000:.2f} s" for at, t in long_tasks),
+            "frames": "; ".join(
+                f"{d:.0f} ms at {at / 1000:.2f} s (scripts {js:.0f}, style to paint {r:.0f}, "
+                f"other {max(d - js - r, 0):.0f})" for at, d, js, r in frames),
+            "frame_count": len(frames),
             "heap": heap_mb(page)}
 
 
@@ -158,6 +179,8 @@ def main() -> None:
                   f"  long tasks over 50 ms while it streamed: {seen['long_tasks']} "
                   f"(longest {seen['long_max']:.0f} ms){': ' if seen['long_at'] else ''}"
                   f"{seen['long_at']}\n"
+                  f"  animation frames over 50 ms: {seen['frame_count']}"
+                  f"{': ' if seen['frames'] else ''}{seen['frames']}\n"
                   f"  JS heap at the end: {seen['heap']:.0f} MB\n{timeline}")
 
 
