@@ -282,6 +282,8 @@ def check_against_events(found: dict[str, Any], events: list[dict[str, Any]],
 
 
 LIVE: dict[str, tuple[str, dict[str, Any]]] = {}
+LIVE_ROWS: dict[str, list[Any]] = {}
+"""The rows (``ROWS``) of the page that followed each flow's run live, at its end."""
 """Flow -> a run of it followed live and the facts drawn then, shared by this module's
 tests so each demo runs once (a test run alone starts its own)."""
 
@@ -302,6 +304,8 @@ async def follow_live(page: Any, flow: str, message: str) -> tuple[str, dict[str
     await run_ended(page, timeout=30_000)
     await page.wait_for_selector(
         f'.pf-barrier[data-barrier="{BARRIER}"]:not([data-publication="pending"])')
+    await page.evaluate(FRAME)
+    LIVE_ROWS[flow] = await page.evaluate(ROWS)
     # The page followed the run as it went: the join reached it over the run's socket,
     # as it happened (what came before it, from storage first, then live).
     live = [json.loads(text) for url, text in frames if f"/ws/runs/{run_id}/" in url]
@@ -363,6 +367,10 @@ async def test_the_demo_s_marks_are_the_same_live_on_reload_and_in_the_session_r
     await replayed(page, run_id, events)
     assert await page.locator("#pf-run").evaluate(
         "r => !r.classList.contains('pf-replaying')"), "a finished run opens at its end"
+    # Its rows drawn at once are those the live page updated in place as its branches
+    # started, ended and were joined.
+    await page.evaluate(FRAME)
+    assert await page.evaluate(ROWS) == LIVE_ROWS[flow]
     again = await facts(page)
     assert again == live
 

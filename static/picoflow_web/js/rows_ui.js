@@ -35,8 +35,9 @@ const INDENT = 16;
  * @typedef {{el: HTMLElement, tree: HTMLElement, lane: HTMLElement, sig: string | null,
  *   base: string | null, laneSig: string | null, top: number,
  *   dot: HTMLElement | null, chip: HTMLElement | null, time: HTMLElement | null}} Slot
- * `base`: a branch row's signature without its publication and selection, which
- * `patchBranch` updates in place; `dot`, `chip` and `time` are its elements it touches.
+ * `base`: which elements a branch row has (`branchBase`); what else it shows (status,
+ * duration, publication, selection) `patchBranch` updates in place, on `dot`, `chip` and
+ * `time`.
  */
 
 /**
@@ -97,8 +98,8 @@ export function createRowsView(viewport, sizer) {
       const base = row.kind === "branch" ? branchBase(row) : null;
       const sig = signature(row, selected, frame.run, base);
       if (sig !== slot.sig) {
-        // A join changes the publication of every row it ends, all in one frame: those
-        // rows keep their elements, and only what the join changes is written.
+        // Branches start, end and are joined many rows at a time: a row keeps its
+        // elements through those, and only what changed is written.
         if (base !== null && base === slot.base) patchBranch(slot, /** @type {any} */ (row), selected, frame.run);
         else fillRow(slot, row, selected, frame.run);
         slot.sig = sig;
@@ -157,12 +158,14 @@ function isSelected(row, path, barrier) {
 }
 
 /**
- * What a branch row shows apart from its publication and its selection.
+ * Which elements a branch row has: what its publication, its selection and its status
+ * leave as they are. Rows with the same base are updated in place (`patchBranch`).
  * @param {Row & {kind: "branch"}} row
  */
 function branchBase(row) {
   const inv = row.inv;
-  return `p|${row.path}|${inv.key}|${inv.step}|${row.depth}|${inv.status}|${inv.started}|${inv.startedSeq}|${inv.finished}|${inv.cancelled}|${inv.lostRights}|${inv.cancelTold}|${inv.hasDirectResult}|${inv.barriers.length}|${inv.interrupted}|${inv.reused?.runId}|${inv.rerun}`;
+  const failed = inv.status === "rejected" && !!inv.error && !inv.cancelled;
+  return `p|${row.path}|${inv.key}|${inv.step}|${row.depth}|${inv.hasDirectResult}|${inv.barriers.length}|${inv.interrupted}|${inv.reused?.runId}|${inv.rerun}|${stopKind(inv)}|${failed}`;
 }
 
 /** @param {Row} row @param {boolean} selected @param {Run} run @param {string | null} base */
@@ -179,8 +182,9 @@ function signature(row, selected, run, base) {
       return `b|${row.id}|${barrierLabelOf(run, row.id)}|${row.depth}|${b.outcome}|${pub}|${c.queued},${c.running},${c.fulfilled},${c.rejected}|${row.collapsed}|${row.matched}|${b.checkpointRevision}|${b.checkpointFailed}|${b.cancelReason}|${b.interrupted}|${barrierStopped(run, b)}|${selected}`;
     }
     case "branch": {
+      const inv = row.inv;
       const marks = branchMarks(run, row.path);
-      return `${base}|${marks ? `${marks.state}|${marks.reason}` : ""}|${selected}`;
+      return `${base}|${inv.status}|${inv.started}|${inv.finished}|${marks ? `${marks.state}|${marks.reason}` : ""}|${selected}`;
     }
     case "activity": {
       const a = row.item;
@@ -274,10 +278,9 @@ function fillRow(slot, row, selected, run) {
       if (inv.reused) el.dataset.reused = inv.reused.runId;
       slot.lane.classList.add("pf-lane");
       slot.lane.dataset.path = row.path;
-      const duration = inv.started !== null && inv.finished !== null ? formatSeconds(inv.finished - inv.started) : "";
       slot.dot = h("span", dotClass(inv, marks));
       slot.chip = marks && marks.chip ? publicationChip(marks.chip) : null;
-      slot.time = h("span", "pf-row-time pf-mono", duration);
+      slot.time = h("span", "pf-row-time pf-mono", durationOf(inv));
       append(tree,
         h("span", "pf-twisty-space"),
         slot.dot,
@@ -355,6 +358,11 @@ function markBranch(slot, row, selected, marks) {
   slot.lane.dataset.publication = state;
 }
 
+/** @param {import("./fold.js").Invocation} inv */
+function durationOf(inv) {
+  return inv.started !== null && inv.finished !== null ? formatSeconds(inv.finished - inv.started) : "";
+}
+
 /**
  * @param {import("./fold.js").Invocation} inv @param {ReturnType<typeof branchMarks>} marks
  */
@@ -363,8 +371,9 @@ function dotClass(inv, marks) {
 }
 
 /**
- * A branch row drawn by `fillRow` whose publication or selection changed: the same
- * attributes, dot and chip `fillRow` would give it, on the elements it has.
+ * A branch row drawn by `fillRow` whose status, timing, publication or selection changed:
+ * the same attributes, dot, duration and chip `fillRow` would give it, on the elements it
+ * has.
  * @param {Slot} slot @param {Row & {kind: "branch"}} row @param {boolean} selected @param {Run} run
  */
 function patchBranch(slot, row, selected, run) {
@@ -373,6 +382,8 @@ function patchBranch(slot, row, selected, run) {
   markBranch(slot, row, selected, marks);
   const dot = dotClass(row.inv, marks);
   if (slot.dot && slot.dot.className !== dot) slot.dot.className = dot;
+  const duration = durationOf(row.inv);
+  if (slot.time && slot.time.textContent !== duration) slot.time.textContent = duration;
   const next = marks && marks.chip ? marks.chip : null;
   const chip = slot.chip;
   if (chip && next && chip.className === `pf-chip pf-chip-${next.kind}` && chip.textContent === next.label) {
