@@ -339,7 +339,8 @@ function fillRow(slot, row, selected, run) {
 }
 
 /**
- * A branch row's element and lane attributes, which its publication and selection change.
+ * A branch row's element and lane attributes: what its status, publication and selection
+ * change.
  * @param {Slot} slot @param {Row & {kind: "branch"}} row @param {boolean} selected
  * @param {ReturnType<typeof branchMarks>} marks
  */
