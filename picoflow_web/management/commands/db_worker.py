@@ -2,7 +2,7 @@
 
 The same command and options as django-tasks-db's (``--interval``, ``--queue-name``,
 ``--worker-id``, ``--max-tasks``, ``--batch``, ...), with defaults for executing runs and
-five additions:
+six additions:
 
 * ``--interval`` defaults to ``PICOFLOW_WORKER_POLL`` (0.1 s): a queued run starts
   promptly; ``--worker-id`` to ``<host>-<pid>``, which names the worker on run pages;
@@ -16,6 +16,10 @@ five additions:
   event loop busy: a short thread switch interval and a cyclic collector that does not
   walk a wide fan-out's live objects every few hundred allocations (see
   :data:`SWITCH_INTERVAL`, :data:`GC_THRESHOLDS`).
+* Its database connections are kept between polls (checked before reuse), where the
+  upstream worker, under Django's default ``CONN_MAX_AGE`` of 0, opens a new one for every
+  poll: on PostgreSQL a server process started and ended ten times a second by every idle
+  worker (see :data:`CONN_MAX_AGE`).
 * A reaper: at start-up and every quarter lease, runs whose worker lease expired are
   declared interrupted (see :mod:`picoflow_web.record.interruption`), so a killed worker's runs are
   noticed with no browser open; not while the database is stalled (a lock held
@@ -36,6 +40,7 @@ from typing import Any
 
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.core.management.base import CommandError
+from django.db import connections
 from django_tasks_db.management.commands import db_worker as upstream
 
 from picoflow_web.config import app_settings
@@ -74,6 +79,22 @@ walks them again every few hundred allocations, finding nothing: most of a wide 
 went there. Garbage cycles wait a little longer to be freed."""
 
 
+CONN_MAX_AGE = 300
+"""Seconds a worker keeps a database connection (Django's ``CONN_MAX_AGE``, for this
+process only: the web server's stay per request). Each is checked before it is used after
+a poll (``CONN_HEALTH_CHECKS``), so a connection the server dropped is replaced, not
+failed on; a finite age still hands long-lived server processes back now and then."""
+
+
+def keep_connections() -> None:
+    """Keep this process's database connections between polls (see :data:`CONN_MAX_AGE`);
+    a connection open already takes the new age when it is next replaced."""
+    for alias in connections:
+        settings = connections.settings[alias]
+        settings["CONN_MAX_AGE"] = CONN_MAX_AGE
+        settings["CONN_HEALTH_CHECKS"] = True
+
+
 def default_worker_id() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"[:64]
 
@@ -104,6 +125,7 @@ class Command(upstream.Command):
         if nice and hasattr(os, "nice"):
             os.nice(nice)
         sys.setswitchinterval(SWITCH_INTERVAL)
+        keep_connections()
         # What is loaded by now (Django, the flows) lives as long as the process: out of
         # the collector's sight. Then collections far apart (see GC_THRESHOLDS).
         gc.freeze()
