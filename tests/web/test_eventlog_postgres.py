@@ -31,7 +31,14 @@ odd = [(seq, "step.entered", "a\tb\\c\nd" if seq % 2 else "0:1.2",
         '{"a":\t1,\n"b":\r"\\\\ \\n",' + f'"seq":{seq}' + "}") for seq in range(12)]
 insert_rows("r 5\\x", odd)
 odd_back = [[seq, text] for seq, text in read_texts("r 5\\x", -1, 100)]
+# Backslashes alone (in the run's id, a path and the payloads): escaped in one pass.
+Run.objects.create(id="r\\4", flow="F")
+slashed = [(seq, "step.entered", "0\\1", '{"a":"\\\\ \\"q\\"",' + f'"seq":{seq}' + "}")
+           for seq in range(12)]
+insert_rows("r\\4", slashed)
+slashed_back = [[seq, text] for seq, text in read_texts("r\\4", -1, 100)]
 from picoflow_web.models import EventRecord as Row
+slashed_paths = list(Row.objects.filter(run_id="r\\4").values_list("path", flat=True))
 odd_paths = list(Row.objects.filter(run_id="r 5\\x").order_by("seq").values_list("path",
                                                                              flat=True))
 refused = ""
@@ -64,6 +71,9 @@ EventRecord.objects.create(run_id="r3", seq=0, type="x", path="", payload={"a": 
 print(json.dumps({"back": back, "sent": [[s, t] for s, _, _, t in rows], "refused": refused,
                   "odd_back": odd_back, "odd_sent": [[s, t] for s, _, _, t in odd],
                   "odd_paths": odd_paths, "odd_paths_sent": [p for _, _, p, _ in odd],
+                  "slashed_back": slashed_back,
+                  "slashed_sent": [[s, t] for s, _, _, t in slashed],
+                  "slashed_paths": slashed_paths,
                   "after": len(read_texts("r1", -1, 100)), "streamed": streamed,
                   "stored": [t for _, _, _, t in full], "column": column,
                   "orm": EventRecord.objects.get(run_id="r3").payload,
@@ -100,6 +110,8 @@ def test_a_batch_is_copied_in_and_a_taken_seq_refuses_all_of_it(
     assert out["back"] == out["sent"]  # the very text, not a rendering of it
     assert out["odd_back"] == out["odd_sent"] and out["odd_paths"] == out["odd_paths_sent"]
     assert "\t" in out["odd_sent"][0][1] and "\t" in out["odd_paths"][1]
+    assert out["slashed_back"] == out["slashed_sent"] and out["slashed_paths"] == ["0\\1"] * 12
+    assert "\\\\ \\\"q" in out["slashed_sent"][0][1]
     assert out["refused"] == "django.db.utils.IntegrityError"
     assert out["after"] == 50
     assert out["column"] == "text"
