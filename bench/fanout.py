@@ -6,6 +6,8 @@ Measured in the same run against like-for-like baselines:
     branches, with no sink and with a ``MemorySink`` (every branch's events built);
   * the seed's per-branch skeleton: a view, the execution frame, a fresh step instance and
     a result per branch in an ``asyncio.TaskGroup`` (what no run_steps() can do without);
+    and the barrier floor: the skeleton plus the least the barrier's other duties cost
+    (the plan, the running set, the completion order, a join pass);
   * a bare anyio task group of N no-op tasks (what anyio users would write);
   * LangGraph's Send fan-out of N *async* nodes (``graph.ainvoke``, no checkpointer): nodes
     that return nothing, against our no-op branches, and nodes that append one item to an
@@ -239,6 +241,65 @@ async def skeleton(n: int) -> float:
     return time.perf_counter() - start
 
 
+async def barrier_floor(n: int) -> float:
+    """The skeleton plus the least each of the seed's other duties of a barrier costs per
+    branch, each done the cheapest way Python has: the plan (every request's step looked up
+    and its key checked unique before any branch starts, as a bad barrier must start none),
+    the set of running branches that cancellation reads, the completion order the join
+    reports beside request order, and the join's one pass over the results in request
+    order. What is left to run_steps() above it: the trail, the start loop's pacing, the
+    limits, the events' checks and the join's rules."""
+    requests = [RunStepRequest(_SkeletonStep, key=str(i)) for i in range(n)]
+    registered = {_SkeletonStep: "Noop"}
+    outcomes: list[Any] = [None] * n
+    running: set[int] = set()
+    finished: list[str] = []
+    start = time.perf_counter()
+    seen: dict[str, int] = {}
+    plan = []
+    for index, request in enumerate(requests):
+        name, key = registered[request.step], request.key
+        if key in seen:
+            raise ValueError(f"requests {seen[key]} and {index} share the key {key!r}")
+        seen[key] = index
+        plan.append((name, key))
+    views = []
+    for index, (name, key) in enumerate(plan):
+        view = object.__new__(_SkeletonView)
+        view.base, view.step, view.index, view.key = None, name, index, key
+        view.path, view.params, view.cancel, view.channels_of = ((0, index),), {}, None, None
+        view.usages, view.depth, view.barrier_id, view.writes = (), 1, "b0", None
+        view.contributions, view.private, view.violations, view.memory = None, None, (), None
+        view.direct, view.overridden, view.barriers, view.closed = None, (), 0, False
+        view.outer, view.tokens, view.seq, view.folding = None, None, 0, None
+        view.path_str = str(index)
+        views.append(view)
+
+    async def branch(index: int) -> None:
+        view = views[index]
+        running.add(index)
+        view_token = _VIEW.set(view)
+        frame_token = _FRAMES.set((*_FRAMES.get(), index))
+        try:
+            worker = object.__new__(_SkeletonStep)
+            output: Any = await worker.run_logic()
+        finally:
+            _FRAMES.reset(frame_token)
+            _VIEW.reset(view_token)
+            running.discard(index)
+        outcomes[index] = {"index": index, "key": view.key, "step": view.step,
+                           "path": view.path, "status": "fulfilled", "output": output}
+        finished.append(view.path_str)
+
+    async with asyncio.TaskGroup() as group:
+        for index in range(n):
+            group.create_task(branch(index))
+    fulfilled = [outcome for outcome in outcomes if outcome["status"] == "fulfilled"]
+    elapsed = time.perf_counter() - start
+    assert len(fulfilled) == n and len(finished) == n
+    return elapsed
+
+
 async def bare_task_group(n: int) -> float:
     async def noop() -> None:
         return None
@@ -307,6 +368,7 @@ def measure(n: int, reps: int, with_langgraph: bool) -> None:
         "add": lambda: picoflow_fanout(n, "add"),
         "taskgroup": lambda: asyncio_task_group(n),
         "skeleton": lambda: skeleton(n),
+        "floor": lambda: barrier_floor(n),
         "bare": lambda: bare_task_group(n),
     }
     lg = langgraph_fanout(n, "noop") if with_langgraph else None
@@ -322,6 +384,7 @@ def measure(n: int, reps: int, with_langgraph: bool) -> None:
     print(f"  run_steps, append contribution    {per['add']:8.2f}")
     print(f"  bare asyncio.TaskGroup            {per['taskgroup']:8.2f}")
     print(f"  the seed's per-branch skeleton    {per['skeleton']:8.2f}")
+    print(f"  skeleton + the barrier's duties   {per['floor']:8.2f}")
     print(f"  bare anyio task group             {per['bare']:8.2f}")
     if lg:
         print(f"  LangGraph Send, async no-op node  {per['langgraph']:8.2f}")
@@ -332,6 +395,10 @@ def measure(n: int, reps: int, with_langgraph: bool) -> None:
     print(f"ratio skeleton / asyncio.TaskGroup             "
           f"{ratio(samples, 'skeleton', 'taskgroup'):6.2f}x  "
           f"{spread(samples, 'skeleton', 'taskgroup')}  (the per-branch state alone)")
+    print(f"ratio barrier floor / asyncio.TaskGroup        "
+          f"{ratio(samples, 'floor', 'taskgroup'):6.2f}x  "
+          f"{spread(samples, 'floor', 'taskgroup')}  (skeleton + plan, running set, "
+          "completion order, join pass)")
     print(f"ratio run_steps(no-op, MemorySink) / TaskGroup "
           f"{ratio(samples, 'noop_events', 'taskgroup'):6.2f}x  "
           f"{spread(samples, 'noop_events', 'taskgroup')}")
