@@ -53,7 +53,10 @@ from picoflow_web.http.jsonbody import MAX_BODY_BYTES, MAX_DEPTH, MAX_NUMBER_DIG
 from runtime import FlowInfo
 from runtime.events import ID_PATTERN, MAX_ID_CHARS
 
-ERRORS = (400, 401, 403, 404, 405, 409, 413)
+ERRORS = (400, 401, 403, 404, 405, 409, 413, 414, 431)
+"""What any operation may answer with the error shape; 414 and 431 for a request line or
+headers over the server's limits (:mod:`picoflow_web.live.http_limits`), before the
+request reaches its view."""
 
 
 def _ref(model: type[BaseModel] | str) -> dict[str, str]:

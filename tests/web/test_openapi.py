@@ -36,6 +36,12 @@ async def test_the_document_is_served_and_names_every_endpoint() -> None:
     schemas = document["components"]["schemas"]
     assert "HotelFlow" in schemas["RunStart"]["properties"]["flow"]["enum"]
     assert set(schemas["Error"]["required"]) >= {"type", "message", "code", "error_code"}
+    # The server refuses a request line or headers over its limits before any view reads
+    # them (tests/web/test_http_limits.py): every operation may answer so.
+    for path, item in document["paths"].items():
+        for method, operation in item.items():
+            if isinstance(operation, dict) and "responses" in operation:
+                assert {"414", "431"} <= set(operation["responses"]), (method, path)
 
 
 async def test_real_answers_fit_the_models() -> None:
