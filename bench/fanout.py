@@ -37,6 +37,7 @@ import statistics
 import sys
 import time
 import tracemalloc
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
@@ -202,6 +203,23 @@ class _SkeletonStep:
         return None
 
 
+def _skeleton_views(plan: Iterable[tuple[str, str]]) -> list[_SkeletonView]:
+    """A view per ``(step, key)`` of ``plan``, in order, made field by field as fork_views
+    makes them."""
+    views = []
+    for index, (name, key) in enumerate(plan):
+        view = object.__new__(_SkeletonView)
+        view.base, view.step, view.index, view.key = None, name, index, key
+        view.path, view.params, view.cancel, view.channels_of = ((0, index),), {}, None, None
+        view.usages, view.depth, view.barrier_id, view.writes = (), 1, "b0", None
+        view.contributions, view.private, view.violations, view.memory = None, None, (), None
+        view.direct, view.overridden, view.barriers, view.closed = None, (), 0, False
+        view.outer, view.tokens, view.seq, view.folding = None, None, 0, None
+        view.path_str = str(index)
+        views.append(view)
+    return views
+
+
 async def skeleton(n: int) -> float:
     """What the seed's rules need per branch and nothing more, in an asyncio.TaskGroup: a
     view per branch (over a shared fork snapshot), the branch's execution frame in two
@@ -210,17 +228,7 @@ async def skeleton(n: int) -> float:
     start loop's pacing, cancellation bookkeeping, the trail and the join."""
     outcomes: list[Any] = [None] * n
     start = time.perf_counter()
-    views = []
-    for index in range(n):
-        view = object.__new__(_SkeletonView)
-        view.base, view.step, view.index, view.key = None, "Noop", index, str(index)
-        view.path, view.params, view.cancel, view.channels_of = ((0, index),), {}, None, None
-        view.usages, view.depth, view.barrier_id, view.writes = (), 1, "b0", None
-        view.contributions, view.private, view.violations, view.memory = None, None, (), None
-        view.direct, view.overridden, view.barriers, view.closed = None, (), 0, False
-        view.outer, view.tokens, view.seq, view.folding = None, None, 0, None
-        view.path_str = str(index)
-        views.append(view)
+    views = _skeleton_views(("Noop", str(index)) for index in range(n))
 
     async def branch(index: int) -> None:
         view = views[index]
@@ -263,17 +271,7 @@ async def barrier_floor(n: int) -> float:
             raise ValueError(f"requests {seen[key]} and {index} share the key {key!r}")
         seen[key] = index
         plan.append((name, key))
-    views = []
-    for index, (name, key) in enumerate(plan):
-        view = object.__new__(_SkeletonView)
-        view.base, view.step, view.index, view.key = None, name, index, key
-        view.path, view.params, view.cancel, view.channels_of = ((0, index),), {}, None, None
-        view.usages, view.depth, view.barrier_id, view.writes = (), 1, "b0", None
-        view.contributions, view.private, view.violations, view.memory = None, None, (), None
-        view.direct, view.overridden, view.barriers, view.closed = None, (), 0, False
-        view.outer, view.tokens, view.seq, view.folding = None, None, 0, None
-        view.path_str = str(index)
-        views.append(view)
+    views = _skeleton_views(plan)
 
     async def branch(index: int) -> None:
         view = views[index]
