@@ -40,6 +40,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 from urllib.parse import parse_qs
 
+from autobahn.exception import Disconnected
 from channels.consumer import AsyncConsumer, get_handler_name
 from channels.db import aclose_old_connections
 from channels.generic.websocket import AsyncJsonWebsocketConsumer, AsyncWebsocketConsumer
@@ -92,6 +93,17 @@ class _SendOnly(_ForwardingDispatch, AsyncJsonWebsocketConsumer):
                        "bytes" if binary else "characters")
         await self._fail(error_body("This socket only sends; it takes no messages.", "junk"),
                          CLOSE_BAD_REQUEST)
+
+    async def send_json(self, content: Any, close: bool = False) -> None:
+        """Send, unless the client is gone already. A group message (a run's summary, a
+        batch) can be handled after the client closed the socket and before this consumer
+        reads its disconnect, which waits in its queue: Daphne's socket then refuses the
+        frame, and nobody is left to read it."""
+        try:
+            await super().send_json(content, close=close)
+        except Disconnected:
+            logger.debug("Websocket %s: the client left before a frame went out",
+                         self.scope.get("path", "?"))
 
     async def _fail(self, body: dict[str, Any], close_code: int) -> None:
         """Send ``body`` (the API's error shape), then close with ``close_code``."""

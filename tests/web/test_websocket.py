@@ -33,6 +33,7 @@ from picoflow_web.live.consumers import (
     CLOSE_NOT_FOUND,
     CLOSE_UNAUTHENTICATED,
     RunConsumer,
+    RunsConsumer,
 )
 from picoflow_web.live.groups import RUNS_GROUP, events_message, run_group
 from picoflow_web.models import EventRecord, Run
@@ -608,3 +609,23 @@ async def test_live_batches_take_no_database_hop_and_a_gap_read_back_does(
     assert await communicator.receive_nothing(timeout=0.2)
     assert hops == ["read back"]
     await communicator.disconnect()
+
+
+async def test_a_message_for_a_client_that_just_left_is_dropped_quietly() -> None:
+    # A group message handled after the client closed, before its disconnect is read:
+    # Daphne's socket refuses the frame as its protocol does, with autobahn's Disconnected.
+    from autobahn.exception import Disconnected
+
+    refused: list[dict[str, Any]] = []
+
+    async def closed_socket(message: dict[str, Any]) -> None:
+        refused.append(message)
+        raise Disconnected("Attempt to send on a closed protocol")
+
+    consumer = RunsConsumer()
+    consumer.scope = {"type": "websocket", "path": "/ws/runs/"}
+    consumer.base_send = closed_socket
+    consumer.readable = None
+    await consumer.run_summary({"type": "run.summary", "run": {"id": "r1", "project": "p"}})
+    assert [json.loads(m["text"]) for m in refused] == [
+        {"type": "run", "run": {"id": "r1", "project": "p"}}]
