@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from tests.livedaphne import SharedServer, live_daphne, run_manage
+from tests.livedaphne import ADMIN_PASSWORD, SharedServer, live_daphne, run_manage
 from tests.webhelpers import PostgresServer, postgres_server, redis_server, require_services
 
 PACKAGING = "tests/packaging/"
@@ -59,12 +59,10 @@ def shared_daphne() -> Iterator[SharedServer]:
     """One Daphne (and one ``db_worker``) for the session's tests that need a live server
     but no settings of their own (:data:`SHARED_ENV`). They share its database: each makes
     what it needs under names of its own and counts only what it made."""
-    with live_daphne(SHARED_ENV) as server:
-        admin = run_manage("ensure_admin", env=server.env)
-        assert admin.returncode == 0, admin.stdout + admin.stderr
+    with live_daphne(SHARED_ENV, admin=True) as server:
         made = run_manage("shell", "-c", MAKE_OPERATOR, env=server.env)
         assert made.returncode == 0, made.stdout + made.stderr
-        yield SharedServer(server, (server.data_dir / "admin_password").read_text().strip(),
+        yield SharedServer(server, (server.data_dir / ADMIN_PASSWORD).read_text().strip(),
                            made.stdout.split()[-1])
 
 

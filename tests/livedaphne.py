@@ -178,43 +178,64 @@ def run_manage(
     )
 
 
-_MIGRATED: list[Path] = []
-"""The database every server's copy is taken from, once it is made (one per process)."""
+_MIGRATED: dict[bool, Path] = {}
+"""The databases servers' copies are taken from, once each is made (one per process): with
+every migration applied (False), and with the first user made too (True)."""
+
+ADMIN_PASSWORD = "admin_password"
+"""Where ``manage.py ensure_admin`` keeps the first user's password in a data folder."""
 
 
-def _migrated_template() -> Path:
-    """A SQLite database with every migration applied, made on first use; ``manage.py
-    migrate`` costs a Django start-up, paid once instead of once per server."""
-    if not _MIGRATED:
+def _migrated_template(admin: bool = False) -> Path:
+    """A SQLite database with every migration applied (and with ``admin``, the first user
+    ``manage.py ensure_admin`` makes, its password next to it), made on first use: each
+    command costs a Django start-up, paid once instead of once per server."""
+    if admin not in _MIGRATED:
         folder = Path(tempfile.mkdtemp(prefix="picoflow-migrated-"))
         atexit.register(shutil.rmtree, folder, ignore_errors=True)
-        result = run_manage("migrate", "--noinput", env=build_env(folder))
+        database = folder / "picoflow.sqlite3"
+        if admin:
+            _copy_database(_migrated_template(), database)
+            result = run_manage("ensure_admin", env=build_env(folder))
+        else:
+            result = run_manage("migrate", "--noinput", env=build_env(folder))
         if result.returncode != 0:
-            raise DaphneStartError(f"manage.py migrate failed ({result.returncode}):\n"
+            raise DaphneStartError(f"{result.args[2]} failed ({result.returncode}):\n"
                                    f"{result.stdout}\n{result.stderr}")
-        _MIGRATED.append(folder / "picoflow.sqlite3")
-    return _MIGRATED[0]
+        _MIGRATED[admin] = database
+    return _MIGRATED[admin]
 
 
-def _migrate(data_dir: Path, env: Mapping[str, str]) -> None:
-    """Give the server at ``data_dir`` a migrated database: a copy of the template when it
-    would get a new SQLite file of its own, else ``manage.py migrate`` on what it has."""
+def _copy_database(source: Path, target: Path) -> None:
+    # The backup API copies what the source's write-ahead log may still hold, too.
+    with contextlib.closing(sqlite3.connect(source)) as old, \
+            contextlib.closing(sqlite3.connect(target)) as copy:
+        old.backup(copy)
+    target.chmod(0o600)  # as the settings create it
+
+
+def _migrate(data_dir: Path, env: Mapping[str, str], admin: bool) -> None:
+    """Give the server at ``data_dir`` a migrated database (with ``admin``, its first user
+    too): a copy of a template when it would get a new SQLite file of its own, else the
+    ``manage.py`` commands on what it has."""
     database = data_dir / "picoflow.sqlite3"
     fresh = (env.get("DATABASE_URL") == f"sqlite:///{database}"
              and (not database.exists() or database.stat().st_size == 0))
     if fresh:
-        # The backup API copies what the template's write-ahead log may still hold, too.
-        with contextlib.closing(sqlite3.connect(_migrated_template())) as source, \
-                contextlib.closing(sqlite3.connect(database)) as copy:
-            source.backup(copy)
-        database.chmod(0o600)  # as the settings create it
+        template = _migrated_template(admin)
+        _copy_database(template, database)
+        if admin:
+            password = data_dir / ADMIN_PASSWORD
+            password.write_bytes((template.parent / ADMIN_PASSWORD).read_bytes())
+            password.chmod(0o600)  # as ensure_admin writes it
         return
-    result = run_manage("migrate", "--noinput", env=env)
-    if result.returncode != 0:
-        raise DaphneStartError(
-            f"manage.py migrate failed ({result.returncode}):\n"
-            f"{result.stdout}\n{result.stderr}"
-        )
+    for command in (("migrate", "--noinput"), ("ensure_admin",))[:1 + admin]:
+        result = run_manage(*command, env=env)
+        if result.returncode != 0:
+            raise DaphneStartError(
+                f"manage.py {command[0]} failed ({result.returncode}):\n"
+                f"{result.stdout}\n{result.stderr}"
+            )
 
 
 def _wait_until_ready(server: LiveDaphne, timeout: float) -> None:
@@ -279,6 +300,7 @@ def live_daphne(
     startup_timeout: float = 30.0,
     extra_args: tuple[str, ...] = (),
     workers: int = 1,
+    admin: bool = False,
 ) -> Iterator[LiveDaphne]:
     """Run Daphne for the duration of the ``with`` block.
 
@@ -287,7 +309,9 @@ def live_daphne(
     afterwards; a given one is kept. ``migrate`` gives the server a migrated database
     first (see :func:`_migrate`). ``extra_args`` go to the daphne command
     line before the application path. ``workers`` ``manage.py db_worker`` processes
-    execute the runs started through it (more with ``server.start_worker()``).
+    execute the runs started through it (more with ``server.start_worker()``). ``admin``:
+    the database has its first user (``manage.py ensure_admin``), whose password is in the
+    data folder's ``admin_password``; it needs ``migrate``.
     """
     owns_data_dir = data_dir is None
     data_path = Path(tempfile.mkdtemp(prefix="picoflow-daphne-")) if data_dir is None else data_dir
@@ -297,7 +321,7 @@ def live_daphne(
     server: LiveDaphne | None = None
     try:
         if migrate:
-            _migrate(data_path, server_env)
+            _migrate(data_path, server_env, admin)
 
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener:
             listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -30,27 +30,40 @@ async def chromium() -> AsyncIterator[Any]:
             await browser.close()
 
 
+LOGINS: dict[str, Any] = {}
+"""Per server (its base URL): the cookies a login through its form gave, which later pages
+of it start with (no form, no password hash per test)."""
+
+
 @asynccontextmanager
 async def logged_in_page(base_url: str, password: str, browser: Any = None
                          ) -> AsyncIterator[Any]:
-    """A page of ``base_url`` logged in as the first user, in a browser context of its own
-    (cookies, storage) in ``browser`` (None: a chromium of its own); on exit, no JavaScript
-    error may have happened on it."""
+    """A page of ``base_url``'s runs list, logged in as the first user, in a browser context
+    of its own (its own storage; only the session's cookies are shared with the server's
+    other pages) in ``browser`` (None: a chromium of its own); on exit, no JavaScript error
+    may have happened on it."""
     if browser is None:
         async with chromium() as own, logged_in_page(base_url, password, own) as page:
             yield page
         return
+    saved = LOGINS.get(base_url)
     context = await browser.new_context(viewport={"width": 1400, "height": 900},
-                                        base_url=base_url)
+                                        base_url=base_url, storage_state=saved)
     try:
         page = await context.new_page()
         errors: list[str] = []
         page.on("pageerror", lambda exc: errors.append(str(exc)))
-        await page.goto("/login/")
-        await page.fill("#id_username", "admin")
-        await page.fill("#id_password", password)
-        await page.click("button[type=submit], input[type=submit]")
-        await page.wait_for_url(re.compile(r"/$"))
+        if saved is not None:
+            await page.goto("/")
+        # The first page of a server logs in; so does one whose saved session the server
+        # no longer knows (it sends it to the login form).
+        if saved is None or "/login/" in page.url:
+            await page.goto("/login/")
+            await page.fill("#id_username", "admin")
+            await page.fill("#id_password", password)
+            await page.click("button[type=submit], input[type=submit]")
+            await page.wait_for_url(re.compile(r"/$"))
+            LOGINS[base_url] = {"cookies": await context.cookies(), "origins": []}
         page.js_errors = errors
         yield page
     finally:
@@ -116,14 +129,12 @@ def dashboard(env: Mapping[str, str] | None = None, **kwargs: Any) -> Iterator[t
     that user's password. Fails at once where Debian's chromium is missing."""
     import pytest
 
-    from tests.livedaphne import live_daphne, run_manage
+    from tests.livedaphne import ADMIN_PASSWORD, live_daphne
 
     if not CHROMIUM.exists():
         pytest.fail("Debian's chromium is missing: apt-get install chromium (make test does)")
-    with live_daphne(env, **kwargs) as live:
-        result = run_manage("ensure_admin", env=live.env)
-        assert result.returncode == 0, result.stderr
-        yield live, (live.data_dir / "admin_password").read_text().strip()
+    with live_daphne(env, admin=True, **kwargs) as live:
+        yield live, (live.data_dir / ADMIN_PASSWORD).read_text().strip()
 
 
 def admin_token(live: Any, name: str, scope: str) -> str:

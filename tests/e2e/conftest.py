@@ -2,7 +2,8 @@
 on asyncio.
 
 One chromium serves a test module (launching one costs more than most tests' pages); each
-test's page has a browser context of its own, so no cookie or storage crosses tests. The
+test's page has a browser context of its own, so no storage crosses tests; only the
+session cookies of the module's first login do (``logged_in_page``). The
 event loop lives as long as the module's fixtures (``anyio_backend`` is module-scoped), as
 Playwright's objects are bound to the loop they were made on.
 """

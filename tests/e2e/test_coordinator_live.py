@@ -28,8 +28,7 @@ WORKERS = 4
 @pytest.fixture(scope="module")
 def server() -> Iterator[tuple[LiveDaphne, str]]:
     env = {"PICOFLOW_FLOWS": "tests.flows_pkg.coordinated:flows", "PYTHONPATH": str(REPO_ROOT)}
-    with live_daphne(env, workers=0) as live:
-        assert run_manage("ensure_admin", env=live.env).returncode == 0
+    with live_daphne(env, workers=0, admin=True) as live:
         made = run_manage("create_api_token", "admin", "coordinator", "--scope", "read",
                           "--scope", "run", env=live.env)
         assert made.returncode == 0, made.stderr
