@@ -83,8 +83,11 @@ PYTEST_ARGS ?= -n 2 --dist loadfile --no-loadscope-reorder --durations=20
 # scripts/ensure_services.sh: as root, apt-get installs redis-server, postgresql and
 # chromium if missing; it also pip-installs the test-services extra (psycopg,
 # channels-redis, websockets, playwright). Quiet and quick when all is there.
+# compileall: the checkout's bytecode, which every server and worker the tests start reads;
+# where PYTHONDONTWRITEBYTECODE is set, each of those processes would compile it again.
 test: lint
 	@bash scripts/ensure_services.sh "$(PY)"
+	@$(PY) -m compileall -q -j 0 runtime picoflow_web tests
 	$(BIN)/pytest $(PYTEST_ARGS)
 	@if ls tests/js/*.test.mjs >/dev/null 2>&1; then \
 		echo "node --test tests/js/*.test.mjs"; node --test tests/js/*.test.mjs; \
