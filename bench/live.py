@@ -118,8 +118,10 @@ MILESTONES = """async id => {
   const run = (await (await fetch(`/api/runs/${id}`)).json()).run;
   const first = (await (await fetch(`/api/runs/${id}/events?after=-1`)).json()).events;
   const at = type => first.find(e => e.type === type)?.time;
+  const last = (await (await fetch(`/api/runs/${id}/events?after=${run.event_count - 2}`)).json())
+    .events.at(-1);
   return {created: run.created_at, started: at('turn.started'), forked: at('barrier.forked'),
-          branch: at('branch.started')};
+          branch: at('branch.started'), ended: last?.time};
 }"""
 
 
@@ -145,7 +147,8 @@ def milestones(page: Page, run_id: str, posted: float) -> str:
     seen = page.evaluate(MILESTONES, run_id)
     largest, kind = page.evaluate(LARGEST, run_id)
     return (f"  emitted after the POST: turn.started {since(seen['started'])}, barrier.forked "
-            f"{since(seen['forked'])}, first branch.started {since(seen['branch'])}\n"
+            f"{since(seen['forked'])}, first branch.started {since(seen['branch'])}, "
+            f"turn ended {since(seen['ended'])}\n"
             f"  largest stored event: {largest:,} bytes ({kind})")
 
 

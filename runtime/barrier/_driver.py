@@ -26,7 +26,7 @@ late writes are dropped) and are cancelled, again once per grace period while th
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, final
 
 import anyio
@@ -117,6 +117,10 @@ def _result(index: int, key: str, step: str, path: InvocationPath, status: Branc
 _new, _set = object.__new__, object.__setattr__
 
 
+def _no_callback() -> None:
+    pass
+
+
 # The events of every branch, built by their makers: one call each, no dict merge.
 _REQUEST = ev.record_maker(ev.BranchRequest)
 _STARTED = ev.event_maker(ev.BranchStarted)
@@ -198,13 +202,13 @@ class _Barrier:
         """Branch paths in completion order (join.reduced reports it beside request order)."""
         self.drained: anyio.Event | None = None
         """Set once cancellation was requested and the last running branch ended."""
+        self._pages: Iterator[list[Any]] = iter(())
+        """The pages of a wide fork's requests after its first: reported as :meth:`run`
+        begins."""
         if host.observed:
             self._report_fork(caller_step)
-        # Recorded the moment the token fires, not when a task watching it next runs: a
-        # branch that reads the token (or whose wait it ends) may run first, and its end
-        # must not be recorded before the request it obeyed. After the fork's own event: a
-        # barrier forked under a cancelled token records its request right after it.
-        self._forget_cancel = self.token.on_cancel(self._report_cancel)
+        self._forget_cancel: Callable[[], None] = _no_callback
+        """Takes back the token's callback that reports its cancellation (set by :meth:`run`)."""
 
     def _match(self, ledger: TurnLedger) -> None:
         """Digest every request; on a resume, find the ones the ledger holds unchanged."""
@@ -241,28 +245,52 @@ class _Barrier:
         return self.views
 
     def _report_fork(self, caller_step: str) -> None:
-        head = self._head
-        requests = [
-            _REQUEST(index=i, path=head + str(i), step=item.name, key=item.key,
-                     params=safe_value(thaw(item.params)) if item.params else {},
-                     user_message=item.message)
-            for i, item in enumerate(self.plan)
-        ]
-        # A wide fork's requests go out in pages, all of them before any branch starts.
-        pages = ev.fork_pages(requests)
-        emit, caller = self.host.emit, self.caller_path
-        emit(ev.BarrierForked, path=caller, barrier=self.id, caller_step=caller_step,
-             requests=pages[0], **dict(self.options),
-             base=caller if self.parent else "canonical",
-             count=len(requests) if len(pages) > 1 else None)
-        for page in pages[1:]:
-            emit(ev.BarrierRequested, path=caller, barrier=self.id, first=page[0].index,
-                 requests=page)
+        """``barrier.forked`` with the first page of the requests: the other pages are made
+        and reported as :meth:`run` begins, so a watcher hears of a wide fork as soon as
+        of a narrow one."""
+        pages = self._fork_pages()
+        first, total = next(pages), len(self.plan)
+        self.host.emit(ev.BarrierForked, path=self.caller_path, barrier=self.id,
+                       caller_step=caller_step, requests=first, **dict(self.options),
+                       base=self.caller_path if self.parent else "canonical",
+                       count=total if total > len(first) else None)
+        self._pages = pages
+
+    def _fork_pages(self) -> Iterator[list[Any]]:
+        """The fork's requests in the pages :func:`~runtime.events.fork_pages` cuts, each
+        made as its page is cut: from a window of the next ``FORK_PAGE`` requests."""
+        plan, head, total = self.plan, self._head, len(self.plan)
+        start, window = 0, list[Any]()
+        while True:
+            stop = min(start + ev.FORK_PAGE, total)
+            window += [_REQUEST(index=i, path=head + str(i), step=item.name, key=item.key,
+                                params=safe_value(thaw(item.params)) if item.params else {},
+                                user_message=item.message)
+                       for i, item in enumerate(plan[start + len(window):stop],
+                                                start + len(window))]
+            page = ev.fork_pages(window)[0]
+            yield page
+            start += len(page)
+            if start >= total:
+                return
+            window = window[len(page):]
 
     # -- run -----------------------------------------------------------------------------
 
     async def run(self) -> None:
         """Start the branches in request order and wait for all of them."""
+        # The rest of a wide fork's requests, before any branch starts. A turn of the loop
+        # before each page, which no cancellation ends (it reaches the branches below):
+        # what watches the run (a recorder) takes the fork's head while they are made.
+        for page in self._pages:
+            await anyio.lowlevel.cancel_shielded_checkpoint()
+            self.host.emit(ev.BarrierRequested, path=self.caller_path, barrier=self.id,
+                           first=page[0].index, requests=page)
+        # Recorded the moment the token fires, not when a task watching it next runs: a
+        # branch that reads the token (or whose wait it ends) may run first, and its end
+        # must not be recorded before the request it obeyed. After the fork's requests: a
+        # barrier forked under a cancelled token records its request right after them.
+        self._forget_cancel = self.token.on_cancel(self._report_cancel)
         # Without a concurrency limit every branch starts at once; no limiter to pay for.
         limit = self.options.max_concurrency
         limiter = anyio.CapacityLimiter(limit) if limit else None

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
 import pytest
 
-from runtime import ParallelConfig, Step
+from runtime import CancelToken, ParallelConfig, Step
 from runtime import events as ev
 from runtime.events import MemorySink, dump_event, fold, read_jsonl, runs_of
 from runtime.whatif import what_if
@@ -89,6 +90,93 @@ async def test_a_10000_branch_fork_has_no_event_over_64_kb_and_folds_to_the_same
     assert _branches(paged) == _branches(whole)
     assert len(paged.barriers[head.barrier].branches) == WIDE
     assert paged.state == whole.state
+
+
+async def _wide_fork_watched(monkeypatch: pytest.MonkeyPatch, cancel_at_head: bool
+                             ) -> tuple[list[ev.Event], list[int], list[int]]:
+    """A fork of 2,000 requests (the first hundred large, so its first page is cut by
+    characters) watched by a task that wakes when its head is reported, and cancels the
+    barrier then with ``cancel_at_head``: the turn's events, how many requests' params
+    had been made when the head went out, and how many pages the watcher had seen."""
+    from runtime.barrier import _driver
+
+    made = [0]
+
+    def counted(value: Any) -> Any:
+        made[0] += 1
+        return ev.safe_value(value)
+
+    monkeypatch.setattr(_driver, "safe_value", counted)
+    head = anyio.Event()
+    token = CancelToken()
+    made_at_head: list[int] = []
+    pages_at_wake: list[int] = []
+
+    class Watch(MemorySink):
+        def receive(self, event: ev.Event) -> None:
+            super().receive(event)
+            if isinstance(event, ev.BarrierForked):
+                made_at_head.append(made[0])
+                head.set()
+
+    sink = Watch()
+
+    async def watcher() -> None:
+        await head.wait()
+        pages_at_wake.append(sum(isinstance(e, ev.BarrierRequested) for e in sink.events))
+        if cancel_at_head:
+            token.cancel("stop at the fork")
+
+    async def work(step: Step, message: str | None) -> Any:
+        return step.parallel_invocation().index
+
+    W = branch_step("W", work)
+
+    async def body(coord: Step) -> Any:
+        return await coord.run_steps([
+            {"step": W, "key": f"w{i}", "params": {"text": "x" * (2_000 if i < 100 else 1)}}
+            for i in range(2_000)], cancel=token)
+
+    engine, _ = make_engine()
+    engine.sinks.append(sink)
+    async with anyio.create_task_group() as group:
+        group.start_soon(watcher)
+        await run_body(body, [W], engine=engine, config=ParallelConfig(max_invocations=2_000))
+    return sink.events, made_at_head, pages_at_wake
+
+
+async def test_a_wide_fork_s_head_goes_out_before_its_later_requests_are_made(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The head is cut from the first window of requests alone, and the loop turns between
+    the pages: a watcher hears of a wide fork before the runtime has made the JSON of
+    every request. The pages are those of the whole list, the first one cut by characters
+    included, and all of them go before any branch starts."""
+    events, made_at_head, pages_at_wake = await _wide_fork_watched(monkeypatch, False)
+    (head,) = [e for e in events if isinstance(e, ev.BarrierForked)]
+    later = [e for e in events if isinstance(e, ev.BarrierRequested)]
+    assert head.count == 2_000 and len(head.requests) < ev.FORK_PAGE
+    assert made_at_head == [ev.FORK_PAGE]
+    assert pages_at_wake and pages_at_wake[0] < len(later)
+    pages = [head.requests, *(e.requests for e in later)]
+    assert pages == ev.fork_pages([r for page in pages for r in page])
+    assert min(e.seq for e in events if isinstance(e, ev.BranchStarted)) > later[-1].seq
+
+
+async def test_a_wide_fork_cancelled_while_its_pages_go_out_reports_them_all_first(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The token fires between two pages: every page is still reported, then the cancel
+    request and whom it reached (every branch, queued), and no branch starts."""
+    events, _, pages_at_wake = await _wide_fork_watched(monkeypatch, True)
+    later = [e for e in events if isinstance(e, ev.BarrierRequested)]
+    assert pages_at_wake and pages_at_wake[0] < len(later)
+    requested = next(e for e in events if isinstance(e, ev.CancelRequested))
+    assert requested.seq > later[-1].seq and requested.reason == "stop at the fork"
+    assert not any(isinstance(e, ev.BranchStarted) for e in events)
+    run = fold(events)
+    assert not run.anomalies
+    (barrier,) = run.barriers.values()
+    assert len(barrier.branches) == 2_000
+    assert {run.invocations[p].status for p in barrier.branches} == {"rejected"}
 
 
 def test_a_page_holds_at_most_fork_page_requests_and_fork_page_chars_of_them() -> None:
