@@ -434,8 +434,9 @@ class BarrierForked(BarrierOptions, _BarrierForkHead):
     A fork wider than one page (:data:`~runtime.events.values.FORK_PAGE` requests, or
     :data:`~runtime.events.values.FORK_PAGE_CHARS` of them) carries its first page and says
     how many requests there are (``count``); ``barrier.requested`` events bring the rest, in
-    order, before any of its branches starts. ``count`` is absent when ``requests`` is
-    every request (as in every fork recorded before pages existed)."""
+    order, before any of its branches starts (other barriers' events may come between
+    them). ``count`` is absent when ``requests`` is every request (as in every fork
+    recorded before pages existed)."""
 
     base: str
     """What the branches see: ``canonical`` (the session state as of this event), or the

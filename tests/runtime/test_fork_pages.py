@@ -15,6 +15,7 @@ from runtime import events as ev
 from runtime.events import MemorySink, dump_event, fold, read_jsonl, runs_of
 from runtime.whatif import what_if
 from runtime.whatif.operations import read
+from tests.contract.node_fold import first_difference, node_exports, python_export
 from tests.golden.goldens import BY_NAME
 from tests.runtime.barrier_helpers import branch_step, run_body
 from tests.runtime.helpers import make_engine
@@ -177,6 +178,54 @@ async def test_a_wide_fork_cancelled_while_its_pages_go_out_reports_them_all_fir
     (barrier,) = run.barriers.values()
     assert len(barrier.branches) == 2_000
     assert {run.invocations[p].status for p in barrier.branches} == {"rejected"}
+
+
+async def test_two_wide_nested_forks_side_by_side_interleave_their_pages_and_fold_whole(
+) -> None:
+    """The loop turns between a fork's pages let its siblings run: two branches forking
+    600 requests each report their pages interleaved. Each barrier's pages come in order,
+    before any of its branches starts, and both folds (this one and the browser's) fold
+    them whole."""
+    async def leaf(step: Step, message: str | None) -> Any:
+        return step.parallel_invocation().index
+
+    Leaf = branch_step("Leaf", leaf)
+
+    async def fork(step: Step, message: str | None) -> Any:
+        batch = await step.run_steps([{"step": Leaf, "key": f"l{i}", "params": {"i": i}}
+                                      for i in range(600)])
+        return len(batch.fulfilled)
+
+    Fork = branch_step("Fork", fork)
+    sink = MemorySink()
+
+    async def body(coord: Step) -> Any:
+        return await coord.run_steps([{"step": Fork, "key": "a"}, {"step": Fork, "key": "b"}])
+
+    engine, _ = make_engine()
+    engine.sinks.append(sink)
+    await run_body(body, [Fork, Leaf], engine=engine,
+                   config=ParallelConfig(max_invocations=2_000))
+    events = sink.events
+    heads = [e for e in events if isinstance(e, ev.BarrierForked) and e.count]
+    assert len(heads) == 2
+    order = [e.barrier for e in events if isinstance(e, ev.BarrierRequested)]
+    assert order != sorted(order, key=order.index), "the pages did not interleave"
+    for head in heads:
+        mine = [e for e in events
+                if isinstance(e, ev.BarrierRequested) and e.barrier == head.barrier]
+        assert [e.first for e in mine] == sorted(e.first for e in mine)
+        started = [e.seq for e in events
+                   if isinstance(e, ev.BranchStarted) and e.path.startswith(head.path + ".")]
+        assert len(started) == 600 and min(started) > mine[-1].seq
+    run = fold(events)
+    assert not run.anomalies
+    assert sorted(len(b.branches) for b in run.barriers.values()) == [2, 600, 600]
+    assert run.invocations["0"].output == run.invocations["1"].output == 600
+    # The browser's fold agrees, at every stop.
+    expected, stops = python_export(events)
+    (got,) = node_exports([(events, stops)])
+    assert got == expected, first_difference(expected, got)
 
 
 def test_a_page_holds_at_most_fork_page_requests_and_fork_page_chars_of_them() -> None:
