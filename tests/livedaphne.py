@@ -200,7 +200,7 @@ def _migrated_template(admin: bool = False) -> Path:
         else:
             result = run_manage("migrate", "--noinput", env=build_env(folder))
         if result.returncode != 0:
-            raise DaphneStartError(f"{result.args[2]} failed ({result.returncode}):\n"
+            raise DaphneStartError(f"manage.py {result.args[2]} failed ({result.returncode}):\n"
                                    f"{result.stdout}\n{result.stderr}")
         _MIGRATED[admin] = database
     return _MIGRATED[admin]
@@ -226,8 +226,8 @@ def _migrate(data_dir: Path, env: Mapping[str, str], admin: bool) -> None:
         _copy_database(template, database)
         if admin:
             password = data_dir / ADMIN_PASSWORD
+            password.touch(mode=0o600)  # private from its first byte, as ensure_admin's
             password.write_bytes((template.parent / ADMIN_PASSWORD).read_bytes())
-            password.chmod(0o600)  # as ensure_admin writes it
         return
     for command in (("migrate", "--noinput"), ("ensure_admin",))[:1 + admin]:
         result = run_manage(*command, env=env)
