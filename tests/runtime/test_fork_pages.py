@@ -173,6 +173,11 @@ async def test_a_wide_fork_cancelled_while_its_pages_go_out_reports_them_all_fir
     assert pages_at_wake and pages_at_wake[0] < len(later)
     requested = next(e for e in events if isinstance(e, ev.CancelRequested))
     assert requested.seq > later[-1].seq and requested.reason == "stop at the fork"
+    (told,) = [e for e in events if isinstance(e, ev.CancelPropagated)]
+    queued = [*told.queued, *(p for e in events if isinstance(e, ev.ListContinued)
+                              and e.of == "cancel.propagated" and e.name == "queued"
+                              for p in e.items)]
+    assert told.running == [] and queued == [str(i) for i in range(2_000)]
     assert not any(isinstance(e, ev.BranchStarted) for e in events)
     run = fold(events)
     assert not run.anomalies
