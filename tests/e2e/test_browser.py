@@ -40,8 +40,8 @@ GROWTH = """(() => {
     const last = seen.at(-1);
     if (!last || last[0] !== rows || last[1] !== live) seen.push([rows, live]);
   };
-  new MutationObserver(look).observe(document, {childList: true, subtree: true,
-                                                attributes: true, attributeFilter: ["data-status"]});
+  new MutationObserver(look).observe(document, {
+    childList: true, subtree: true, attributes: true, attributeFilter: ["data-status"]});
 })()"""
 """Installed before the run page's own scripts: each new (branch rows, any of them running)
 the page shows, in order."""
