@@ -59,6 +59,7 @@ from .types import (
     Publication,
     RunStepRequest,
     format_path,
+    no_callback,
 )
 from .views import BranchView, View, current_view, fork_views, path_head, snapshot_of
 
@@ -115,10 +116,6 @@ def _result(index: int, key: str, step: str, path: InvocationPath, status: Branc
 
 
 _new, _set = object.__new__, object.__setattr__
-
-
-def _no_callback() -> None:
-    pass
 
 
 # The events of every branch, built by their makers: one call each, no dict merge.
@@ -207,7 +204,7 @@ class _Barrier:
         begins."""
         if host.observed:
             self._report_fork(caller_step)
-        self._forget_cancel: Callable[[], None] = _no_callback
+        self._forget_cancel: Callable[[], None] = no_callback
         """Takes back the token's callback that reports its cancellation (set by :meth:`run`)."""
 
     def _match(self, ledger: TurnLedger) -> None:

@@ -154,7 +154,7 @@ class CancelToken:
         in a model-calling fan-out)."""
         if self.cancelled:
             callback()
-            return _nothing
+            return no_callback
         number = self._next_callback
         self._next_callback += 1
         self._callbacks[number] = callback
@@ -173,7 +173,9 @@ class CancelToken:
         await self._event.wait()
 
 
-def _nothing() -> None:
+def no_callback() -> None:
+    """What takes back a callback that was never kept (or calls nothing): a shared
+    no-op, not a closure per call."""
     return None
 
 
