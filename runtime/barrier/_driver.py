@@ -265,7 +265,7 @@ class _Barrier:
                                 user_message=item.message)
                        for i, item in enumerate(plan[start + len(window):stop],
                                                 start + len(window))]
-            page = ev.fork_pages(window)[0]
+            page = ev.first_fork_page(window)
             yield page
             start += len(page)
             if start >= total:

@@ -170,24 +170,38 @@ def fork_pages(requests: list[_R]) -> list[list[_R]]:
     return _cut(requests, FORK_PAGE, FORK_PAGE_CHARS, _page_chars, _request_chars)
 
 
+def first_fork_page(requests: list[_R]) -> list[_R]:
+    """The first page :func:`fork_pages` cuts from ``requests``, without cutting the rest
+    (a fork that makes its requests a window at a time)."""
+    return _first(requests, FORK_PAGE, FORK_PAGE_CHARS, _page_chars, _request_chars)
+
+
+def _first(items: list[_R], page: int, budget: int, page_chars: Callable[[list[_R]], int],
+           item_chars: Callable[[_R], int]) -> list[_R]:
+    """The first page of ``items``: at most ``page`` items and ``budget`` characters (one
+    item at least), measured whole first and item by item only when it is too large."""
+    chunk = items[:page]
+    if page_chars(chunk) <= budget:
+        return chunk
+    used, take = 0, 0
+    for item in chunk:
+        used += item_chars(item)
+        if take and used > budget:
+            break
+        take += 1
+    return chunk[:take]
+
+
 def _cut(items: list[_R], page: int, budget: int, page_chars: Callable[[list[_R]], int],
          item_chars: Callable[[_R], int]) -> list[list[_R]]:
-    """``items`` in pages of at most ``page`` items and ``budget`` characters (one item at
-    least), a page measured whole first and item by item only when it is too large."""
+    """``items`` in pages of at most ``page`` items and ``budget`` characters (:func:`_first`
+    of what is left, page after page)."""
     if len(items) <= page and page_chars(items) <= budget:
         return [items]
     pages: list[list[_R]] = []
     start, total = 0, len(items)
     while start < total:
-        chunk = items[start:start + page]
-        if page_chars(chunk) > budget:
-            used, take = 0, 0
-            for item in chunk:
-                used += item_chars(item)
-                if take and used > budget:
-                    break
-                take += 1
-            chunk = chunk[:take]
+        chunk = _first(items[start:start + page], page, budget, page_chars, item_chars)
         pages.append(chunk)
         start += len(chunk)
     return pages
