@@ -13,6 +13,10 @@ executed by a worker, with its run page opened at once:
   frames over 50 ms (``long-animation-frame``), each as its scripts, its rendering (style
   to paint) and the rest;
 * **JS heap** once the run ended, after a collection;
+* with ``--trace``, a chromium trace of the page's main thread while it streams
+  (``main_thread.py``): its tasks by the wall clock and by the thread's own CPU time (a
+  machine whose cores the server, its worker and the browser share can suspend the page
+  mid-task, which a ``longtask`` observer counts as the page's), and the collector's pauses;
 * when the turn's first events were emitted (after the POST), and the largest stored event.
 
 Measured in the same run, the baseline: the same run opened again once stored, first row
@@ -20,7 +24,7 @@ drawn from navigation start (``bench/replay.py`` measures that page at length); 
 live / stored is printed. Production settings (``PICOFLOW_DEBUG=0``, collected static
 files), as ``bench/replay.py``.
 
-    .venv/bin/python bench/live.py [--branches 100000]
+    .venv/bin/python bench/live.py [--branches 100000] [--trace]
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from typing import Any
 sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).parent)]
 
 from browser import production_page, wait_finished  # noqa: E402
+from main_thread import described, summary, traced  # noqa: E402
 from playwright.sync_api import Page  # noqa: E402
 from replay import heap_mb  # noqa: E402
 
@@ -163,10 +168,18 @@ def stored(page: Page, run_id: str) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--branches", type=int, nargs="+", default=[100_000])
+    parser.add_argument("--trace", action="store_true",
+                        help="also trace the page's main thread while the run streams")
     args = parser.parse_args()
     with production_page() as page:
         for branches in args.branches:
-            seen = live(page, branches)
+            thread = ""
+            if args.trace:
+                with traced(page) as trace:
+                    seen = live(page, branches)
+                thread = described(summary(trace.events)) + "\n"
+            else:
+                seen = live(page, branches)
             wait_finished(page, seen["run_id"], timeout=1800)
             baseline = stored(page, seen["run_id"])
             first = seen["first_row"]
@@ -184,7 +197,7 @@ def main() -> None:
                   f"{seen['long_at']}\n"
                   f"  animation frames over 50 ms: {seen['frame_count']}"
                   f"{': ' if seen['frames'] else ''}{seen['frames']}\n"
-                  f"  JS heap at the end: {seen['heap']:.0f} MB\n{timeline}")
+                  f"  JS heap at the end: {seen['heap']:.0f} MB\n{thread}{timeline}")
 
 
 if __name__ == "__main__":
