@@ -88,11 +88,10 @@ async def test_the_what_if_view_of_the_pipelined_demo(page: Any) -> None:
     # path "", is a lane of its own, first).
     assert list(recorded) == list(supersteps) == list(local)
     assert [k for k, v in recorded.items() if v["path"]] == ["A", "A1", "A2", "B", "B1", "B2"]
-    # Recorded: A2 starts right after A1, long before B1 ends.
+    # Recorded: A2 starts after A1, before B1 ends: it waited for nothing but A1. (How soon
+    # after A1 is the machine's: a busy one starts it later, and the order still holds.)
     a1, a2, b1 = recorded["A1"]["bars"][0], recorded["A2"]["bars"][0], recorded["B1"]["bars"][0]
     assert a1["end"] <= a2["start"] < b1["end"]
-    # At about one unit (A1's own length): A2 did not wait for anything but A1.
-    assert a2["start"] - a1["start"] < 2 * (a1["end"] - a1["start"])
     assert a2["right"] < b1["right"]
     # Supersteps: A2 starts when B1 ends (superstep 2), drawn there, and its wait names B1.
     s_a2, s_b1 = supersteps["A2"]["bars"][0], supersteps["B1"]["bars"][0]
