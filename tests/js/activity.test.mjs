@@ -77,3 +77,19 @@ test("activity lanes: calls are segments, cursor moves marks, failures a red mar
   // The root's lane shows its model calls too.
   assert.equal(lane(rows[0], run, bounds, null).segments.filter((s) => s.kind === "model").length, 2);
 });
+
+test("after events that never came (a gap in the seqs), steps and tools still start at their events' times", () => {
+  const events = golden("hotel")[8];
+  // Drop a stretch before the first tool call: the fold notes the gap and goes on.
+  const tool = events.findIndex((e) => e.type === "tool.started");
+  const step = events.findIndex((e, i) => i > 3 && e.type === "step.entered");
+  const cut = Math.min(tool, step) - 1;
+  const gapped = [...events.slice(0, 2), ...events.slice(cut)];
+  const run = fold(gapped);
+  assert.ok(run.anomalies.some((a) => /missing/.test(a.message)), "the fold noted the gap");
+  const items = activityOf(run, "");
+  const started = new Map(gapped.map((e) => [e.seq, e.offset]));
+  const placed = items.filter((a) => a.kind === "step" || a.kind === "tool");
+  assert.ok(placed.some((a) => a.seq > gapped[2].seq), "activity after the gap");
+  for (const item of placed) assert.equal(item.t0, started.get(item.seq), `${item.kind} #${item.seq}`);
+});

@@ -8,7 +8,7 @@
  * per-invocation `models` / `tools`, the run's `trail` and the recorded events.
  */
 
-import { eventsOf } from "./fold.js";
+import { eventBySeq, eventsOf } from "./fold.js";
 import { preview } from "./format.js";
 
 /**
@@ -23,13 +23,6 @@ import { preview } from "./format.js";
  * @property {string} title  everything, for the tooltip
  * @property {"ok" | "running" | "error" | "retried"} state
  */
-
-/** @param {any} run @param {number} seq */
-function eventAt(run, seq) {
-  const first = run.events.length ? run.events[0].seq : 0;
-  const e = run.events[seq - first];
-  return e && e.seq === seq ? e : null;
-}
 
 /** @param {number | null | undefined} seconds */
 function ms(seconds) {
@@ -48,7 +41,7 @@ export function activityOf(run, path) {
   const out = [];
   for (const entry of run.trail) {
     if (entry.path !== path) continue;
-    const e = eventAt(run, entry.seq);
+    const e = eventBySeq(run, entry.seq);
     out.push({
       kind: "step", path, seq: entry.seq, t0: e ? e.offset : 0, t1: null,
       label: entry.step, detail: entry.how, title: `entered ${entry.step} (${entry.how}, level ${entry.level}) at #${entry.seq}`,
@@ -72,7 +65,7 @@ export function activityOf(run, path) {
     });
   }
   for (const call of inv.tools) {
-    const started = eventAt(run, call.seq);
+    const started = eventBySeq(run, call.seq);
     const end = call.finished;
     const args = call.args === null || call.args === undefined ? "" : preview(call.args, 60, true);
     const transition = end && end.transition ? ` → ${end.transition.kind}${end.transition.target ? ` ${end.transition.target}` : ""}` : "";

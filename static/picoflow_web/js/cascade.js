@@ -14,7 +14,8 @@
  * are any, else time: a branch that never called a model still spent its running time.
  */
 
-import { eventAt, graceEvent } from "./time_marks.js";
+import { eventBySeq } from "./fold.js";
+import { graceEvent } from "./time_marks.js";
 
 /** @typedef {import("./fold.js").Run} Run */
 /** @typedef {import("./fold.js").Barrier} Barrier */
@@ -55,7 +56,7 @@ export function cascadeOf(run, barrierId) {
   const barrier = run.barriers.get(barrierId);
   if (!barrier || !barrier.cancel) return null;
   const cancel = barrier.cancel;
-  const requestedEvent = eventAt(run, cancel.seq);
+  const requestedEvent = eventBySeq(run, cancel.seq);
   const requestedT = requestedEvent && typeof requestedEvent.offset === "number" ? requestedEvent.offset : null;
   const grace = graceEvent(run, barrier);
   const running = new Set(cancel.running);

@@ -12,7 +12,7 @@
  */
 
 import { diffValue } from "./diff.js";
-import { baseAt } from "./fold.js";
+import { baseAt, eventBySeq } from "./fold.js";
 import { fieldLabelOf } from "./labels.js";
 
 /** @typedef {import("./fold.js").Run} Run */
@@ -63,13 +63,6 @@ const own = (/** @type {object} */ o, /** @type {string} */ k) => o !== null && 
 
 /** The word each provenance kind reads as. */
 const KINDS = /** @type {const} */ ({ replace: "replacement", remove: "removal", contribute: "contribution", mutation: "mutation", output: "output" });
-
-/** @param {Run} run @param {number} seq */
-function eventAt(run, seq) {
-  const first = run.events.length ? run.events[0].seq : 0;
-  const e = run.events[seq - first];
-  return e && e.seq === seq ? e : run.events.find((x) => x.seq === seq);
-}
 
 /** @param {string} path @param {string} root */
 const within = (path, root) => path === root || path.startsWith(`${root}.`);
@@ -147,7 +140,7 @@ function problemWriters(run, barrier, provenance, drafts) {
       const seq = surfacedAt(run, path, String(barrier.error?.type ?? "ParallelMutationError"));
       return writer({ path, key, step, field: one ?? fields.join(", "), kind: "mutation", part: true,
         value, hasValue: own(p, "value"), base, hasBase: one !== null ? own(p.base, one) : own(p, "base"),
-        seq, event: seq === null ? null : eventAt(run, seq)?.type ?? null, what: p.what });
+        seq, event: seq === null ? null : eventBySeq(run, seq)?.type ?? null, what: p.what });
     }
     const kind = KINDS[/** @type {keyof typeof KINDS} */ (p.kind)] ?? "write";
     const step = String(p.step ?? "");
@@ -168,7 +161,7 @@ function problemWriters(run, barrier, provenance, drafts) {
       // The writer's event says what it saw; a fork-time base answers where none does.
       base: eventBase ? e.base : own(p, "base") ? p.base : fork.base,
       hasBase: fork.hasBase || (eventBase ? e.base !== null : false),
-      seq, event: seq === null ? null : eventAt(run, seq)?.type ?? null,
+      seq, event: seq === null ? null : eventBySeq(run, seq)?.type ?? null,
       ...(e && e.type === "state.contributed" ? { result: contributedResult(run, e) } : {}),
     });
   });
@@ -373,6 +366,6 @@ export function conflictLine(conflict, limit = 4) {
  */
 export function changeKind(run, change) {
   if (change.kind === "join") return "join";
-  const e = eventAt(run, change.seq);
+  const e = eventBySeq(run, change.seq);
   return e ? /** @type {any} */ (kindOfEvent(e.type)) : "replacement";
 }

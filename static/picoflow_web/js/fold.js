@@ -44,7 +44,7 @@
  */
 
 export { applyEvent, applyEventUndoable, applyEvents, fold } from "./fold/apply.js";
-export { STATUSES, comparable, createRun, eventsOf, parentPath } from "./fold/model.js";
+export { STATUSES, comparable, createRun, eventBySeq, eventsOf, parentPath } from "./fold/model.js";
 export { baseAt, fieldBefore, published, reachesCanonical, viewAt } from "./fold/views.js";
 export { appliedOf, barrierPublicationOf, publicationOf } from "./fold/publication.js";
 export { parseJsonl, runsOf, shareStrings } from "./fold/io.js";

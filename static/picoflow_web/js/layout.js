@@ -17,7 +17,7 @@
  */
 
 import { activityOf } from "./activity.js";
-import { publicationOf } from "./fold.js";
+import { eventBySeq, publicationOf } from "./fold.js";
 
 /** @typedef {import("./fold.js").Run} Run */
 /** @typedef {import("./fold.js").Invocation} Invocation */
@@ -264,7 +264,6 @@ export function axisMarkers(run, bounds) {
   /** @type {{kind: "fork" | "join" | "cancel", barrier: string, t: number, x: number}[]} */
   const out = [];
   const x = timeScale(bounds);
-  const first = run.events.length ? run.events[0].seq : 0;
   /** @param {"fork" | "join" | "cancel"} kind @param {string} barrier @param {number | null | undefined} t */
   const add = (kind, barrier, t) => {
     if (typeof t === "number" && t >= bounds.start && t <= bounds.end) out.push({ kind, barrier, t, x: x(t) });
@@ -273,8 +272,7 @@ export function axisMarkers(run, bounds) {
     add("fork", b.id, b.forkedAt);
     add("join", b.id, b.joinedAt);
     if (b.cancel) {
-      const event = run.events[b.cancel.seq - first];
-      add("cancel", b.id, event && event.seq === b.cancel.seq ? event.offset : null);
+      add("cancel", b.id, eventBySeq(run, b.cancel.seq)?.offset);
     }
   }
   return out;

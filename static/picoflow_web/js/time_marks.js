@@ -15,6 +15,7 @@
  *   in time never met its deadline, and marking it would only add noise.
  */
 
+import { eventBySeq } from "./fold.js";
 import { formatDuration } from "./format.js";
 import { barrierNameOf } from "./labels.js";
 import { timeScale } from "./layout.js";
@@ -26,18 +27,6 @@ import { timeScale } from "./layout.js";
  * @typedef {{kind: "grace" | "timeout" | "deadline", barrier: string, path: string | null,
  *   t: number, x: number, seq: number | null, title: string}} TimeMarker
  */
-
-/**
- * The event with sequence number `seq`, if the run holds it (events are gap-free from the
- * first one kept, so this is an index, not a search).
- * @param {Run} run @param {number} seq
- */
-export function eventAt(run, seq) {
-  const first = run.events.length ? run.events[0].seq : 0;
-  const e = run.events[seq - first];
-  if (e && e.seq === seq) return e;
-  return run.events.find((x) => x.seq === seq) ?? null;
-}
 
 /** @type {WeakMap<Run, {version: number, marks: Omit<TimeMarker, "x">[]}>} */
 const CACHE = new WeakMap();
@@ -71,7 +60,7 @@ function collect(run) {
 function graceMark(run, b, out) {
   const e = graceEvent(run, b);
   if (!e || typeof e.offset !== "number") return;
-  const asked = eventAt(run, /** @type {NonNullable<Barrier["cancel"]>} */ (b.cancel).seq);
+  const asked = eventBySeq(run, /** @type {NonNullable<Barrier["cancel"]>} */ (b.cancel).seq);
   const after = asked && typeof asked.offset === "number" ? ` ${formatDuration(e.offset - asked.offset)} after the cancel request` : "";
   const closed = (e.closed || []).map((/** @type {string} */ p) => who(run, p)).join(", ");
   out.push({ kind: "grace", barrier: b.id, path: null, t: e.offset, seq: e.seq,

@@ -216,6 +216,27 @@ export function newInvocation(path, step, key, index, barrier, status = "queued"
 }
 
 /**
+ * The event of `run` with sequence number `seq`, or null. Events are kept in seq order,
+ * from the first one folded and gap-free unless some never came (the fold notes the gap):
+ * an index first, then a bisection.
+ * @param {Run} run @param {number} seq
+ */
+export function eventBySeq(run, seq) {
+  const { events } = run;
+  if (!events.length) return null;
+  const guess = events[seq - events[0].seq];
+  if (guess && guess.seq === seq) return guess;
+  let lo = 0;
+  let hi = events.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (events[mid].seq < seq) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo < events.length && events[lo].seq === seq ? events[lo] : null;
+}
+
+/**
  * The events on `inv`'s path, in order: the last `limit` of them when given.
  * @param {Run} run @param {Invocation} inv @param {number} [limit]
  * @returns {any[]}
