@@ -16,7 +16,8 @@ executed by a worker, with its run page opened at once:
 * with ``--trace``, a chromium trace of the page's main thread while it streams
   (``main_thread.py``): its tasks by the wall clock and by the thread's own CPU time (a
   machine whose cores the server, its worker and the browser share can suspend the page
-  mid-task, which a ``longtask`` observer counts as the page's), and the collector's pauses;
+  mid-task, which a ``longtask`` observer counts as the page's), and the collector's pauses
+  (tracing slows the machine: the other figures are read from a run without it);
 * when the turn's first events were emitted (after the POST), and the largest stored event.
 
 Measured in the same run, the baseline: the same run opened again once stored, first row
