@@ -180,7 +180,7 @@ def _first(items: list[_R], page: int, budget: int, page_chars: Callable[[list[_
            item_chars: Callable[[_R], int]) -> list[_R]:
     """The first page of ``items``: at most ``page`` items and ``budget`` characters (one
     item at least), measured whole first and item by item only when it is too large."""
-    chunk = items[:page]
+    chunk = items if len(items) <= page else items[:page]
     if page_chars(chunk) <= budget:
         return chunk
     used, take = 0, 0
