@@ -76,9 +76,11 @@ node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund
 	@touch $@
 
-# Two pytest-xdist workers (one per core of CI's machine); a module's tests stay on one worker
-# (groups: tests/conftest.py). The slowest tests are listed at the end of the output.
-PYTEST_ARGS ?= -n 2 --dist loadfile --no-loadscope-reorder --durations=20
+# Three pytest-xdist workers on CI's two cores: the browser and server tests spend much of
+# their time waiting on the processes they started, and a third worker fills that idle time.
+# A module's tests stay on one worker (groups: tests/conftest.py). The slowest tests are
+# listed at the end of the output.
+PYTEST_ARGS ?= -n 3 --dist loadfile --no-loadscope-reorder --durations=20
 
 # scripts/ensure_services.sh: as root, apt-get installs redis-server, postgresql and
 # chromium if missing; it also pip-installs the test-services extra (psycopg,

@@ -10,7 +10,7 @@ streamed, so the many tests that read a demo's events in order read them as reco
 The servers and services many tests need are started once per test session and shared:
 a live dashboard (``shared_daphne``; tests that need settings of their own start their own),
 one private PostgreSQL cluster (``postgres``; each test takes a database of its own in it)
-and one private Redis (``redis``). Under pytest-xdist (``make test`` runs ``-n 2 --dist
+and one private Redis (``redis``). Under pytest-xdist (``make test`` runs ``-n 3 --dist
 loadfile``) a session is a worker's, and the tests of a module go to one worker, so its
 module-scoped servers start once.
 """
