@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.browsing import FRAME, dashboard, run_ended, shot, start_run, stored_events
-from tests.livedaphne import LiveDaphne
+from tests.livedaphne import LiveDaphne, stop_process
 
 playwright_api = pytest.importorskip("playwright.async_api", reason="pip install playwright")
 
@@ -62,17 +62,28 @@ async def test_login_is_required(server: tuple[LiveDaphne, str], browser: Any) -
 
 
 async def test_nested_fan_out_grows_live_and_the_inspector_shows_what_a_branch_could_not_see(
-    page: Any,
+    server: tuple[LiveDaphne, str], page: Any,
 ) -> None:
     # Watch the tree grow while the run is live: every change the page makes to its rows is
     # seen from inside it, so a busy machine that answers a poll late misses no stage.
     await page.add_init_script(GROWTH)
-    await start_run(page, "ResearchFlow", "research tide pools")
+    # The page listens before the run's first event (a gate): the module's worker is
+    # stopped, so the run waits queued until the page's socket is open, then a new worker
+    # takes it. A page that a busy machine opened late would get the whole tree in its
+    # first batch and never show it growing.
+    live = server[0]
+    for worker in live.workers:
+        stop_process(worker)
+    live.workers.clear()
+    run_id = await start_run(page, "ResearchFlow", "research tide pools")
+    await page.wait_for_selector("#pf-status[data-state=open]")
+    assert (await api_run(page, run_id))["status"] == "queued"
+    live.start_worker()
     await run_ended(page)
     seen = [tuple(stage) for stage in await page.evaluate("() => window.__pfGrowth")]
     assert await page.get_attribute("#pf-status", "data-state") in ("open", "closed")
     # B and C first, then B's own D and E appear: the tree grew while branches ran.
-    assert any(0 < rows < 4 and live for rows, live in seen), f"no partial live tree: {seen}"
+    assert any(0 < rows < 4 and running for rows, running in seen), f"no partial live tree: {seen}"
     assert await page.locator(".pf-branch").count() == 4
     await shot(page, "research_live_finished")
     # C (the archive finder, path 1) could not see B's plan (B is path 0) made before
