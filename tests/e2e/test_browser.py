@@ -75,10 +75,12 @@ async def test_nested_fan_out_grows_live_and_the_inspector_shows_what_a_branch_c
     for worker in live.workers:
         stop_process(worker)
     live.workers.clear()
-    run_id = await start_run(page, "ResearchFlow", "research tide pools")
-    await page.wait_for_selector("#pf-status[data-state=open]")
-    assert (await api_run(page, run_id))["status"] == "queued"
-    live.start_worker()
+    try:
+        run_id = await start_run(page, "ResearchFlow", "research tide pools")
+        await page.wait_for_selector("#pf-status[data-state=open]")
+        assert (await api_run(page, run_id))["status"] == "queued"
+    finally:
+        live.start_worker()  # the module's later tests need one, whatever happened here
     await run_ended(page)
     seen = [tuple(stage) for stage in await page.evaluate("() => window.__pfGrowth")]
     assert await page.get_attribute("#pf-status", "data-state") in ("open", "closed")
