@@ -20,7 +20,14 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.browsing import admin_token, dashboard, logged_in_page, run_ended, shot
+from tests.e2e.browsing import (
+    admin_token,
+    dashboard,
+    logged_in_page,
+    run_ended,
+    shot,
+    stored_events,
+)
 from tests.livedaphne import LiveDaphne, run_manage
 
 playwright_api = pytest.importorskip("playwright.async_api", reason="pip install playwright")
@@ -79,12 +86,6 @@ async def open_run_page(page: Any, run_id: str) -> None:
     await page.goto(f"/runs/{run_id}/")
     if not await page.locator("#pf-run").count():  # say what the page shows instead
         raise AssertionError(f"{page.url}: {await page.locator('body').inner_text()}")
-
-
-async def stored_events(page: Any, run_id: str) -> list[dict[str, Any]]:
-    return await page.evaluate(  # type: ignore[no-any-return]
-        "async id => (await (await fetch(`/api/runs/${id}/events?after=-1`)).json()).events",
-        run_id)
 
 
 def emitted(events_file: Path) -> list[dict[str, Any]]:
