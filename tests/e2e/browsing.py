@@ -125,6 +125,27 @@ async def start_run(page: Any, flow: str, message: str, *, goto: bool = True) ->
     return str(re.search(r"/runs/([0-9a-f]+)/", page.url).group(1))  # type: ignore[union-attr]
 
 
+async def start_run_watched(page: Any, live: Any, flow: str, message: str) -> str:
+    """Start a run of ``flow`` as ``start_run`` does, with the run page listening before the
+    run's first event (a gate rather than a time): ``live``'s workers are stopped, so the
+    run waits queued until the page's socket is open, then a new worker takes it. A page a
+    busy machine opened late would get the whole run from storage and never see it live."""
+    from tests.livedaphne import stop_process
+
+    for worker in live.workers:
+        stop_process(worker)
+    live.workers.clear()
+    try:
+        run_id = await start_run(page, flow, message)
+        await page.wait_for_selector("#pf-status[data-state=open]")
+        run = await page.evaluate(
+            "async id => (await (await fetch(`/api/runs/${id}`)).json()).run", run_id)
+        assert run["status"] == "queued", run
+    finally:
+        live.start_worker()  # later tests on this server need one, whatever happened here
+    return run_id
+
+
 @contextmanager
 def dashboard(env: Mapping[str, str] | None = None, **kwargs: Any) -> Iterator[tuple[Any, str]]:
     """A live Daphne (``tests/livedaphne.py``) with its first user made: the server and

@@ -14,8 +14,16 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.browsing import FRAME, dashboard, run_ended, shot, start_run, stored_events
-from tests.livedaphne import LiveDaphne, stop_process
+from tests.e2e.browsing import (
+    FRAME,
+    dashboard,
+    run_ended,
+    shot,
+    start_run,
+    start_run_watched,
+    stored_events,
+)
+from tests.livedaphne import LiveDaphne
 
 playwright_api = pytest.importorskip("playwright.async_api", reason="pip install playwright")
 
@@ -67,20 +75,9 @@ async def test_nested_fan_out_grows_live_and_the_inspector_shows_what_a_branch_c
     # Watch the tree grow while the run is live: every change the page makes to its rows is
     # seen from inside it, so a busy machine that answers a poll late misses no stage.
     await page.add_init_script(GROWTH)
-    # The page listens before the run's first event (a gate): the module's worker is
-    # stopped, so the run waits queued until the page's socket is open, then a new worker
-    # takes it. A page that a busy machine opened late would get the whole tree in its
-    # first batch and never show it growing.
-    live = server[0]
-    for worker in live.workers:
-        stop_process(worker)
-    live.workers.clear()
-    try:
-        run_id = await start_run(page, "ResearchFlow", "research tide pools")
-        await page.wait_for_selector("#pf-status[data-state=open]")
-        assert (await api_run(page, run_id))["status"] == "queued"
-    finally:
-        live.start_worker()  # the module's later tests need one, whatever happened here
+    # The page listens before the run's first event: a page that a busy machine opened late
+    # would get the whole tree in its first batch and never show it growing.
+    await start_run_watched(page, server[0], "ResearchFlow", "research tide pools")
     await run_ended(page)
     seen = [tuple(stage) for stage in await page.evaluate("() => window.__pfGrowth")]
     assert await page.get_attribute("#pf-status", "data-state") in ("open", "closed")

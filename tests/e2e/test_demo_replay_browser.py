@@ -21,7 +21,14 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.browsing import FRAME, dashboard, run_ended, shot, start_run, stored_events
+from tests.e2e.browsing import (
+    FRAME,
+    dashboard,
+    run_ended,
+    shot,
+    start_run_watched,
+    stored_events,
+)
 from tests.livedaphne import LiveDaphne
 
 pytest.importorskip("playwright.async_api", reason="pip install playwright")
@@ -288,19 +295,23 @@ LIVE_ROWS: dict[str, list[Any]] = {}
 tests so each demo runs once (a test run alone starts its own)."""
 
 
-async def finished_live(page: Any, flow: str, message: str) -> tuple[str, dict[str, Any]]:
+async def finished_live(page: Any, live: LiveDaphne, flow: str, message: str,
+                        ) -> tuple[str, dict[str, Any]]:
     """A run of ``flow`` started from the runs list and followed live until it finished;
     its id and the facts the live page drew."""
     if flow not in LIVE:
-        LIVE[flow] = await follow_live(page, flow, message)
+        LIVE[flow] = await follow_live(page, live, flow, message)
     return LIVE[flow]
 
 
-async def follow_live(page: Any, flow: str, message: str) -> tuple[str, dict[str, Any]]:
+async def follow_live(page: Any, live_server: LiveDaphne, flow: str, message: str,
+                      ) -> tuple[str, dict[str, Any]]:
     frames: list[tuple[str, str]] = []
     page.on("websocket", lambda ws: ws.on(
         "framereceived", lambda frame: frames.append((ws.url, str(frame)))))
-    run_id = await start_run(page, flow, message)
+    # The page listens before the run's first event (a page a busy machine opened after the
+    # join would have had the whole run from storage).
+    run_id = await start_run_watched(page, live_server, flow, message)
     await run_ended(page, timeout=30_000)
     await page.wait_for_selector(
         f'.pf-barrier[data-barrier="{BARRIER}"]:not([data-publication="pending"])')
@@ -350,9 +361,9 @@ async def replayed(page: Any, run_id: str, events: list[dict[str, Any]], hash_: 
 
 @pytest.mark.parametrize(("flow", "message", "card"), DEMOS)
 async def test_the_demo_s_marks_are_the_same_live_on_reload_and_in_the_session_replay(
-    page: Any, flow: str, message: str, card: str | None,
+    server: tuple[LiveDaphne, str], page: Any, flow: str, message: str, card: str | None,
 ) -> None:
-    run_id, live = await finished_live(page, flow, message)
+    run_id, live = await finished_live(page, server[0], flow, message)
     events = await stored_events(page, run_id)
     assert events[-1]["type"] == "turn.finished"
     check_against_events(live, events, card)
@@ -385,9 +396,9 @@ async def test_the_demo_s_marks_are_the_same_live_on_reload_and_in_the_session_r
 
 @pytest.mark.parametrize(("flow", "message", "card"), DEMOS)
 async def test_in_replay_the_join_s_marks_appear_only_from_the_join_event_on(
-    page: Any, flow: str, message: str, card: str | None,
+    server: tuple[LiveDaphne, str], page: Any, flow: str, message: str, card: str | None,
 ) -> None:
-    run_id, live = await finished_live(page, flow, message)
+    run_id, live = await finished_live(page, server[0], flow, message)
     events = await stored_events(page, run_id)
     join = joined(events)
     fork = next(e for e in events if e["type"] == "barrier.forked" and e["barrier"] == BARRIER)
