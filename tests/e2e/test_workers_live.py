@@ -180,10 +180,14 @@ async def page(server: tuple[LiveDaphne, str, str], browser: Any) -> AsyncIterat
 async def test_stop_on_a_running_nested_fan_out_ends_it_cancelled(
         server: tuple[LiveDaphne, str, str], api: Api, page: Any) -> None:
     live = server[0]
+    # The page listens before the run's first event (a gate): the run waits queued until
+    # the page's socket is open, then the worker starts. A page a busy machine opened late
+    # would find the run over.
+    run_id = api.start("ResearchFlow")
+    await page.goto(f"/runs/{run_id}/")
+    await page.wait_for_selector("#pf-status[data-state=open]")
     worker = live.start_worker("stopper")
     try:
-        run_id = api.start("ResearchFlow")
-        await page.goto(f"/runs/{run_id}/")
         # Stop once a nested barrier forked: a branch of a branch (path "0.1") runs.
         await page.wait_for_function(
             """() => [...document.querySelectorAll('.pf-branch[data-status=running]')]
@@ -218,13 +222,13 @@ async def test_stop_after_a_s_chain_shows_only_the_saved_state_as_canonical(
     published lives in memory only; the session stays at the revision its turn began
     with, and the page says both, each where it belongs."""
     live = server[0]
+    status, body = api.call("POST", "/api/runs", {"flow": "TimingFlow", "message": "pipelined"})
+    assert status == 201, body
+    run_id = str(body["run"]["id"])
+    await page.goto(f"/runs/{run_id}/")
+    await page.wait_for_selector("#pf-status[data-state=open]")  # listening before it runs
     worker = live.start_worker("timing-stopper")
     try:
-        status, body = api.call("POST", "/api/runs", {"flow": "TimingFlow",
-                                                      "message": "pipelined"})
-        assert status == 201, body
-        run_id = str(body["run"]["id"])
-        await page.goto(f"/runs/{run_id}/")
         # A2 (A's second stage, path 0.1:0) fulfilled; B1 (ten units) still running.
         await page.wait_for_selector('.pf-branch[data-path="0.1:0"][data-status=fulfilled]',
                                      timeout=60_000)
