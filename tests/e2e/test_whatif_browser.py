@@ -97,7 +97,9 @@ async def test_the_what_if_view_of_the_pipelined_demo(page: Any) -> None:
     s_a2, s_b1 = supersteps["A2"]["bars"][0], supersteps["B1"]["bars"][0]
     assert s_a2["start"] == pytest.approx(s_b1["end"], abs=1e-6)
     assert abs(s_a2["left"] - s_b1["right"]) <= 2
-    assert s_a2["left"] > a2["right"]  # later than recorded, on the shared axis
+    # Later than recorded, on the shared axis. By its start: where the recorded A2 ends is
+    # the machine's (a busy one starts it late), within B1's ten units of the superstep.
+    assert s_a2["left"] > a2["left"]
     [gap] = supersteps["A2"]["gaps"]
     assert gap["at"] == "superstep"
     ops = {o["key"]: o for o in data["schedules"]["supersteps"]["operations"]}
