@@ -92,7 +92,7 @@ async def test_the_what_if_view_of_the_pipelined_demo(page: Any) -> None:
     # after A1 is the machine's: a busy one starts it later, and the order still holds.)
     a1, a2, b1 = recorded["A1"]["bars"][0], recorded["A2"]["bars"][0], recorded["B1"]["bars"][0]
     assert a1["end"] <= a2["start"] < b1["end"]
-    assert a2["right"] < b1["right"]
+    assert a2["left"] < b1["right"]
     # Supersteps: A2 starts when B1 ends (superstep 2), drawn there, and its wait names B1.
     s_a2, s_b1 = supersteps["A2"]["bars"][0], supersteps["B1"]["bars"][0]
     assert s_a2["start"] == pytest.approx(s_b1["end"], abs=1e-6)
@@ -185,7 +185,7 @@ async def test_comparing_pipelined_with_batched_from_the_runs_list(page: Any) ->
     assert sorted(k for k, v in b_lanes.items() if v["path"]) == ["A1", "A2", "B1", "B2"]
     # Batched: A2 starts after B1 ends (the barrier); pipelined: before.
     assert b_lanes["A2"]["bars"][0]["left"] >= b_lanes["B1"]["bars"][0]["right"] - 2
-    assert a_lanes["A2"]["bars"][0]["right"] < a_lanes["B1"]["bars"][0]["right"]
+    assert a_lanes["A2"]["bars"][0]["left"] < a_lanes["B1"]["bars"][0]["right"]
     await shot(page, "whatif-compare-pipelined-batched")
 
 
