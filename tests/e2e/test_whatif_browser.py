@@ -97,8 +97,9 @@ async def test_the_what_if_view_of_the_pipelined_demo(page: Any) -> None:
     s_a2, s_b1 = supersteps["A2"]["bars"][0], supersteps["B1"]["bars"][0]
     assert s_a2["start"] == pytest.approx(s_b1["end"], abs=1e-6)
     assert abs(s_a2["left"] - s_b1["right"]) <= 2
-    # Later than recorded, on the shared axis. By its start: where the recorded A2 ends is
-    # the machine's (a busy one starts it late), within B1's ten units of the superstep.
+    # Later than recorded, on the shared axis, by where each starts: the recorded A2 one unit
+    # in, the superstep's after B1's ten. Where the recorded one ends is the machine's (a
+    # busy one runs it late, up to B1's end).
     assert s_a2["left"] > a2["left"]
     [gap] = supersteps["A2"]["gaps"]
     assert gap["at"] == "superstep"
