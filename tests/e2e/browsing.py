@@ -88,6 +88,12 @@ DRAWN_TO = """n => !document.querySelector("#pf-run").classList.contains("pf-rep
 """The run page is at its end, and its end is event ``n``."""
 
 
+async def api_run(page: Any, run_id: str) -> dict[str, Any]:
+    """Run ``run_id``'s record as the API gives it, fetched by the page itself."""
+    return await page.evaluate(  # type: ignore[no-any-return]
+        "async id => (await (await fetch(`/api/runs/${id}`)).json()).run", run_id)
+
+
 async def run_ended(page: Any, status: str = "finished", timeout: float = 30_000) -> None:
     """Wait until the run page shows its run ended ``status`` with every stored event
     drawn, and the server has recorded that end.
@@ -103,8 +109,7 @@ async def run_ended(page: Any, status: str = "finished", timeout: float = 30_000
     run: dict[str, Any] = {}
 
     async def recorded() -> bool:
-        run.update(await page.evaluate(
-            "async id => (await (await fetch(`/api/runs/${id}`)).json()).run", run_id))
+        run.update(await api_run(page, run_id))
         return bool(run["status"] == status)
 
     await wait_until(recorded, timeout=timeout / 1000, interval=0.05,
@@ -138,8 +143,7 @@ async def start_run_watched(page: Any, live: Any, flow: str, message: str) -> st
     try:
         run_id = await start_run(page, flow, message)
         await page.wait_for_selector("#pf-status[data-state=open]")
-        run = await page.evaluate(
-            "async id => (await (await fetch(`/api/runs/${id}`)).json()).run", run_id)
+        run = await api_run(page, run_id)
         assert run["status"] == "queued", run
     finally:
         live.start_worker()  # later tests on this server need one, whatever happened here

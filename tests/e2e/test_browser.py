@@ -16,6 +16,7 @@ import pytest
 
 from tests.e2e.browsing import (
     FRAME,
+    api_run,
     dashboard,
     run_ended,
     shot,
@@ -53,11 +54,6 @@ GROWTH = """(() => {
 })()"""
 """Installed before the run page's own scripts: each new (branch rows, any of them running)
 the page shows, in order."""
-
-
-async def api_run(page: Any, run_id: str) -> dict[str, Any]:
-    return await page.evaluate(  # type: ignore[no-any-return]
-        "async id => (await (await fetch(`/api/runs/${id}`)).json()).run", run_id)
 
 
 async def test_login_is_required(server: tuple[LiveDaphne, str], browser: Any) -> None:

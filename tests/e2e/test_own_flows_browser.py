@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.browsing import dashboard, logged_in_page, run_ended, shot
+from tests.e2e.browsing import api_run, dashboard, logged_in_page, run_ended, shot
 from tests.livedaphne import REPO_ROOT, LiveDaphne
 
 playwright_api = pytest.importorskip("playwright.async_api", reason="pip install playwright")
@@ -39,11 +39,6 @@ async def page(server: tuple[LiveDaphne, str], browser: Any) -> AsyncIterator[An
 async def field_error(page: Any, name: str) -> str:
     box = page.locator(f'.pf-config-field[data-field="{name}"] .pf-field-error')
     return "" if await box.is_hidden() else str(await box.inner_text())
-
-
-async def api_run(page: Any, run_id: str) -> dict[str, Any]:
-    return await page.evaluate(  # type: ignore[no-any-return]
-        "async id => (await (await fetch(`/api/runs/${id}`)).json()).run", run_id)
 
 
 async def test_an_own_flow_starts_from_its_generated_config_fields_and_finishes(

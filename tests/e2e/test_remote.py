@@ -22,6 +22,7 @@ import pytest
 
 from tests.e2e.browsing import (
     admin_token,
+    api_run,
     dashboard,
     logged_in_page,
     run_ended,
@@ -208,8 +209,7 @@ async def test_stop_on_the_page_stops_the_turn_in_its_own_process(
     assert last["reason"] == "stopped from the dashboard by admin"
     requested = [e for e in stored if e["type"] == "cancel.requested"]
     assert requested and all("by admin" in e["reason"] for e in requested)
-    summary = await page.evaluate("async id => (await (await fetch(`/api/runs/${id}`)).json())"
-                                  ".run", run_id)
+    summary = await api_run(page, run_id)
     assert (summary["status"], summary["cancel_requested"]["by"]) == ("cancelled", "admin")
     # Stopping it again is refused with a clear error: it has ended.
     again = await page.evaluate(
